@@ -1,0 +1,121 @@
+//! HTTP only: auth, idempotency, extractors, handlers, DTOs, error → status. A handler extracts, calls one
+//! `service::` function and maps the result to an `…Out` DTO.
+
+pub mod auth;
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod idempotency;
+pub mod pagination;
+pub mod v1;
+pub mod v2;
+pub mod wire;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::Map;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::config::WireProfile;
+use crate::store::Store;
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub profile: WireProfile,
+    pub keys: Arc<auth::KeyCache>,
+}
+
+impl AppState {
+    pub fn new(store: Store, profile: WireProfile) -> Self {
+        Self { store, profile, keys: Arc::new(auth::KeyCache::default()) }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Tidings API", description = "Notification delivery: subscribers, integrations, channels, workflows, events."),
+    modifiers(&ApiKeyAuthModifier),
+    security(("ApiKey" = [])),
+    tags(
+        (name = "Subscribers"), (name = "Integrations"), (name = "Health"),
+    )
+)]
+struct ApiDoc;
+
+use docs::ApiKeyAuth as ApiKeyAuthModifier;
+
+/// The authenticated API routes and their OpenAPI description.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(v2::subscribers::search_subscribers, v2::subscribers::create_subscriber))
+        .routes(routes!(
+            v2::subscribers::get_subscriber,
+            v2::subscribers::patch_subscriber,
+            v2::subscribers::delete_subscriber
+        ))
+        .routes(routes!(
+            v1::subscriber_credentials::put_credentials,
+            v1::subscriber_credentials::patch_credentials
+        ))
+        .routes(routes!(v1::subscriber_credentials::delete_credentials))
+        .routes(routes!(v1::integrations::list_integrations, v1::integrations::create_integration))
+        .routes(routes!(v1::integrations::list_active_integrations))
+        .routes(routes!(v1::integrations::update_integration, v1::integrations::delete_integration))
+        .routes(routes!(v1::integrations::set_primary_integration))
+}
+
+/// The complete application: public routes, authenticated routes, and the middleware stack.
+pub fn router(state: AppState) -> Router {
+    let (authed, mut openapi) = api_routes().split_for_parts();
+    let authed = authed
+        .layer(from_fn_with_state(state.clone(), idempotency::idempotency))
+        .layer(from_fn_with_state(state.clone(), auth::require_api_key));
+    let (public, public_doc) = OpenApiRouter::new().routes(routes!(health_check)).routes(routes!(readiness)).split_for_parts();
+    openapi.merge(public_doc);
+    let openapi = Arc::new(openapi);
+    Router::new()
+        .merge(authed)
+        .merge(public)
+        .merge(docs::routes(openapi))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state.clone())
+        .layer(from_fn_with_state(state.profile, wire::request_context))
+}
+
+/// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.
+#[utoipa::path(get, path = "/v1/health-check", tag = "Health", security(()),
+    responses((status = 200, description = "The process is up")))]
+async fn health_check() -> Response {
+    wire::Reply::ok(serde_json::json!({ "status": "ok" })).into_response()
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/v1/health-check/ready", tag = "Health", security(()),
+    responses((status = 200, description = "The database answers"), (status = 503, description = "The database is unreachable")))]
+async fn readiness(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => wire::Reply::ok(serde_json::json!({ "status": "ok", "database": "up" })).into_response(),
+        Err(e) => {
+            tracing::warn!(error = ?e, "readiness: database unreachable");
+            error::error_response(StatusCode::SERVICE_UNAVAILABLE, "Database unreachable", Map::new())
+        }
+    }
+}
+
+async fn not_found() -> Response {
+    error::error_response(StatusCode::NOT_FOUND, &format!("Cannot find {}", wire::request_path()), Map::new())
+}
+
+async fn method_not_allowed() -> Response {
+    error::error_response(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed", Map::new())
+}

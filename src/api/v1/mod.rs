@@ -1,0 +1,4 @@
+//! `/v1/…` routes.
+
+pub mod integrations;
+pub mod subscriber_credentials;

@@ -1,0 +1,3 @@
+//! `/v2/…` routes.
+
+pub mod subscribers;

@@ -1,0 +1,161 @@
+//! Process wiring: open the store, bootstrap environments, serve HTTP, shut down gracefully.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::crypto::Cipher;
+use crate::service::environments;
+use crate::store::{Dialect, Store, StoreOptions};
+
+/// Resolves the encryption key: `TIDINGS_ENCRYPTION_KEY`, else (SQLite only) `secret.key` beside the
+/// database file, generated on first start with mode 0600.
+pub fn resolve_cipher(cfg: &Config) -> anyhow::Result<Cipher> {
+    if let Some(k) = &cfg.encryption_key {
+        return Cipher::from_base64(k).context("TIDINGS_ENCRYPTION_KEY");
+    }
+    match Store::dialect_of(&cfg.database_url)? {
+        Dialect::Postgres => bail!("TIDINGS_ENCRYPTION_KEY (32 bytes, base64) is required with PostgreSQL"),
+        Dialect::Sqlite => {
+            let path = secret_key_path(&cfg.database_url);
+            if path.exists() {
+                let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+                return Cipher::from_base64(&text).with_context(|| format!("{} is not a valid key", path.display()));
+            }
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            let key = Cipher::generate_base64();
+            write_private(&path, &key).with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!(path = %path.display(), "generated a new encryption key");
+            Ok(Cipher::from_base64(&key)?)
+        }
+    }
+}
+
+/// `secret.key` in the folder of the SQLite file (`tidings-data/` by default).
+fn secret_key_path(database_url: &str) -> PathBuf {
+    let file = database_url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let file = file.split('?').next().unwrap_or(file);
+    Path::new(file).parent().unwrap_or(Path::new(".")).join("secret.key")
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    f.write_all(contents.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    std::fs::write(path, contents)
+}
+
+pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
+    let cipher = resolve_cipher(cfg)?;
+    let mut opts = StoreOptions::new(&cfg.database_url);
+    opts.max_connections = (cfg.workers as u32).clamp(4, 32);
+    let store = Store::open(&opts, cipher)
+        .await
+        .with_context(|| format!("opening {}", crate::config::redact_url(&cfg.database_url)))?;
+    Ok(store)
+}
+
+/// `tidings serve`.
+pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let store = open_store(&cfg).await?;
+    store.migrate().await.context("applying migrations")?;
+    for created in environments::bootstrap(&store, cfg.api_key.as_deref()).await? {
+        // Printed once so the operator can copy the key; never logged.
+        println!("Created environment \"{}\" ({}), API key: {}", created.name, created.environment_id, created.api_key);
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+    let shutdown = CancellationToken::new();
+    let background = spawn_maintenance(store.clone(), shutdown.clone());
+    let app = api::router(AppState::new(store.clone(), cfg.compat));
+    tracing::info!(listen = %listener.local_addr()?, profile = ?cfg.compat, "tidings is serving");
+    let token = shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            token.cancel();
+        })
+        .await?;
+    shutdown.cancel();
+    let _ = background.await;
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `tidings worker`: runs background work without the HTTP API.
+pub async fn worker(cfg: Config) -> anyhow::Result<()> {
+    let store = open_store(&cfg).await?;
+    store.migrate().await.context("applying migrations")?;
+    let shutdown = CancellationToken::new();
+    let background = spawn_maintenance(store.clone(), shutdown.clone());
+    tracing::info!(workers = cfg.workers, "tidings worker started");
+    shutdown_signal().await;
+    shutdown.cancel();
+    let _ = background.await;
+    store.close().await;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// Periodic housekeeping: expired idempotency records.
+fn spawn_maintenance(store: Store, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match store.purge_expired_idempotency().await {
+                Ok(n) if n > 0 => tracing::debug!(purged = n, "expired idempotency records removed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = ?e, "purging idempotency records failed"),
+            }
+            if shutdown.run_until_cancelled(tokio::time::sleep(Duration::from_secs(600))).await.is_none() {
+                break;
+            }
+        }
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_key_lives_beside_the_database() {
+        assert_eq!(secret_key_path("sqlite://tidings-data/tidings.db"), PathBuf::from("tidings-data/secret.key"));
+        assert_eq!(secret_key_path("sqlite:/var/lib/t/x.db?mode=rwc"), PathBuf::from("/var/lib/t/secret.key"));
+        assert_eq!(secret_key_path("sqlite://x.db"), PathBuf::from("secret.key"));
+    }
+}

@@ -1,0 +1,177 @@
+//! Command line and configuration (design.md §2): flag, else environment variable, else default.
+
+use std::net::SocketAddr;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// How bodies and `svc` identifiers are written on the wire (design.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum WireProfile {
+    /// The spec literally: no envelope, identifiers spelled `svc…`.
+    #[default]
+    Spec,
+    /// Drop-in for the official Novu SDKs: `{"data": …}` envelope, identifiers spelled `novu…`.
+    Novu,
+}
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://tidings-data/tidings.db";
+
+#[derive(Debug, Parser)]
+#[command(name = "tidings", version, about = "Notification-delivery backend speaking the Novu-style HTTP API")]
+pub struct Cli {
+    /// Address the HTTP API listens on.
+    #[arg(long, env = "TIDINGS_LISTEN", default_value = "127.0.0.1:3000", global = true)]
+    pub listen: SocketAddr,
+
+    /// `sqlite://path/to/file.db` or `postgres://user@host/db`.
+    #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true, hide_env_values = true)]
+    pub database_url: String,
+
+    /// Wire profile: `spec` (default) or `novu` (drop-in for the Novu SDKs).
+    #[arg(long, env = "TIDINGS_COMPAT", value_enum, default_value_t = WireProfile::Spec, global = true)]
+    pub compat: WireProfile,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Migrate, then serve the API and run workers in-process.
+    Serve,
+    /// Run workers only (scale-out).
+    Worker,
+    /// Apply migrations and exit.
+    Migrate,
+    /// Manage environments.
+    Environments {
+        #[command(subcommand)]
+        command: EnvironmentsCommand,
+    },
+    /// Benchmark and test helper: bulk-insert synthetic subscribers into the key's environment.
+    #[command(hide = true)]
+    SeedSubscribers {
+        #[arg(long)]
+        api_key: String,
+        #[arg(long)]
+        count: i64,
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvironmentsCommand {
+    /// Create an environment in the default organization and print its key as JSON.
+    Create { name: String },
+}
+
+/// Everything the process needs, resolved once at start-up.
+#[derive(Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub compat: WireProfile,
+    /// `TIDINGS_API_KEY`: the bootstrap key of the "Development" environment.
+    pub api_key: Option<String>,
+    /// `TIDINGS_ENCRYPTION_KEY`: 32 bytes, base64.
+    pub encryption_key: Option<String>,
+    /// `TIDINGS_WORKERS`: concurrent jobs per process.
+    pub workers: usize,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("compat", &self.compat)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("encryption_key", &self.encryption_key.as_ref().map(|_| "<set>"))
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Combines the parsed flags with the variables that have no flag.
+    pub fn from_cli(cli: &Cli) -> anyhow::Result<Self> {
+        let workers = match non_empty_env("TIDINGS_WORKERS") {
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| anyhow::anyhow!("TIDINGS_WORKERS must be a positive integer, got {v:?}"))?,
+            None => 4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        };
+        Ok(Self {
+            listen: cli.listen,
+            database_url: cli.database_url.clone(),
+            compat: cli.compat,
+            api_key: non_empty_env("TIDINGS_API_KEY"),
+            encryption_key: non_empty_env("TIDINGS_ENCRYPTION_KEY"),
+            workers,
+        })
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The URL with any password replaced, for logs.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &userinfo[..colon], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_design() {
+        let cli = Cli::try_parse_from(["tidings", "serve"]).unwrap();
+        assert_eq!(cli.listen.to_string(), "127.0.0.1:3000");
+        assert_eq!(cli.compat, WireProfile::Spec);
+        assert!(matches!(cli.command, Command::Serve));
+    }
+
+    #[test]
+    fn flags_parse() {
+        let cli = Cli::try_parse_from([
+            "tidings",
+            "--listen",
+            "0.0.0.0:8080",
+            "--compat",
+            "novu",
+            "--database-url",
+            "postgres://u:p@h/db",
+            "environments",
+            "create",
+            "Staging",
+        ])
+        .unwrap();
+        assert_eq!(cli.compat, WireProfile::Novu);
+        assert_eq!(cli.database_url, "postgres://u:p@h/db");
+        match cli.command {
+            Command::Environments { command: EnvironmentsCommand::Create { name } } => assert_eq!(name, "Staging"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}

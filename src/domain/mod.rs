@@ -1,0 +1,19 @@
+//! Plain types and pure rules shared by every layer: ids, timestamps, channels and provider ids,
+//! subscribers, integrations. Nothing here performs I/O or knows about HTTP or SQL.
+
+pub mod channel;
+pub mod id;
+pub mod integration;
+pub mod subscriber;
+pub mod time;
+
+pub use channel::{Channel, IntegrationKind};
+pub use id::{new_object_id, EnvironmentId, ObjectId, OrganizationId};
+pub use time::Timestamp;
+
+/// The environment (and its organization) an API key belongs to. Every tenant-data operation takes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
+}

@@ -1,0 +1,247 @@
+//! Subscribers and their per-provider channel credentials (spec §2.4), with the pure rules for
+//! validating fields and merging credentials.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Timestamp;
+use crate::error::Validation;
+
+/// Most device tokens one subscriber channel may hold.
+pub const MAX_DEVICE_TOKENS: usize = 100;
+
+/// ChannelCredentials: every field optional; unknown keys are dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelCredentials {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_tokens: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_url: Option<String>,
+}
+
+/// One provider's settings on a subscriber, as stored (provider id in canonical spelling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelSettings {
+    pub provider_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_identifier: Option<String>,
+    pub credentials: ChannelCredentials,
+    #[serde(rename = "_integrationId")]
+    pub integration_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscriber {
+    pub id: String,
+    pub organization_id: String,
+    pub environment_id: String,
+    pub subscriber_id: String,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub avatar: Option<String>,
+    pub locale: Option<String>,
+    pub timezone: Option<String>,
+    pub data: Option<Value>,
+    pub channels: Vec<ChannelSettings>,
+    pub is_online: Option<bool>,
+    pub last_online_at: Option<Timestamp>,
+    pub deleted: bool,
+    pub version: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Subscriber {
+    /// `firstName + " " + lastName`, trimmed: what the `name` search matches.
+    pub fn full_name(&self) -> String {
+        full_name(self.first_name.as_deref(), self.last_name.as_deref())
+    }
+}
+
+pub fn full_name(first: Option<&str>, last: Option<&str>) -> String {
+    format!("{} {}", first.unwrap_or(""), last.unwrap_or("")).trim().to_owned()
+}
+
+/// How `deviceTokens` of an update combine with the stored ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenMode {
+    /// `PUT …/credentials`: the given list replaces the stored one (`[]` clears; absent keeps it).
+    Replace,
+    /// `PATCH …/credentials`: the given tokens are added to the stored ones.
+    Append,
+}
+
+/// Too many device tokens: how many the channel would have held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyTokens(pub usize);
+
+fn dedupe(tokens: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tokens {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Creates or updates the subscriber's entry for (`provider_id`, `integration_id`).
+/// Fields given in `incoming` replace stored ones; fields not given are kept.
+pub fn upsert_channel(
+    channels: &mut Vec<ChannelSettings>,
+    provider_id: &str,
+    integration_id: &str,
+    integration_identifier: Option<&str>,
+    incoming: ChannelCredentials,
+    mode: TokenMode,
+) -> Result<(), TooManyTokens> {
+    let incoming_tokens = incoming.device_tokens.clone().map(dedupe);
+    let pos = channels.iter().position(|c| c.provider_id == provider_id && c.integration_id == integration_id);
+    let merged = match pos.map(|i| &channels[i].credentials) {
+        None => ChannelCredentials { device_tokens: incoming_tokens, ..incoming },
+        Some(old) => {
+            let device_tokens = match (mode, incoming_tokens) {
+                (_, None) => old.device_tokens.clone(),
+                (TokenMode::Replace, Some(new)) => Some(new),
+                (TokenMode::Append, Some(new)) => {
+                    Some(dedupe(old.device_tokens.clone().unwrap_or_default().into_iter().chain(new)))
+                }
+            };
+            ChannelCredentials {
+                webhook_url: incoming.webhook_url.or_else(|| old.webhook_url.clone()),
+                channel: incoming.channel.or_else(|| old.channel.clone()),
+                device_tokens,
+                alert_uid: incoming.alert_uid.or_else(|| old.alert_uid.clone()),
+                title: incoming.title.or_else(|| old.title.clone()),
+                image_url: incoming.image_url.or_else(|| old.image_url.clone()),
+                state: incoming.state.or_else(|| old.state.clone()),
+                external_url: incoming.external_url.or_else(|| old.external_url.clone()),
+            }
+        }
+    };
+    let count = merged.device_tokens.as_ref().map_or(0, Vec::len);
+    if count > MAX_DEVICE_TOKENS {
+        return Err(TooManyTokens(count));
+    }
+    let entry = ChannelSettings {
+        provider_id: provider_id.to_owned(),
+        integration_identifier: integration_identifier.map(str::to_owned),
+        credentials: merged,
+        integration_id: integration_id.to_owned(),
+    };
+    match pos {
+        Some(i) => {
+            let keep_identifier = channels[i].integration_identifier.clone();
+            channels[i] = ChannelSettings { integration_identifier: entry.integration_identifier.or(keep_identifier), ..entry };
+        }
+        None => channels.push(entry),
+    }
+    Ok(())
+}
+
+/// Checks the user-editable profile fields; adds a message per bad field.
+pub fn validate_profile(
+    v: &mut Validation,
+    email: Option<&str>,
+    timezone: Option<&str>,
+    data: Option<&Value>,
+    avatar: Option<&str>,
+) {
+    if let Some(e) = email {
+        if e.parse::<email_address::EmailAddress>().is_err() {
+            v.add("email", "email must be a valid email address", e);
+        }
+    }
+    if let Some(tz) = timezone {
+        if tz.parse::<chrono_tz::Tz>().is_err() {
+            v.add("timezone", "timezone must be a valid IANA time zone, e.g. Europe/Paris", tz);
+        }
+    }
+    if let Some(d) = data {
+        if !d.is_object() {
+            v.add("data", "data must be an object", d.clone());
+        }
+    }
+    if let Some(a) = avatar {
+        if !(a.starts_with("http://") || a.starts_with("https://")) {
+            v.add("avatar", "avatar must be an http(s) URL", a);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds(tokens: &[&str]) -> ChannelCredentials {
+        ChannelCredentials { device_tokens: Some(tokens.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+    }
+
+    #[test]
+    fn replace_dedupes_and_keeps_other_fields() {
+        let mut ch = Vec::new();
+        let first = ChannelCredentials { webhook_url: Some("https://hook".into()), ..creds(&["a", "b", "a"]) };
+        upsert_channel(&mut ch, "fcm", "int1", None, first, TokenMode::Replace).unwrap();
+        assert_eq!(ch[0].credentials.device_tokens, Some(vec!["a".into(), "b".into()]));
+        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["c"]), TokenMode::Replace).unwrap();
+        assert_eq!(ch.len(), 1);
+        assert_eq!(ch[0].credentials.device_tokens, Some(vec!["c".into()]));
+        assert_eq!(ch[0].credentials.webhook_url.as_deref(), Some("https://hook"));
+        upsert_channel(&mut ch, "fcm", "int1", None, creds(&[]), TokenMode::Replace).unwrap();
+        assert_eq!(ch[0].credentials.device_tokens, Some(vec![]));
+    }
+
+    #[test]
+    fn append_unions_and_other_integrations_get_their_own_entry() {
+        let mut ch = Vec::new();
+        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["a"]), TokenMode::Append).unwrap();
+        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["b", "a"]), TokenMode::Append).unwrap();
+        assert_eq!(ch[0].credentials.device_tokens, Some(vec!["a".into(), "b".into()]));
+        upsert_channel(&mut ch, "fcm", "int2", Some("fcm-2"), creds(&["z"]), TokenMode::Append).unwrap();
+        assert_eq!(ch.len(), 2);
+        assert_eq!(ch[1].integration_identifier.as_deref(), Some("fcm-2"));
+    }
+
+    #[test]
+    fn more_than_100_tokens_is_refused() {
+        let many: Vec<String> = (0..101).map(|i| format!("t{i}")).collect();
+        let mut ch = Vec::new();
+        let c = ChannelCredentials { device_tokens: Some(many), ..Default::default() };
+        assert_eq!(upsert_channel(&mut ch, "fcm", "i", None, c, TokenMode::Replace), Err(TooManyTokens(101)));
+        assert!(ch.is_empty());
+    }
+
+    #[test]
+    fn profile_validation() {
+        let mut v = Validation::new();
+        validate_profile(&mut v, Some("nope"), Some("Mars/Base"), Some(&Value::from(3)), Some("ftp://x"));
+        let fields: Vec<_> = v.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["email", "timezone", "data", "avatar"]);
+        let mut ok = Validation::new();
+        validate_profile(&mut ok, Some("a@b.co"), Some("Europe/Paris"), Some(&serde_json::json!({})), None);
+        assert!(ok.is_empty());
+    }
+
+    #[test]
+    fn full_name_is_trimmed() {
+        assert_eq!(full_name(Some("Ada"), Some("Lovelace")), "Ada Lovelace");
+        assert_eq!(full_name(Some("Ada"), None), "Ada");
+        assert_eq!(full_name(None, None), "");
+    }
+}

@@ -1,0 +1,64 @@
+//! The `tidings` binary: parses the command line and hands over to `tidings::app`.
+
+use clap::Parser;
+use tidings::config::{Cli, Command, Config, EnvironmentsCommand};
+use tidings::{app, service};
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let cfg = Config::from_cli(&cli)?;
+    match cli.command {
+        Command::Serve => app::serve(cfg).await,
+        Command::Worker => app::worker(cfg).await,
+        Command::Migrate => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            store.close().await;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Environments { command: EnvironmentsCommand::Create { name } } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let created = service::environments::create(&store, &name, None).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.close().await;
+            println!("{}", serde_json::to_string(&created)?);
+            Ok(())
+        }
+        Command::SeedSubscribers { api_key, count, prefix } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let tenant = store
+                .find_tenant_by_key_hash(&tidings::crypto::sha256_hex(api_key.as_bytes()))
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("unknown API key"))?;
+            let n = store.seed_subscribers(&tenant, &prefix, count).await?;
+            store.close().await;
+            eprintln!("inserted {n} subscribers");
+            Ok(())
+        }
+    }
+}

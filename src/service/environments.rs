@@ -1,0 +1,73 @@
+//! Environments and their API keys: `tidings environments create` and start-up bootstrap.
+
+use serde::Serialize;
+
+use crate::crypto::{new_api_key, sha256_hex};
+use crate::domain::Tenant;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// What `tidings environments create` prints.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedEnvironment {
+    pub organization_id: String,
+    pub environment_id: String,
+    pub name: String,
+    pub api_key: String,
+}
+
+/// Creates an environment in the default organization with a new API key (or `key`, when given).
+pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<CreatedEnvironment> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::bad_request("environment name must not be empty"));
+    }
+    let org = store.default_organization().await?;
+    if store.get_environment_by_name(&org, name).await?.is_some() {
+        return Err(Error::Conflict(format!("Environment \"{name}\" already exists")));
+    }
+    let env = store.insert_environment(&org, name).await?;
+    let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
+    let tenant = Tenant { organization_id: org, environment_id: env };
+    store.insert_api_key(&tenant, &api_key).await?;
+    Ok(CreatedEnvironment {
+        organization_id: tenant.organization_id.0,
+        environment_id: tenant.environment_id.0,
+        name: name.to_owned(),
+        api_key,
+    })
+}
+
+/// Start-up: with `TIDINGS_API_KEY`, makes sure a "Development" environment holds exactly that key;
+/// without it, an empty database gets "Development" and "Production". Returns what was created.
+pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<CreatedEnvironment>> {
+    match api_key {
+        Some(key) => {
+            if store.find_tenant_by_key_hash(&sha256_hex(key.as_bytes())).await?.is_some() {
+                return Ok(Vec::new());
+            }
+            let org = store.default_organization().await?;
+            match store.get_environment_by_name(&org, "Development").await? {
+                Some(env) => {
+                    let tenant = Tenant {
+                        organization_id: crate::domain::OrganizationId(env.organization_id),
+                        environment_id: crate::domain::EnvironmentId(env.id.clone()),
+                    };
+                    store.insert_api_key(&tenant, key).await?;
+                    Ok(vec![CreatedEnvironment {
+                        organization_id: tenant.organization_id.0,
+                        environment_id: env.id,
+                        name: env.name,
+                        api_key: key.to_owned(),
+                    }])
+                }
+                None => Ok(vec![create(store, "Development", Some(key)).await?]),
+            }
+        }
+        None if store.count_environments().await? == 0 => {
+            Ok(vec![create(store, "Development", None).await?, create(store, "Production", None).await?])
+        }
+        None => Ok(Vec::new()),
+    }
+}

@@ -1,0 +1,9 @@
+//! One function per API operation: validate, call the store (in a transaction where several writes
+//! belong together), return domain values. No HTTP here.
+
+pub mod environments;
+pub mod integrations;
+pub mod subscribers;
+
+/// How often a read-modify-write retries when another writer changed the row in between.
+pub(crate) const OPTIMISTIC_RETRIES: usize = 8;

@@ -1,0 +1,267 @@
+//! Subscriber operations: create/upsert, retrieve, patch, soft delete, search, and channel credentials.
+
+use serde_json::{Map, Value};
+
+use super::OPTIMISTIC_RETRIES;
+use crate::domain::channel::ProviderId;
+use crate::domain::subscriber::{
+    upsert_channel, validate_profile, ChannelCredentials, Subscriber, TokenMode, TooManyTokens, MAX_DEVICE_TOKENS,
+};
+use crate::domain::{new_object_id, Tenant, Timestamp};
+use crate::error::{Error, Result, Validation};
+use crate::store::page::{Page, PageRequest};
+use crate::store::subscribers::SubscriberSearch;
+use crate::store::Store;
+
+/// Profile fields of a create or patch. For a patch, `None` leaves a field alone and `Some(None)` clears it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SubscriberFields {
+    pub first_name: Option<Option<String>>,
+    pub last_name: Option<Option<String>>,
+    pub email: Option<Option<String>>,
+    pub phone: Option<Option<String>>,
+    pub avatar: Option<Option<String>>,
+    pub locale: Option<Option<String>>,
+    pub timezone: Option<Option<String>>,
+    pub data: Option<Option<Value>>,
+}
+
+impl SubscriberFields {
+    fn validate(&self, v: &mut Validation) {
+        fn flat(f: &Option<Option<String>>) -> Option<&str> {
+            f.as_ref().and_then(|o| o.as_deref())
+        }
+        validate_profile(
+            v,
+            flat(&self.email),
+            flat(&self.timezone),
+            self.data.as_ref().and_then(|o| o.as_ref()),
+            flat(&self.avatar),
+        );
+    }
+
+    fn apply(self, s: &mut Subscriber) {
+        fn set<T>(slot: &mut Option<T>, value: Option<Option<T>>) {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        set(&mut s.first_name, self.first_name);
+        set(&mut s.last_name, self.last_name);
+        set(&mut s.email, self.email);
+        set(&mut s.phone, self.phone);
+        set(&mut s.avatar, self.avatar);
+        set(&mut s.locale, self.locale);
+        set(&mut s.timezone, self.timezone);
+        set(&mut s.data, self.data);
+    }
+}
+
+fn not_found(subscriber_id: &str) -> Error {
+    Error::NotFound(format!("Subscriber: {subscriber_id} was not found"))
+}
+
+/// Validates a subscriberId from a body: trimmed, 1..=255 characters.
+fn clean_subscriber_id(v: &mut Validation, raw: &str) -> String {
+    let id = raw.trim();
+    if id.is_empty() {
+        v.add("subscriberId", "subscriberId must not be empty", raw);
+    } else if id.chars().count() > 255 {
+        v.add("subscriberId", "subscriberId must be at most 255 characters", raw);
+    }
+    id.to_owned()
+}
+
+/// Outcome of a create: the subscriber and whether it is new.
+pub struct Created {
+    pub subscriber: Subscriber,
+    pub created: bool,
+}
+
+/// Creates a subscriber; an existing one is updated with the given fields unless `fail_if_exists` (→ 409).
+pub async fn create(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    fields: SubscriberFields,
+    fail_if_exists: bool,
+) -> Result<Created> {
+    let mut v = Validation::new();
+    let subscriber_id = clean_subscriber_id(&mut v, subscriber_id);
+    fields.validate(&mut v);
+    v.finish()?;
+
+    if store.get_subscriber_for_update(&tenant.environment_id, &subscriber_id).await?.is_some() {
+        if fail_if_exists {
+            return Err(Error::Conflict(format!("Subscriber with id \"{subscriber_id}\" already exists")));
+        }
+        let subscriber = modify(store, tenant, &subscriber_id, |s| {
+            fields.clone().apply(s);
+            Ok(())
+        })
+        .await?;
+        return Ok(Created { subscriber, created: false });
+    }
+
+    let now = Timestamp::now();
+    let mut s = Subscriber {
+        id: new_object_id(),
+        organization_id: tenant.organization_id.0.clone(),
+        environment_id: tenant.environment_id.0.clone(),
+        subscriber_id: subscriber_id.clone(),
+        first_name: None,
+        last_name: None,
+        email: None,
+        phone: None,
+        avatar: None,
+        locale: None,
+        timezone: None,
+        data: None,
+        channels: Vec::new(),
+        is_online: None,
+        last_online_at: None,
+        deleted: false,
+        version: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    fields.clone().apply(&mut s);
+    match store.insert_subscriber(&s).await {
+        Ok(()) => Ok(Created { subscriber: s, created: true }),
+        // Lost a race with a concurrent create of the same id.
+        Err(Error::Conflict(_)) if !fail_if_exists => {
+            let subscriber = modify(store, tenant, &subscriber_id, |s| {
+                fields.clone().apply(s);
+                Ok(())
+            })
+            .await?;
+            Ok(Created { subscriber, created: false })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+pub async fn get(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
+    store.get_subscriber(&tenant.environment_id, subscriber_id).await?.ok_or_else(|| not_found(subscriber_id))
+}
+
+pub async fn patch(store: &Store, tenant: &Tenant, subscriber_id: &str, fields: SubscriberFields) -> Result<Subscriber> {
+    let mut v = Validation::new();
+    fields.validate(&mut v);
+    v.finish()?;
+    modify(store, tenant, subscriber_id, |s| {
+        fields.clone().apply(s);
+        Ok(())
+    })
+    .await
+}
+
+/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search.
+pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
+    modify(store, tenant, subscriber_id, |s| {
+        s.deleted = true;
+        Ok(())
+    })
+    .await
+}
+
+pub async fn search(store: &Store, tenant: &Tenant, search: &SubscriberSearch, page: &PageRequest) -> Result<Page<Subscriber>> {
+    store.search_subscribers(&tenant.environment_id, search, page).await
+}
+
+/// `PUT` (replace tokens) and `PATCH` (append tokens) of `/v1/subscribers/{id}/credentials`.
+pub async fn update_credentials(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    provider_id: &str,
+    integration_identifier: Option<&str>,
+    credentials: ChannelCredentials,
+    mode: TokenMode,
+) -> Result<Subscriber> {
+    let provider = ProviderId::parse(provider_id)
+        .filter(ProviderId::is_subscriber_provider)
+        .ok_or_else(|| Error::invalid("providerId", "providerId must be a valid chat or push provider ID", provider_id))?;
+    if store.get_subscriber_for_update(&tenant.environment_id, subscriber_id).await?.is_none() {
+        return Err(not_found(subscriber_id));
+    }
+    let integration = store
+        .find_active_integration(&tenant.environment_id, &provider, integration_identifier)
+        .await?
+        .ok_or_else(|| {
+            let which = match integration_identifier {
+                Some(i) => format!("{} integration with identifier \"{i}\"", provider.as_str()),
+                None => format!("{} integration", provider.as_str()),
+            };
+            Error::bad_request(format!(
+                "Subscribers environment ({}) do not have active {which}.",
+                tenant.environment_id
+            ))
+        })?;
+    modify(store, tenant, subscriber_id, |s| {
+        upsert_channel(
+            &mut s.channels,
+            provider.as_str(),
+            &integration.id,
+            Some(integration.identifier.as_str()),
+            credentials.clone(),
+            mode,
+        )
+        .map_err(|TooManyTokens(n)| {
+            let mut extra = Map::new();
+            extra.insert("currentCount".into(), n.into());
+            extra.insert("limit".into(), MAX_DEVICE_TOKENS.into());
+            Error::BadRequest {
+                message: format!(
+                    "Device tokens limit exceeded. Maximum allowed tokens per subscriber channel is \
+                     {MAX_DEVICE_TOKENS}, but got {n} tokens."
+                ),
+                extra,
+            }
+        })
+    })
+    .await
+}
+
+/// Removes every channel entry of `provider_id` from the subscriber.
+pub async fn delete_credentials(store: &Store, tenant: &Tenant, subscriber_id: &str, provider_id: &str) -> Result<Subscriber> {
+    let provider = ProviderId::parse(provider_id)
+        .filter(ProviderId::is_subscriber_provider)
+        .ok_or_else(|| Error::invalid("providerId", "providerId must be a valid chat or push provider ID", provider_id))?;
+    modify(store, tenant, subscriber_id, |s| {
+        let before = s.channels.len();
+        s.channels.retain(|c| c.provider_id != provider.as_str());
+        if s.channels.len() == before {
+            return Err(Error::NotFound(format!(
+                "Subscriber {subscriber_id} has no credentials for provider {}",
+                provider.as_str()
+            )));
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Read-modify-write with optimistic concurrency: re-reads and retries when another writer won.
+/// Every successful change bumps `__v` and `updatedAt`.
+async fn modify(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    mut change: impl FnMut(&mut Subscriber) -> Result<()>,
+) -> Result<Subscriber> {
+    for _ in 0..OPTIMISTIC_RETRIES {
+        let mut s = store
+            .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
+            .await?
+            .ok_or_else(|| not_found(subscriber_id))?;
+        let expected = s.version;
+        change(&mut s)?;
+        s.version = expected + 1;
+        s.updated_at = Timestamp::now().max(Timestamp(s.updated_at.0 + 1));
+        if store.update_subscriber(&s, expected).await? {
+            return Ok(s);
+        }
+    }
+    Err(Error::Conflict(format!("Subscriber {subscriber_id} is being changed concurrently; retry the request")))
+}

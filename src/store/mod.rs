@@ -1,0 +1,198 @@
+//! The only place with SQL. A concrete [`Store`] over SQLite or PostgreSQL: each query is written once in a
+//! portable subset (lowercase SQL, `$n` placeholders in order, `returning`, `on conflict`, epoch-ms BIGINT
+//! times, JSON as TEXT/JSONB) and run on either pool through [`on_db!`]. Where the dialects must differ the
+//! code says so in an explicit two-arm `match`.
+
+pub mod idempotency;
+pub mod integrations;
+pub mod page;
+pub mod sql;
+pub mod subscribers;
+pub mod tenants;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::crypto::Cipher;
+use crate::error::{Error, Result};
+
+/// Runs one expression against whichever pool `$db` holds; the expression compiles once per driver.
+macro_rules! on_db {
+    ($db:expr, $p:ident => $e:expr) => {
+        match $db {
+            $crate::store::Db::Sqlite($p) => $e,
+            $crate::store::Db::Postgres($p) => $e,
+        }
+    };
+}
+pub(crate) use on_db;
+
+static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+#[derive(Debug, Clone)]
+pub enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// How to open the database.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub url: String,
+    /// PostgreSQL only: a schema to create and use (tests give each run its own).
+    pub pg_schema: Option<String>,
+    pub max_connections: u32,
+}
+
+impl StoreOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), pg_schema: None, max_connections: 16 }
+    }
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// Reads (and, on PostgreSQL, writes).
+    read: Db,
+    /// Writes. On SQLite a single connection, so writers queue in-process instead of fighting for the lock.
+    write: Db,
+    cipher: Cipher,
+}
+
+impl Store {
+    pub async fn open(opts: &StoreOptions, cipher: Cipher) -> Result<Self> {
+        match Self::dialect_of(&opts.url)? {
+            Dialect::Sqlite => {
+                let connect = sqlite_options(&opts.url)?;
+                let read = SqlitePoolOptions::new()
+                    .max_connections(opts.max_connections.max(2))
+                    .min_connections(1)
+                    .connect_with(connect.clone().read_only(false))
+                    .await?;
+                let write = SqlitePoolOptions::new().max_connections(1).min_connections(1).connect_with(connect).await?;
+                Ok(Self { read: Db::Sqlite(read), write: Db::Sqlite(write), cipher })
+            }
+            Dialect::Postgres => {
+                let mut connect = PgConnectOptions::from_str(&opts.url)
+                    .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?
+                    .application_name("tidings");
+                if let Some(schema) = &opts.pg_schema {
+                    let admin = PgPoolOptions::new().max_connections(1).connect_with(connect.clone()).await?;
+                    sqlx::query(&format!("create schema if not exists \"{schema}\"")).execute(&admin).await?;
+                    admin.close().await;
+                    connect = connect.options([("search_path", format!("\"{schema}\",public"))]);
+                }
+                let pool = PgPoolOptions::new()
+                    .max_connections(opts.max_connections)
+                    .min_connections(0)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_with(connect)
+                    .await?;
+                Ok(Self { read: Db::Postgres(pool.clone()), write: Db::Postgres(pool), cipher })
+            }
+        }
+    }
+
+    pub fn dialect_of(url: &str) -> Result<Dialect> {
+        if url.starts_with("sqlite:") {
+            Ok(Dialect::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Dialect::Postgres)
+        } else {
+            Err(Error::Internal(anyhow::anyhow!(
+                "unsupported database URL (use sqlite://path or postgres://…): {}",
+                crate::config::redact_url(url)
+            )))
+        }
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self.read {
+            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    pub fn cipher(&self) -> &Cipher {
+        &self.cipher
+    }
+
+    pub(crate) fn r(&self) -> &Db {
+        &self.read
+    }
+
+    pub(crate) fn w(&self) -> &Db {
+        &self.write
+    }
+
+    /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock, so concurrent starts are safe.
+    pub async fn migrate(&self) -> Result<()> {
+        match &self.write {
+            Db::Sqlite(p) => SQLITE_MIGRATOR.run(p).await?,
+            Db::Postgres(p) => POSTGRES_MIGRATOR.run(p).await?,
+        }
+        Ok(())
+    }
+
+    /// Cheap liveness probe used by the health check.
+    pub async fn ping(&self) -> Result<()> {
+        on_db!(&self.read, p => sqlx::query("select 1").execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        on_db!(&self.read, p => p.close().await);
+        on_db!(&self.write, p => p.close().await);
+    }
+}
+
+fn sqlite_options(url: &str) -> Result<SqliteConnectOptions> {
+    let opts = SqliteConnectOptions::from_str(url).map_err(|e| anyhow::anyhow!("invalid SQLite URL: {e}"))?;
+    let path = opts.get_filename().to_path_buf();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    Ok(opts
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10))
+        .foreign_keys(true)
+        .pragma("temp_store", "memory")
+        .pragma("cache_size", "-32000"))
+}
+
+/// True when a database error is a unique-constraint violation (portable: sqlx classifies both drivers).
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    fn versions(dir: &str) -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().split('_').next().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn both_migration_folders_have_the_same_versions() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        assert_eq!(versions(&format!("{root}/migrations/sqlite")), versions(&format!("{root}/migrations/postgres")));
+    }
+}

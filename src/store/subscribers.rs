@@ -1,0 +1,246 @@
+//! Subscribers: lookups, writes with optimistic concurrency (`version`), and indexed substring search.
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::sql::{bind_args, glob_escape, like_escape, Sql};
+use super::{is_unique_violation, on_db, Dialect, Store};
+use crate::domain::subscriber::{ChannelSettings, Subscriber};
+use crate::domain::{EnvironmentId, Tenant, Timestamp};
+use crate::error::{Error, Result};
+
+const COLUMNS: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
+    avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct SubscriberRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    subscriber_id: String,
+    first_name: Option<String>,
+    last_name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    avatar: Option<String>,
+    locale: Option<String>,
+    timezone: Option<String>,
+    data: Option<Json<Value>>,
+    channels: Json<Vec<ChannelSettings>>,
+    is_online: Option<bool>,
+    last_online_at: Option<i64>,
+    deleted: bool,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Keyed for SubscriberRow {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
+impl From<SubscriberRow> for Subscriber {
+    fn from(r: SubscriberRow) -> Self {
+        Subscriber {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            subscriber_id: r.subscriber_id,
+            first_name: r.first_name,
+            last_name: r.last_name,
+            email: r.email,
+            phone: r.phone,
+            avatar: r.avatar,
+            locale: r.locale,
+            timezone: r.timezone,
+            data: r.data.map(|j| j.0),
+            channels: r.channels.0,
+            is_online: r.is_online,
+            last_online_at: r.last_online_at.map(Timestamp),
+            deleted: r.deleted,
+            version: r.version,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+/// Filters of `GET /v2/subscribers`, combined with AND. `email`, `phone`, `name` are case-sensitive substrings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SubscriberSearch {
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    pub subscriber_id: Option<String>,
+}
+
+impl Store {
+    pub async fn get_subscriber(&self, env: &EnvironmentId, subscriber_id: &str) -> Result<Option<Subscriber>> {
+        let sql = format!(
+            "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
+        );
+        let row: Option<SubscriberRow> = on_db!(self.r(), p => sqlx::query_as::<_, SubscriberRow>(&sql)
+            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
+    /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
+    pub async fn get_subscriber_for_update(&self, env: &EnvironmentId, subscriber_id: &str) -> Result<Option<Subscriber>> {
+        let sql = format!(
+            "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
+        );
+        let row: Option<SubscriberRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberRow>(&sql)
+            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
+    /// Inserts a new subscriber; `Err(Conflict)` when the subscriberId is taken in the environment.
+    pub async fn insert_subscriber(&self, s: &Subscriber) -> Result<()> {
+        let q = Sql::new(
+            "insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name, \
+             full_name, email, phone, avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, \
+             version, created_at, updated_at) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+        );
+        let args = vec![
+            s.id.clone().into(),
+            s.organization_id.clone().into(),
+            s.environment_id.clone().into(),
+            s.subscriber_id.clone().into(),
+            s.first_name.clone().into(),
+            s.last_name.clone().into(),
+            s.full_name().into(),
+            s.email.clone().into(),
+            s.phone.clone().into(),
+            s.avatar.clone().into(),
+            s.locale.clone().into(),
+            s.timezone.clone().into(),
+            s.data.clone().into(),
+            serde_json::to_value(&s.channels)?.into(),
+            s.is_online.into(),
+            s.last_online_at.map(|t| t.0).into(),
+            s.deleted.into(),
+            s.version.into(),
+            s.created_at.0.into(),
+            s.updated_at.0.into(),
+        ];
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()));
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => {
+                Err(Error::Conflict(format!("Subscriber with id \"{}\" already exists", s.subscriber_id)))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes every mutable field of `s` if its stored version is still `expected_version`.
+    /// Returns false when another writer got there first (the caller re-reads and retries).
+    pub async fn update_subscriber(&self, s: &Subscriber, expected_version: i64) -> Result<bool> {
+        let q = Sql::new(
+            "update subscribers set first_name = $1, last_name = $2, full_name = $3, email = $4, phone = $5, \
+             avatar = $6, locale = $7, timezone = $8, data = $9, channels = $10, is_online = $11, \
+             last_online_at = $12, deleted = $13, version = $14, updated_at = $15 \
+             where environment_id = $16 and id = $17 and version = $18",
+        );
+        let args = vec![
+            s.first_name.clone().into(),
+            s.last_name.clone().into(),
+            s.full_name().into(),
+            s.email.clone().into(),
+            s.phone.clone().into(),
+            s.avatar.clone().into(),
+            s.locale.clone().into(),
+            s.timezone.clone().into(),
+            s.data.clone().into(),
+            serde_json::to_value(&s.channels)?.into(),
+            s.is_online.into(),
+            s.last_online_at.map(|t| t.0).into(),
+            s.deleted.into(),
+            s.version.into(),
+            s.updated_at.0.into(),
+            s.environment_id.clone().into(),
+            s.id.clone().into(),
+            expected_version.into(),
+        ];
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(res == 1)
+    }
+
+    /// One page of the environment's non-deleted subscribers matching `search`.
+    pub async fn search_subscribers(
+        &self,
+        env: &EnvironmentId,
+        search: &SubscriberSearch,
+        page: &PageRequest,
+    ) -> Result<Page<Subscriber>> {
+        let mut filter = Sql::new("environment_id = ");
+        filter.bind(env.as_str()).push(" and deleted = false");
+        if let Some(id) = &search.subscriber_id {
+            filter.push(" and subscriber_id = ").bind(id);
+        }
+        for (column, term) in [("email", &search.email), ("phone", &search.phone), ("full_name", &search.name)] {
+            if let Some(term) = term {
+                self.push_substring(&mut filter, column, term);
+            }
+        }
+        let mut scope = Sql::new("environment_id = ");
+        scope.bind(env.as_str());
+        let listing = Listing { columns: COLUMNS, from: "subscribers", filter, cursor_scope: scope };
+        let rows = cursor_page::<SubscriberRow>(self.r(), listing, page).await?;
+        Ok(rows.map(Into::into))
+    }
+
+    /// A case-sensitive substring condition served by the trigram index of each database.
+    fn push_substring(&self, filter: &mut Sql, column: &str, term: &str) {
+        match self.dialect() {
+            // SQLite: the FTS5 trigram index (case_sensitive 1) answers GLOB for terms of 3+ characters.
+            // Shorter terms have no trigram; `instr` on the row is exact and the keyset scan stops at a page.
+            Dialect::Sqlite if term.chars().count() >= 3 => {
+                filter.push(" and seq in (select rowid from subscribers_search where ").push(column);
+                filter.push(" glob ").bind(format!("*{}*", glob_escape(term))).push(")");
+            }
+            Dialect::Sqlite => {
+                filter.push(" and instr(").push(column).push(", ").bind(term).push(") > 0");
+            }
+            // PostgreSQL: GIN pg_trgm indexes serve LIKE; LIKE itself is case-sensitive.
+            Dialect::Postgres => {
+                filter.push(" and ").push(column).push(" like ");
+                filter.bind(format!("%{}%", like_escape(term))).push(" escape '\\'");
+            }
+        }
+    }
+
+    /// Inserts `count` synthetic subscribers (`<prefix><n>`, `user<n>@<prefix>.example.com`) in one statement.
+    /// Used by tests and the benchmark to build large tables quickly.
+    pub async fn seed_subscribers(&self, tenant: &Tenant, prefix: &str, count: i64) -> Result<u64> {
+        let now = Timestamp::now().0;
+        // Ids keep the ObjectId layout: 8 hex of seconds, 6 hex of salt, then a 10-hex sequence.
+        let secs = format!("{:08x}{:06x}", now / 1000, rand::random::<u32>() & 0x00ff_ffff);
+        let sql = match self.dialect() {
+            Dialect::Sqlite => {
+                "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+                 insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name,
+                   full_name, email, phone, channels, deleted, version, created_at, updated_at)
+                 select $2 || printf('%010x', i), $3, $4, $5 || i, 'First' || i, 'Last' || i,
+                   'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
+                   '+1555' || printf('%07d', i), '[]', false, 0, $6 + i, $6 + i from n"
+            }
+            Dialect::Postgres => {
+                "insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name,
+                   full_name, email, phone, channels, deleted, version, created_at, updated_at)
+                 select $2 || lpad(to_hex(i), 10, '0'), $3, $4, $5 || i, 'First' || i, 'Last' || i,
+                   'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
+                   '+1555' || lpad(i::text, 7, '0'), '[]', false, 0, $6 + i, $6 + i
+                 from generate_series(1, $1::bigint) as i"
+            }
+        };
+        let res = on_db!(self.w(), p => sqlx::query(sql).bind(count).bind(&secs)
+            .bind(tenant.organization_id.as_str()).bind(tenant.environment_id.as_str()).bind(prefix).bind(now)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(res)
+    }
+}

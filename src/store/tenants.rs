@@ -1,0 +1,80 @@
+//! Organizations, environments and API keys.
+
+use super::{on_db, Store};
+use crate::crypto::sha256_hex;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant, Timestamp};
+use crate::error::Result;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EnvironmentRow {
+    pub id: String,
+    pub organization_id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+impl Store {
+    /// The oldest organization, created as "Default" when there is none.
+    pub async fn default_organization(&self) -> Result<OrganizationId> {
+        let existing: Option<String> = on_db!(self.w(), p => sqlx::query_scalar(
+            "select id from organizations order by created_at, id limit 1").fetch_optional(p).await)?;
+        if let Some(id) = existing {
+            return Ok(OrganizationId(id));
+        }
+        let id = OrganizationId::new();
+        on_db!(self.w(), p => sqlx::query("insert into organizations (id, name, created_at) values ($1, $2, $3)")
+            .bind(id.as_str()).bind("Default").bind(Timestamp::now().0).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(id)
+    }
+
+    pub async fn count_environments(&self) -> Result<i64> {
+        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from environments").fetch_one(p).await)?)
+    }
+
+    pub async fn get_environment_by_name(&self, org: &OrganizationId, name: &str) -> Result<Option<EnvironmentRow>> {
+        Ok(on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(
+            "select id, organization_id, name, created_at from environments where organization_id = $1 and name = $2")
+            .bind(org.as_str()).bind(name).fetch_optional(p).await)?)
+    }
+
+    pub async fn insert_environment(&self, org: &OrganizationId, name: &str) -> Result<EnvironmentId> {
+        let id = EnvironmentId::new();
+        let now = Timestamp::now().0;
+        on_db!(self.w(), p => sqlx::query(
+            "insert into environments (id, organization_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4)")
+            .bind(id.as_str()).bind(org.as_str()).bind(name).bind(now).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(id)
+    }
+
+    /// Stores an API key as its SHA-256 (for lookup) and an encrypted copy (for signing).
+    pub async fn insert_api_key(&self, tenant: &Tenant, key: &str) -> Result<()> {
+        let hash = sha256_hex(key.as_bytes());
+        let sealed = self.cipher().encrypt(key.as_bytes());
+        on_db!(self.w(), p => sqlx::query(
+            "insert into api_keys (id, environment_id, organization_id, key_hash, key_encrypted, created_at)
+             values ($1, $2, $3, $4, $5, $6) on conflict (key_hash) do nothing")
+            .bind(crate::domain::new_object_id()).bind(tenant.environment_id.as_str())
+            .bind(tenant.organization_id.as_str()).bind(hash).bind(sealed).bind(Timestamp::now().0)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// The tenant an API key belongs to.
+    pub async fn find_tenant_by_key_hash(&self, key_hash: &str) -> Result<Option<Tenant>> {
+        let row: Option<(String, String)> = on_db!(self.r(), p => sqlx::query_as(
+            "select organization_id, environment_id from api_keys where key_hash = $1")
+            .bind(key_hash).fetch_optional(p).await)?;
+        Ok(row.map(|(org, env)| Tenant { organization_id: OrganizationId(org), environment_id: EnvironmentId(env) }))
+    }
+
+    /// The environment's first API key, decrypted (used to sign `svc-signature`).
+    pub async fn first_api_key(&self, env: &EnvironmentId) -> Result<Option<String>> {
+        let sealed: Option<String> = on_db!(self.r(), p => sqlx::query_scalar(
+            "select key_encrypted from api_keys where environment_id = $1 order by created_at, id limit 1")
+            .bind(env.as_str()).fetch_optional(p).await)?;
+        match sealed {
+            Some(s) => Ok(Some(self.cipher().decrypt_string(&s).map_err(anyhow::Error::from)?)),
+            None => Ok(None),
+        }
+    }
+}
