@@ -33,6 +33,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
         let inner = e.into_inner();
         let message = inner.to_string();
         let field = match message.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            _ if inner.is_syntax() || inner.is_eof() => "body".to_owned(),
             Some(missing) if path == "." => missing.to_owned(),
             Some(missing) => format!("{path}.{missing}"),
             None if path == "." => "body".to_owned(),

@@ -26,14 +26,16 @@ static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 static IDEMPOTENCY_REPLAY: HeaderName = HeaderName::from_static("idempotency-replay");
 
 pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        return next.run(req).await;
-    }
     let Some(key) = req.headers().get(&IDEMPOTENCY_KEY).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     else {
         return next.run(req).await;
     };
-    let mut resp = keyed(state, key.clone(), req, next).await;
+    // Reads ignore the key (the Novu SDKs send one on every request) but still echo it.
+    let mut resp = if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        next.run(req).await
+    } else {
+        keyed(state, key.clone(), req, next).await
+    };
     if let Ok(v) = HeaderValue::from_str(&key) {
         resp.headers_mut().insert(IDEMPOTENCY_KEY.clone(), v);
     }

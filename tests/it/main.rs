@@ -1,1 +1,11 @@
+//! The one integration-test binary: every test drives the real HTTP API on SQLite, and again on
+//! PostgreSQL when `TIDINGS_TEST_POSTGRES_URL` is set.
 
+mod support;
+
+mod auth_and_wire;
+mod idempotency;
+mod integrations;
+mod novu_sdk;
+mod pagination;
+mod subscribers;

@@ -11,7 +11,7 @@ use crate::api::pagination::{page_request, CursorPage};
 use crate::api::wire::{Reply, WireName};
 use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber};
 use crate::domain::Tenant;
-use crate::error::Validation;
+use crate::error::{Error, Validation};
 use crate::service::subscribers::{self as service, SubscriberFields};
 use crate::store::page::SortColumn;
 use crate::store::subscribers::SubscriberSearch;
@@ -103,19 +103,13 @@ pub(crate) fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> R
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// Body of `POST /v2/subscribers`.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriberIn {
-    pub subscriber_id: String,
-    #[serde(flatten)]
-    pub fields: SubscriberPatch,
-}
-
-/// Body of `PATCH /v2/subscribers/{subscriberId}`: a missing field is unchanged, `null` clears it.
+/// Body of `POST /v2/subscribers` (`subscriberId` required) and `PATCH /v2/subscribers/{subscriberId}`
+/// (`subscriberId` ignored): a missing field is unchanged, `null` clears it.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SubscriberPatch {
+pub struct SubscriberIn {
+    /// Required on create: the id of the subscriber in your system.
+    pub subscriber_id: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub first_name: Option<Option<String>>,
@@ -142,8 +136,8 @@ pub struct SubscriberPatch {
     pub data: Option<Option<Value>>,
 }
 
-impl From<SubscriberPatch> for SubscriberFields {
-    fn from(p: SubscriberPatch) -> Self {
+impl From<SubscriberIn> for SubscriberFields {
+    fn from(p: SubscriberIn) -> Self {
         Self {
             first_name: p.first_name,
             last_name: p.last_name,
@@ -211,7 +205,10 @@ pub async fn create_subscriber(
     let mut v = Validation::new();
     let fail_if_exists = q.bool(&mut v, "failIfExists").unwrap_or(false);
     v.finish()?;
-    let created = service::create(&state.store, &tenant, &body.subscriber_id, body.fields.into(), fail_if_exists).await?;
+    let Some(subscriber_id) = body.subscriber_id.clone() else {
+        return Err(Error::invalid("subscriberId", "subscriberId is required", Value::Null).into());
+    };
+    let created = service::create(&state.store, &tenant, &subscriber_id, body.into(), fail_if_exists).await?;
     Ok(Reply::created(SubscriberOut::from(created.subscriber)).into_response())
 }
 
@@ -229,7 +226,7 @@ pub async fn get_subscriber(
 }
 
 /// Update a subscriber's profile: absent fields are kept, `null` clears.
-#[utoipa::path(patch, path = "/v2/subscribers/{subscriberId}", tag = "Subscribers", request_body = SubscriberPatch,
+#[utoipa::path(patch, path = "/v2/subscribers/{subscriberId}", tag = "Subscribers", request_body = SubscriberIn,
     params(("subscriberId" = String, Path)),
     responses((status = 200, body = SubscriberOut), (status = 404, description = "Unknown subscriber"),
         (status = 422, description = "Invalid body")))]
@@ -237,7 +234,7 @@ pub async fn patch_subscriber(
     axum::extract::State(state): axum::extract::State<crate::api::AppState>,
     tenant: Tenant,
     AppPath(subscriber_id): AppPath<String>,
-    AppJson(body): AppJson<SubscriberPatch>,
+    AppJson(body): AppJson<SubscriberIn>,
 ) -> ApiResult<Response> {
     let s = service::patch(&state.store, &tenant, &subscriber_id, body.into()).await?;
     Ok(Reply::ok(SubscriberOut::from(s)).into_response())

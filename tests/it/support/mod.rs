@@ -1,0 +1,243 @@
+//! Test harness: [`TestApp`] runs the real router on `127.0.0.1:0` with a fresh database (SQLite in a
+//! temporary folder, or its own PostgreSQL schema when `TIDINGS_TEST_POSTGRES_URL` is set) and an API key.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::Value;
+use tidings::api::{router, AppState};
+use tidings::config::WireProfile;
+use tidings::crypto::Cipher;
+use tidings::domain::Tenant;
+use tidings::service::environments;
+use tidings::store::{Store, StoreOptions};
+use tokio::sync::OnceCell;
+
+pub mod sdk;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub fn postgres_url() -> Option<String> {
+    std::env::var("TIDINGS_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty())
+}
+
+/// Runs `case` against a fresh app on `backend`; a PostgreSQL case is skipped (with a note) without
+/// `TIDINGS_TEST_POSTGRES_URL`. `.ci/run` always sets it.
+#[macro_export]
+macro_rules! db_test {
+    ($name:ident, $case:path) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let app = $crate::support::TestApp::spawn($crate::support::Backend::Sqlite).await;
+                $case(app).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if $crate::support::postgres_url().is_none() {
+                    eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+                    return;
+                }
+                let app = $crate::support::TestApp::spawn($crate::support::Backend::Postgres).await;
+                $case(app).await;
+            }
+        }
+    };
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub key: String,
+    pub tenant: Tenant,
+    pub store: Store,
+    pub client: reqwest::Client,
+    pub backend: Backend,
+    pub profile: WireProfile,
+    _dir: Option<tempfile::TempDir>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+static SCHEMA_COUNTER: AtomicU64 = AtomicU64::new(0);
+static PG_CLEANUP: OnceCell<()> = OnceCell::const_new();
+
+/// Drops schemas left by test runs more than an hour old.
+async fn cleanup_old_schemas(url: &str) {
+    let Ok(pool) = sqlx::PgPool::connect(url).await else { return };
+    let cutoff = chrono::Utc::now().timestamp() - 3600;
+    let names: Vec<String> =
+        sqlx::query_scalar("select nspname::text from pg_namespace where nspname like 'tidings_t_%'")
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let ts = name.trim_start_matches("tidings_t_").split('_').next().and_then(|t| t.parse::<i64>().ok());
+        if ts.is_some_and(|t| t < cutoff) {
+            let _ = sqlx::query(&format!("drop schema if exists \"{name}\" cascade")).execute(&pool).await;
+        }
+    }
+    pool.close().await;
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, WireProfile::Spec).await
+    }
+
+    pub async fn spawn_with(backend: Backend, profile: WireProfile) -> Self {
+        let cipher = Cipher::from_base64(&Cipher::generate_base64()).unwrap();
+        let (opts, dir) = match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}/tidings.db", dir.path().display());
+                let mut opts = StoreOptions::new(url);
+                opts.max_connections = 4;
+                (opts, Some(dir))
+            }
+            Backend::Postgres => {
+                let url = postgres_url().expect("TIDINGS_TEST_POSTGRES_URL");
+                PG_CLEANUP.get_or_init(|| cleanup_old_schemas(&url)).await;
+                let schema = format!(
+                    "tidings_t_{}_{}_{}",
+                    chrono::Utc::now().timestamp(),
+                    std::process::id(),
+                    SCHEMA_COUNTER.fetch_add(1, Ordering::Relaxed)
+                );
+                let mut opts = StoreOptions::new(url);
+                opts.pg_schema = Some(schema);
+                opts.max_connections = 4;
+                (opts, None)
+            }
+        };
+        let store = Store::open(&opts, cipher).await.expect("open store");
+        store.migrate().await.expect("migrate");
+        let created = environments::create(&store, "Development", None).await.expect("environment");
+        let tenant = Tenant {
+            organization_id: tidings::domain::OrganizationId(created.organization_id.clone()),
+            environment_id: tidings::domain::EnvironmentId(created.environment_id.clone()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(AppState::new(store.clone(), profile));
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            base: format!("http://{addr}"),
+            key: created.api_key,
+            tenant,
+            store,
+            client: reqwest::Client::new(),
+            backend,
+            profile,
+            _dir: dir,
+            server,
+        }
+    }
+
+    /// Stops the HTTP server and starts a new one (fresh in-memory state) on the same database,
+    /// as a process restart would.
+    pub async fn restart(&mut self) {
+        self.server.abort();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(AppState::new(self.store.clone(), self.profile));
+        self.server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        self.base = format!("http://{addr}");
+    }
+
+    /// A second environment in the same database; returns its API key.
+    pub async fn second_environment(&self, name: &str) -> String {
+        environments::create(&self.store, name, None).await.unwrap().api_key
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request with this app's API key.
+    pub fn req(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path)).header("Authorization", format!("ApiKey {}", self.key))
+    }
+
+    /// A request with another key.
+    pub fn req_as(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path)).header("Authorization", format!("ApiKey {key}"))
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        send(self.req(Method::GET, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        send(self.req(Method::POST, path).json(&body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        send(self.req(Method::PUT, path).json(&body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        send(self.req(Method::PATCH, path).json(&body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        send(self.req(Method::DELETE, path)).await
+    }
+
+    /// Creates a subscriber and returns its body.
+    pub async fn subscriber(&self, id: &str, extra: Value) -> Value {
+        let mut body = serde_json::json!({ "subscriberId": id });
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        let (status, out) = self.post("/v2/subscribers", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        out
+    }
+
+    /// Creates an integration and returns its body.
+    pub async fn integration(&self, body: Value) -> Value {
+        let (status, out) = self.post("/v1/integrations", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        out
+    }
+}
+
+/// Sends and returns status plus JSON body (`Value::Null` when empty).
+pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
+    let resp = req.send().await.expect("request");
+    let status = resp.status();
+    let bytes = resp.bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, body)
+}
+
+/// Asserts the design.md error body: status, timestamp, path, message, reason phrase.
+pub fn assert_error(body: &Value, status: u16) {
+    assert_eq!(body["statusCode"], status, "{body}");
+    assert!(body["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{body}");
+    assert!(body["path"].as_str().is_some_and(|p| p.starts_with('/')), "{body}");
+    assert!(body["message"].is_string(), "{body}");
+    assert!(body["error"].is_string(), "{body}");
+}
