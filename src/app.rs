@@ -19,12 +19,16 @@ pub fn resolve_cipher(cfg: &Config) -> anyhow::Result<Cipher> {
         return Cipher::from_base64(k).context("TIDINGS_ENCRYPTION_KEY");
     }
     match Store::dialect_of(&cfg.database_url)? {
-        Dialect::Postgres => bail!("TIDINGS_ENCRYPTION_KEY (32 bytes, base64) is required with PostgreSQL"),
+        Dialect::Postgres => {
+            bail!("TIDINGS_ENCRYPTION_KEY (32 bytes, base64) is required with PostgreSQL")
+        }
         Dialect::Sqlite => {
             let path = secret_key_path(&cfg.database_url);
             if path.exists() {
-                let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-                return Cipher::from_base64(&text).with_context(|| format!("{} is not a valid key", path.display()));
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                return Cipher::from_base64(&text)
+                    .with_context(|| format!("{} is not a valid key", path.display()));
             }
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
@@ -39,16 +43,25 @@ pub fn resolve_cipher(cfg: &Config) -> anyhow::Result<Cipher> {
 
 /// `secret.key` in the folder of the SQLite file (`tidings-data/` by default).
 fn secret_key_path(database_url: &str) -> PathBuf {
-    let file = database_url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let file = database_url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
     let file = file.split('?').next().unwrap_or(file);
-    Path::new(file).parent().unwrap_or(Path::new(".")).join("secret.key")
+    Path::new(file)
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("secret.key")
 }
 
 #[cfg(unix)]
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(contents.as_bytes())
 }
 
@@ -73,9 +86,14 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     store.migrate().await.context("applying migrations")?;
     for created in environments::bootstrap(&store, cfg.api_key.as_deref()).await? {
         // Printed once so the operator can copy the key; never logged.
-        println!("Created environment \"{}\" ({}), API key: {}", created.name, created.environment_id, created.api_key);
+        println!(
+            "Created environment \"{}\" ({}), API key: {}",
+            created.name, created.environment_id, created.api_key
+        );
     }
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.listen))?;
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let app = api::router(AppState::new(store.clone(), cfg.compat));
@@ -114,11 +132,17 @@ fn spawn_maintenance(store: Store, shutdown: CancellationToken) -> tokio::task::
     tokio::spawn(async move {
         loop {
             match store.purge_expired_idempotency().await {
-                Ok(n) if n > 0 => tracing::debug!(purged = n, "expired idempotency records removed"),
+                Ok(n) if n > 0 => {
+                    tracing::debug!(purged = n, "expired idempotency records removed")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = ?e, "purging idempotency records failed"),
             }
-            if shutdown.run_until_cancelled(tokio::time::sleep(Duration::from_secs(600))).await.is_none() {
+            if shutdown
+                .run_until_cancelled(tokio::time::sleep(Duration::from_secs(600)))
+                .await
+                .is_none()
+            {
                 break;
             }
         }
@@ -154,8 +178,17 @@ mod tests {
 
     #[test]
     fn secret_key_lives_beside_the_database() {
-        assert_eq!(secret_key_path("sqlite://tidings-data/tidings.db"), PathBuf::from("tidings-data/secret.key"));
-        assert_eq!(secret_key_path("sqlite:/var/lib/t/x.db?mode=rwc"), PathBuf::from("/var/lib/t/secret.key"));
-        assert_eq!(secret_key_path("sqlite://x.db"), PathBuf::from("secret.key"));
+        assert_eq!(
+            secret_key_path("sqlite://tidings-data/tidings.db"),
+            PathBuf::from("tidings-data/secret.key")
+        );
+        assert_eq!(
+            secret_key_path("sqlite:/var/lib/t/x.db?mode=rwc"),
+            PathBuf::from("/var/lib/t/secret.key")
+        );
+        assert_eq!(
+            secret_key_path("sqlite://x.db"),
+            PathBuf::from("secret.key")
+        );
     }
 }

@@ -17,10 +17,19 @@ pub enum WireProfile {
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://tidings-data/tidings.db";
 
 #[derive(Debug, Parser)]
-#[command(name = "tidings", version, about = "Notification-delivery backend speaking the Novu-style HTTP API")]
+#[command(
+    name = "tidings",
+    version,
+    about = "Notification-delivery backend speaking the Novu-style HTTP API"
+)]
 pub struct Cli {
     /// Address the HTTP API listens on.
-    #[arg(long, env = "TIDINGS_LISTEN", default_value = "127.0.0.1:3000", global = true)]
+    #[arg(
+        long,
+        env = "TIDINGS_LISTEN",
+        default_value = "127.0.0.1:3000",
+        global = true
+    )]
     pub listen: SocketAddr,
 
     /// `sqlite://path/to/file.db` or `postgres://user@host/db`.
@@ -87,7 +96,10 @@ impl std::fmt::Debug for Config {
             .field("database_url", &redact_url(&self.database_url))
             .field("compat", &self.compat)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("encryption_key", &self.encryption_key.as_ref().map(|_| "<set>"))
+            .field(
+                "encryption_key",
+                &self.encryption_key.as_ref().map(|_| "<set>"),
+            )
             .field("workers", &self.workers)
             .finish()
     }
@@ -97,12 +109,14 @@ impl Config {
     /// Combines the parsed flags with the variables that have no flag.
     pub fn from_cli(cli: &Cli) -> anyhow::Result<Self> {
         let workers = match non_empty_env("TIDINGS_WORKERS") {
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| anyhow::anyhow!("TIDINGS_WORKERS must be a positive integer, got {v:?}"))?,
-            None => 4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                anyhow::anyhow!("TIDINGS_WORKERS must be a positive integer, got {v:?}")
+            })?,
+            None => {
+                4 * std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            }
         };
         Ok(Self {
             listen: cli.listen,
@@ -125,7 +139,12 @@ pub fn redact_url(url: &str) -> String {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             let userinfo = &url[scheme_end + 3..at];
             match userinfo.find(':') {
-                Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &userinfo[..colon], &url[at..]),
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme_end + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
                 None => url.to_owned(),
             }
         }
@@ -163,14 +182,19 @@ mod tests {
         assert_eq!(cli.compat, WireProfile::Novu);
         assert_eq!(cli.database_url, "postgres://u:p@h/db");
         match cli.command {
-            Command::Environments { command: EnvironmentsCommand::Create { name } } => assert_eq!(name, "Staging"),
+            Command::Environments {
+                command: EnvironmentsCommand::Create { name },
+            } => assert_eq!(name, "Staging"),
             other => panic!("unexpected {other:?}"),
         }
     }
 
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
     }

@@ -29,7 +29,9 @@ pub enum CryptoError {
 
 impl Cipher {
     pub fn from_bytes(key: &[u8; 32]) -> Self {
-        Self { aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key)) }
+        Self {
+            aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key)),
+        }
     }
 
     /// Parses the base64 form used by `TIDINGS_ENCRYPTION_KEY` and `secret.key`.
@@ -47,7 +49,10 @@ impl Cipher {
     /// `base64(nonce ‖ ciphertext)`.
     pub fn encrypt(&self, plain: &[u8]) -> String {
         let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
-        let sealed = self.aead.encrypt(&nonce, plain).expect("AES-GCM encryption cannot fail for in-memory data");
+        let sealed = self
+            .aead
+            .encrypt(&nonce, plain)
+            .expect("AES-GCM encryption cannot fail for in-memory data");
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
         B64.encode(out)
@@ -59,7 +64,9 @@ impl Cipher {
             return Err(CryptoError::Decrypt);
         }
         let (nonce, sealed) = bytes.split_at(12);
-        self.aead.decrypt(Nonce::from_slice(nonce), sealed).map_err(|_| CryptoError::Decrypt)
+        self.aead
+            .decrypt(Nonce::from_slice(nonce), sealed)
+            .map_err(|_| CryptoError::Decrypt)
     }
 
     pub fn decrypt_string(&self, stored: &str) -> Result<String, CryptoError> {
@@ -96,7 +103,10 @@ mod tests {
 
     #[test]
     fn sha256_is_hex() {
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(new_api_key().len(), 32);
     }
 }

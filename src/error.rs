@@ -26,7 +26,11 @@ impl Validation {
         if let Some(existing) = self.0.iter_mut().find(|e| e.field == field) {
             existing.messages.push(message);
         } else {
-            self.0.push(FieldError { field: field.to_owned(), messages: vec![message], value: value.into() });
+            self.0.push(FieldError {
+                field: field.to_owned(),
+                messages: vec![message],
+                value: value.into(),
+            });
         }
     }
 
@@ -46,7 +50,11 @@ impl Validation {
 
 impl std::fmt::Display for Validation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(|e| format!("{}: {}", e.field, e.messages.join(", "))).collect();
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.messages.join(", ")))
+            .collect();
         write!(f, "Validation failed: {}", parts.join("; "))
     }
 }
@@ -58,7 +66,10 @@ pub enum Error {
     Validation(Validation),
     /// A business rule was violated (400). `extra` keys are added to the error body.
     #[error("{message}")]
-    BadRequest { message: String, extra: Map<String, Value> },
+    BadRequest {
+        message: String,
+        extra: Map<String, Value>,
+    },
     /// Missing, malformed or unknown credentials (401).
     #[error("{0}")]
     Unauthorized(String),
@@ -75,7 +86,10 @@ pub enum Error {
 
 impl Error {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::BadRequest { message: message.into(), extra: Map::new() }
+        Self::BadRequest {
+            message: message.into(),
+            extra: Map::new(),
+        }
     }
 
     /// A 422 for a single field.

@@ -6,8 +6,11 @@ use tidings::{app, service};
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
         builder.json().init();
     } else {
@@ -40,15 +43,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("migrations applied");
             Ok(())
         }
-        Command::Environments { command: EnvironmentsCommand::Create { name } } => {
+        Command::Environments {
+            command: EnvironmentsCommand::Create { name },
+        } => {
             let store = app::open_store(&cfg).await?;
             store.migrate().await?;
-            let created = service::environments::create(&store, &name, None).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let created = service::environments::create(&store, &name, None)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             store.close().await;
             println!("{}", serde_json::to_string(&created)?);
             Ok(())
         }
-        Command::SeedSubscribers { api_key, count, prefix } => {
+        Command::SeedSubscribers {
+            api_key,
+            count,
+            prefix,
+        } => {
             let store = app::open_store(&cfg).await?;
             store.migrate().await?;
             let tenant = store

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
 use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -29,7 +29,10 @@ pub struct KeyCache {
 impl KeyCache {
     fn get(&self, hash: &str) -> Option<Tenant> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(hash).filter(|(_, at)| at.elapsed() < CACHE_TTL).map(|(t, _)| t.clone())
+        entries
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .map(|(t, _)| t.clone())
     }
 
     fn put(&self, hash: String, tenant: Tenant) {
@@ -45,8 +48,17 @@ impl KeyCache {
 }
 
 /// Middleware for every authenticated route.
-pub async fn require_api_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    match authenticate(&state, req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())).await {
+pub async fn require_api_key(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match authenticate(
+        &state,
+        req.headers().get(AUTHORIZATION).map(|v| v.as_bytes()),
+    )
+    .await
+    {
         Ok(tenant) => {
             req.extensions_mut().insert(tenant);
             next.run(req).await
@@ -56,11 +68,15 @@ pub async fn require_api_key(State(state): State<AppState>, mut req: Request, ne
 }
 
 async fn authenticate(state: &AppState, header: Option<&[u8]>) -> Result<Tenant, Error> {
-    let header = header.ok_or_else(|| Error::Unauthorized("Missing authorization header".into()))?;
-    let header = std::str::from_utf8(header).map_err(|_| Error::Unauthorized("Unauthorized".into()))?;
+    let header =
+        header.ok_or_else(|| Error::Unauthorized("Missing authorization header".into()))?;
+    let header =
+        std::str::from_utf8(header).map_err(|_| Error::Unauthorized("Unauthorized".into()))?;
     let (scheme, key) = header.split_once(' ').unwrap_or((header, ""));
     if scheme != "ApiKey" {
-        return Err(Error::Unauthorized(format!("Invalid authentication scheme: \"{scheme}\"")));
+        return Err(Error::Unauthorized(format!(
+            "Invalid authentication scheme: \"{scheme}\""
+        )));
     }
     let key = key.trim();
     if key.is_empty() {

@@ -36,7 +36,13 @@ pub fn routes(openapi: Arc<OpenApi>) -> Router<AppState> {
             "/openapi.json",
             get(move || {
                 let json = json.clone();
-                async move { ([(header::CONTENT_TYPE, "application/json")], json.as_str().to_owned()).into_response() }
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        json.as_str().to_owned(),
+                    )
+                        .into_response()
+                }
             }),
         )
         .route("/docs", get(reference_page))

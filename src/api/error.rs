@@ -27,7 +27,10 @@ pub fn error_body(status: StatusCode, message: &str, extra: Map<String, Value>) 
     body.insert("timestamp".into(), Timestamp::now().to_iso().into());
     body.insert("path".into(), request_path().into());
     body.insert("message".into(), message.into());
-    body.insert("error".into(), status.canonical_reason().unwrap_or("Error").into());
+    body.insert(
+        "error".into(),
+        status.canonical_reason().unwrap_or("Error").into(),
+    );
     for (k, v) in extra {
         body.entry(k).or_insert(v);
     }
@@ -44,13 +47,18 @@ impl IntoResponse for ApiError {
             Error::Validation(v) => {
                 let mut errors = Map::new();
                 for e in &v.0 {
-                    errors.insert(e.field.clone(), json!({ "messages": e.messages, "value": e.value }));
+                    errors.insert(
+                        e.field.clone(),
+                        json!({ "messages": e.messages, "value": e.value }),
+                    );
                 }
                 let mut extra = Map::new();
                 extra.insert("errors".into(), Value::Object(errors));
                 error_response(StatusCode::UNPROCESSABLE_ENTITY, &v.to_string(), extra)
             }
-            Error::BadRequest { message, extra } => error_response(StatusCode::BAD_REQUEST, &message, extra),
+            Error::BadRequest { message, extra } => {
+                error_response(StatusCode::BAD_REQUEST, &message, extra)
+            }
             Error::Unauthorized(m) => error_response(StatusCode::UNAUTHORIZED, &m, Map::new()),
             Error::NotFound(m) => error_response(StatusCode::NOT_FOUND, &m, Map::new()),
             Error::Conflict(m) => error_response(StatusCode::CONFLICT, &m, Map::new()),

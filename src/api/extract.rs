@@ -26,13 +26,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
 
 /// Parses a JSON body into `T`, reporting the failing field path in a 422.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let message = inner.to_string();
-        let field = match message.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+        let field = match message
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split('`').next())
+        {
             _ if inner.is_syntax() || inner.is_eof() => "body".to_owned(),
             Some(missing) if path == "." => missing.to_owned(),
             Some(missing) => format!("{path}.{missing}"),
@@ -75,11 +82,18 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryMap {
 
 impl QueryMap {
     pub fn parse(raw: &str) -> Self {
-        Self(form_urlencoded::parse(raw.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+        Self(
+            form_urlencoded::parse(raw.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
     }
 
     fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.0.iter().filter(move |(k, _)| k == key || k.strip_suffix("[]") == Some(key)).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == key || k.strip_suffix("[]") == Some(key))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The first value of `key`; an empty value counts as absent.
@@ -89,7 +103,10 @@ impl QueryMap {
 
     /// Every value of `key` (`k=a&k=b`, `k[]=a`), also splitting nothing: a comma is a literal character.
     pub fn list(&self, key: &str) -> Vec<String> {
-        self.values(key).filter(|v| !v.is_empty()).map(str::to_owned).collect()
+        self.values(key)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 
     /// True when `key` appears at all, even empty (`contextKeys=` means "no context").
@@ -101,7 +118,10 @@ impl QueryMap {
     pub fn int(&self, v: &mut Validation, key: &str, min: i64, max: i64) -> Option<i64> {
         let raw = self.string(key)?;
         let parsed = raw.parse::<i64>().ok().or_else(|| {
-            raw.parse::<f64>().ok().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64)
+            raw.parse::<f64>()
+                .ok()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .map(|f| f as i64)
         });
         match parsed {
             None => {
@@ -139,7 +159,11 @@ impl QueryMap {
         if allowed.contains(&raw.as_str()) {
             Some(raw)
         } else {
-            v.add(key, format!("{key} must be one of: {}", allowed.join(", ")), raw);
+            v.add(
+                key,
+                format!("{key} must be one of: {}", allowed.join(", ")),
+                raw,
+            );
             None
         }
     }
@@ -151,7 +175,9 @@ mod tests {
 
     #[test]
     fn query_reads_repeated_keys_floats_and_plus() {
-        let q = QueryMap::parse("limit=10.0&channels=email&channels[]=sms&name=Ada+Lovelace&flag=true&empty=");
+        let q = QueryMap::parse(
+            "limit=10.0&channels=email&channels[]=sms&name=Ada+Lovelace&flag=true&empty=",
+        );
         let mut v = Validation::new();
         assert_eq!(q.int(&mut v, "limit", 1, 100), Some(10));
         assert_eq!(q.list("channels"), ["email", "sms"]);

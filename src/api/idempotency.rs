@@ -26,7 +26,10 @@ static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 static IDEMPOTENCY_REPLAY: HeaderName = HeaderName::from_static("idempotency-replay");
 
 pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(key) = req.headers().get(&IDEMPOTENCY_KEY).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    let Some(key) = req
+        .headers()
+        .get(&IDEMPOTENCY_KEY)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     else {
         return next.run(req).await;
     };
@@ -55,7 +58,13 @@ async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Respon
     let (parts, body) = req.into_parts();
     let bytes = match to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => return error_response(StatusCode::PAYLOAD_TOO_LARGE, "Request body is too large", Map::new()),
+        Err(_) => {
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Request body is too large",
+                Map::new(),
+            )
+        }
     };
     let mut hasher = Sha256::new();
     hasher.update(parts.method.as_str());
@@ -66,7 +75,11 @@ async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Respon
     let request_hash = hex::encode(hasher.finalize());
 
     let env = tenant.environment_id.clone();
-    match state.store.begin_idempotent(&env, &key, &request_hash, TTL_MS).await {
+    match state
+        .store
+        .begin_idempotent(&env, &key, &request_hash, TTL_MS)
+        .await
+    {
         Err(e) => ApiError(e).into_response(),
         Ok(IdempotencyBegin::InProgress) => {
             let mut resp = error_response(
@@ -74,30 +87,45 @@ async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Respon
                 &format!("Request with key \"{key}\" is currently being processed. Please retry after 1 second"),
                 Map::new(),
             );
-            resp.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+            resp.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
             resp
         }
         Ok(IdempotencyBegin::Mismatch) => {
-            let message = format!("Request with key \"{key}\" is being reused for a different body");
+            let message =
+                format!("Request with key \"{key}\" is being reused for a different body");
             let mut extra = Map::new();
-            extra.insert("errors".into(), json!({ "idempotency-key": { "messages": [message], "value": key } }));
+            extra.insert(
+                "errors".into(),
+                json!({ "idempotency-key": { "messages": [message], "value": key } }),
+            );
             error_response(StatusCode::UNPROCESSABLE_ENTITY, &message, extra)
         }
-        Ok(IdempotencyBegin::Done { status, content_type, body }) => {
+        Ok(IdempotencyBegin::Done {
+            status,
+            content_type,
+            body,
+        }) => {
             let mut resp = Response::new(Body::from(body));
             *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             if let Some(ct) = content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
                 resp.headers_mut().insert("content-type", ct);
             }
-            resp.headers_mut().insert(IDEMPOTENCY_REPLAY.clone(), HeaderValue::from_static("true"));
+            resp.headers_mut()
+                .insert(IDEMPOTENCY_REPLAY.clone(), HeaderValue::from_static("true"));
             resp
         }
         Ok(IdempotencyBegin::Started) => {
             let req = Request::from_parts(parts, Body::from(bytes));
-            let task = tokio::spawn(in_current_context(run_and_store(state, env, key, req, next)));
+            let task = tokio::spawn(in_current_context(run_and_store(
+                state, env, key, req, next,
+            )));
             match task.await {
                 Ok(resp) => resp,
-                Err(e) => ApiError(Error::Internal(anyhow::anyhow!("idempotent request task failed: {e}"))).into_response(),
+                Err(e) => ApiError(Error::Internal(anyhow::anyhow!(
+                    "idempotent request task failed: {e}"
+                )))
+                .into_response(),
             }
         }
     }
@@ -116,7 +144,10 @@ async fn run_and_store(
         Ok(b) => b,
         Err(e) => {
             let _ = state.store.abandon_idempotent(&env, &key).await;
-            return ApiError(Error::Internal(anyhow::anyhow!("response body could not be buffered: {e}"))).into_response();
+            return ApiError(Error::Internal(anyhow::anyhow!(
+                "response body could not be buffered: {e}"
+            )))
+            .into_response();
         }
     };
     // Server errors are not stored: the client may retry the same key once the problem is gone.
@@ -124,7 +155,17 @@ async fn run_and_store(
         state.store.abandon_idempotent(&env, &key).await
     } else {
         let ct = content_type(&parts.headers);
-        state.store.complete_idempotent(&env, &key, parts.status.as_u16(), ct.as_deref(), &bytes, TTL_MS).await
+        state
+            .store
+            .complete_idempotent(
+                &env,
+                &key,
+                parts.status.as_u16(),
+                ct.as_deref(),
+                &bytes,
+                TTL_MS,
+            )
+            .await
     };
     if let Err(e) = stored {
         tracing::error!(error = ?e, "could not record the idempotent response");
@@ -133,5 +174,8 @@ async fn run_and_store(
 }
 
 fn content_type(headers: &HeaderMap) -> Option<String> {
-    headers.get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned)
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }

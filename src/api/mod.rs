@@ -36,7 +36,11 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(store: Store, profile: WireProfile) -> Self {
-        Self { store, profile, keys: Arc::new(auth::KeyCache::default()) }
+        Self {
+            store,
+            profile,
+            keys: Arc::new(auth::KeyCache::default()),
+        }
     }
 }
 
@@ -56,7 +60,10 @@ use docs::ApiKeyAuth as ApiKeyAuthModifier;
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(v2::subscribers::search_subscribers, v2::subscribers::create_subscriber))
+        .routes(routes!(
+            v2::subscribers::search_subscribers,
+            v2::subscribers::create_subscriber
+        ))
         .routes(routes!(
             v2::subscribers::get_subscriber,
             v2::subscribers::patch_subscriber,
@@ -67,9 +74,15 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::subscriber_credentials::patch_credentials
         ))
         .routes(routes!(v1::subscriber_credentials::delete_credentials))
-        .routes(routes!(v1::integrations::list_integrations, v1::integrations::create_integration))
+        .routes(routes!(
+            v1::integrations::list_integrations,
+            v1::integrations::create_integration
+        ))
         .routes(routes!(v1::integrations::list_active_integrations))
-        .routes(routes!(v1::integrations::update_integration, v1::integrations::delete_integration))
+        .routes(routes!(
+            v1::integrations::update_integration,
+            v1::integrations::delete_integration
+        ))
         .routes(routes!(v1::integrations::set_primary_integration))
 }
 
@@ -79,7 +92,10 @@ pub fn router(state: AppState) -> Router {
     let authed = authed
         .layer(from_fn_with_state(state.clone(), idempotency::idempotency))
         .layer(from_fn_with_state(state.clone(), auth::require_api_key));
-    let (public, public_doc) = OpenApiRouter::new().routes(routes!(health_check)).routes(routes!(readiness)).split_for_parts();
+    let (public, public_doc) = OpenApiRouter::new()
+        .routes(routes!(health_check))
+        .routes(routes!(readiness))
+        .split_for_parts();
     openapi.merge(public_doc);
     let openapi = Arc::new(openapi);
     Router::new()
@@ -104,18 +120,32 @@ async fn health_check() -> Response {
     responses((status = 200, description = "The database answers"), (status = 503, description = "The database is unreachable")))]
 async fn readiness(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => wire::Reply::ok(serde_json::json!({ "status": "ok", "database": "up" })).into_response(),
+        Ok(()) => {
+            wire::Reply::ok(serde_json::json!({ "status": "ok", "database": "up" })).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = ?e, "readiness: database unreachable");
-            error::error_response(StatusCode::SERVICE_UNAVAILABLE, "Database unreachable", Map::new())
+            error::error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Database unreachable",
+                Map::new(),
+            )
         }
     }
 }
 
 async fn not_found() -> Response {
-    error::error_response(StatusCode::NOT_FOUND, &format!("Cannot find {}", wire::request_path()), Map::new())
+    error::error_response(
+        StatusCode::NOT_FOUND,
+        &format!("Cannot find {}", wire::request_path()),
+        Map::new(),
+    )
 }
 
 async fn method_not_allowed() -> Response {
-    error::error_response(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed", Map::new())
+    error::error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method not allowed",
+        Map::new(),
+    )
 }

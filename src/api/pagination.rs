@@ -11,11 +11,17 @@ pub const MAX_LIMIT: i64 = 100;
 
 /// Reads `after`, `before`, `limit`, `orderDirection`, `orderBy`, `includeCursor`.
 /// `order_by` maps accepted `orderBy` values to columns; the first entry is the default.
-pub fn page_request(q: &QueryMap, v: &mut Validation, order_by: &[(&str, SortColumn)]) -> Result<PageRequest> {
+pub fn page_request(
+    q: &QueryMap,
+    v: &mut Validation,
+    order_by: &[(&str, SortColumn)],
+) -> Result<PageRequest> {
     let after = q.string("after");
     let before = q.string("before");
     if after.is_some() && before.is_some() {
-        return Err(Error::bad_request("Cannot specify both \"before\" and \"after\" cursors at the same time."));
+        return Err(Error::bad_request(
+            "Cannot specify both \"before\" and \"after\" cursors at the same time.",
+        ));
     }
     let limit = q.int(v, "limit", 1, MAX_LIMIT).unwrap_or(DEFAULT_LIMIT);
     let descending = match q.string("orderDirection") {
@@ -33,14 +39,24 @@ pub fn page_request(q: &QueryMap, v: &mut Validation, order_by: &[(&str, SortCol
             Some((_, col)) => *col,
             None => {
                 let names: Vec<&str> = order_by.iter().map(|(n, _)| *n).collect();
-                v.add("orderBy", format!("orderBy must be one of: {}", names.join(", ")), name);
+                v.add(
+                    "orderBy",
+                    format!("orderBy must be one of: {}", names.join(", ")),
+                    name,
+                );
                 order_by[0].1
             }
         },
     };
     let include_cursor = q.bool(v, "includeCursor").unwrap_or(false);
     let cursor = after.map(Cursor::After).or(before.map(Cursor::Before));
-    Ok(PageRequest { cursor, include_cursor, limit, sort, descending })
+    Ok(PageRequest {
+        cursor,
+        include_cursor,
+        limit,
+        sort,
+        descending,
+    })
 }
 
 /// `{data, next, previous, totalCount, totalCountCapped}`: all five always present.

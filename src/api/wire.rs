@@ -22,14 +22,26 @@ tokio::task_local! {
 }
 
 /// Middleware: makes the profile and the request path available to everything that renders the response.
-pub async fn request_context(State(profile): State<WireProfile>, req: Request, next: Next) -> Response {
-    let path = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_else(|| req.uri().path().to_owned());
-    CONTEXT.scope(RequestContext { profile, path }, next.run(req)).await
+pub async fn request_context(
+    State(profile): State<WireProfile>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| req.uri().path().to_owned());
+    CONTEXT
+        .scope(RequestContext { profile, path }, next.run(req))
+        .await
 }
 
 /// Wraps `fut` so it runs inside the current request's context (for work moved onto another task).
 /// The context is captured now, not when the future is first polled.
-pub fn in_current_context<F: std::future::Future>(fut: F) -> impl std::future::Future<Output = F::Output> {
+pub fn in_current_context<F: std::future::Future>(
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
     let ctx = current();
     async move {
         match ctx {
@@ -101,15 +113,27 @@ pub struct Reply<T> {
 
 impl<T: Serialize> Reply<T> {
     pub fn ok(body: T) -> Self {
-        Self { status: StatusCode::OK, shape: Shape::Single, body }
+        Self {
+            status: StatusCode::OK,
+            shape: Shape::Single,
+            body,
+        }
     }
 
     pub fn created(body: T) -> Self {
-        Self { status: StatusCode::CREATED, shape: Shape::Single, body }
+        Self {
+            status: StatusCode::CREATED,
+            shape: Shape::Single,
+            body,
+        }
     }
 
     pub fn page(body: T) -> Self {
-        Self { status: StatusCode::OK, shape: Shape::Page, body }
+        Self {
+            status: StatusCode::OK,
+            shape: Shape::Page,
+            body,
+        }
     }
 }
 
@@ -121,7 +145,9 @@ struct Envelope<'a, T> {
 impl<T: Serialize> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
         let rendered = match (self.shape, profile()) {
-            (Shape::Single, WireProfile::Novu) => serde_json::to_vec(&Envelope { data: &self.body }),
+            (Shape::Single, WireProfile::Novu) => {
+                serde_json::to_vec(&Envelope { data: &self.body })
+            }
             _ => serde_json::to_vec(&self.body),
         };
         match rendered {
@@ -134,7 +160,10 @@ impl<T: Serialize> IntoResponse for Reply<T> {
 pub fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut resp = Response::new(Body::from(bytes));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
     resp
 }
 

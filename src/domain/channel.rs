@@ -14,7 +14,13 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub const ALL: [Channel; 5] = [Channel::InApp, Channel::Email, Channel::Sms, Channel::Chat, Channel::Push];
+    pub const ALL: [Channel; 5] = [
+        Channel::InApp,
+        Channel::Email,
+        Channel::Sms,
+        Channel::Chat,
+        Channel::Push,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -69,29 +75,118 @@ pub enum ProviderGroup {
 }
 
 const EMAIL: &[&str] = &[
-    "emailjs", "mailgun", "mailjet", "mandrill", "nodemailer", "postmark", "sendgrid", "sendinblue", "ses", "netcore",
-    "infobip-email", "resend", "plunk", "mailersend", "mailtrap", "clickatell", "outlook365", "svc-email", "sparkpost",
-    "email-webhook", "braze", "svc-email-agent",
+    "emailjs",
+    "mailgun",
+    "mailjet",
+    "mandrill",
+    "nodemailer",
+    "postmark",
+    "sendgrid",
+    "sendinblue",
+    "ses",
+    "netcore",
+    "infobip-email",
+    "resend",
+    "plunk",
+    "mailersend",
+    "mailtrap",
+    "clickatell",
+    "outlook365",
+    "svc-email",
+    "sparkpost",
+    "email-webhook",
+    "braze",
+    "svc-email-agent",
 ];
 const SMS: &[&str] = &[
-    "nexmo", "plivo", "sms77", "sms-central", "sns", "telnyx", "twilio", "gupshup", "firetext", "infobip-sms",
-    "burst-sms", "bulk-sms", "isend-sms", "forty-six-elks", "kannel", "maqsam", "termii", "africas-talking", "svc-sms",
-    "sendchamp", "generic-sms", "clicksend", "bandwidth", "messagebird", "simpletexting", "azure-sms", "ring-central",
-    "brevo-sms", "eazy-sms", "mobishastra", "afro-message", "unifonic", "smsmode", "imedia", "sinch", "isendpro-sms",
+    "nexmo",
+    "plivo",
+    "sms77",
+    "sms-central",
+    "sns",
+    "telnyx",
+    "twilio",
+    "gupshup",
+    "firetext",
+    "infobip-sms",
+    "burst-sms",
+    "bulk-sms",
+    "isend-sms",
+    "forty-six-elks",
+    "kannel",
+    "maqsam",
+    "termii",
+    "africas-talking",
+    "svc-sms",
+    "sendchamp",
+    "generic-sms",
+    "clicksend",
+    "bandwidth",
+    "messagebird",
+    "simpletexting",
+    "azure-sms",
+    "ring-central",
+    "brevo-sms",
+    "eazy-sms",
+    "mobishastra",
+    "afro-message",
+    "unifonic",
+    "smsmode",
+    "imedia",
+    "sinch",
+    "isendpro-sms",
     "cm-telecom",
 ];
-const PUSH: &[&str] = &["fcm", "apns", "expo", "one-signal", "pushpad", "push-webhook", "pusher-beams", "appio"];
+const PUSH: &[&str] = &[
+    "fcm",
+    "apns",
+    "expo",
+    "one-signal",
+    "pushpad",
+    "push-webhook",
+    "pusher-beams",
+    "appio",
+];
 const CHAT: &[&str] = &[
-    "slack", "discord", "msteams", "mattermost", "ryver", "zulip", "grafana-on-call", "getstream", "rocket-chat",
-    "whatsapp-business", "chat-webhook", "svc-slack", "telegram",
+    "slack",
+    "discord",
+    "msteams",
+    "mattermost",
+    "ryver",
+    "zulip",
+    "grafana-on-call",
+    "getstream",
+    "rocket-chat",
+    "whatsapp-business",
+    "chat-webhook",
+    "svc-slack",
+    "telegram",
 ];
 const AGENT: &[&str] = &["anthropic", "svc-anthropic", "anthropic-aws"];
 
 /// The 21 providers a subscriber can hold channel credentials for.
 const SUBSCRIBER_PROVIDERS: &[&str] = &[
-    "slack", "discord", "msteams", "mattermost", "ryver", "zulip", "grafana-on-call", "getstream", "rocket-chat",
-    "whatsapp-business", "chat-webhook", "svc-slack", "telegram", "fcm", "apns", "expo", "one-signal", "pushpad",
-    "push-webhook", "pusher-beams", "appio",
+    "slack",
+    "discord",
+    "msteams",
+    "mattermost",
+    "ryver",
+    "zulip",
+    "grafana-on-call",
+    "getstream",
+    "rocket-chat",
+    "whatsapp-business",
+    "chat-webhook",
+    "svc-slack",
+    "telegram",
+    "fcm",
+    "apns",
+    "expo",
+    "one-signal",
+    "pushpad",
+    "push-webhook",
+    "pusher-beams",
+    "appio",
 ];
 
 /// Converts the `novu` spelling of an identifier (`novu`, `novu-email`, …) to the canonical `svc` one.
@@ -174,11 +269,23 @@ mod tests {
         let p = ProviderId::parse("novu-email").unwrap();
         assert_eq!(p.as_str(), "svc-email");
         assert_eq!(p.channel(), Some(Channel::Email));
-        assert_eq!(ProviderId::parse("novu").unwrap().channel(), Some(Channel::InApp));
-        assert_eq!(ProviderId::parse("svc-slack").unwrap().channel(), Some(Channel::Chat));
+        assert_eq!(
+            ProviderId::parse("novu").unwrap().channel(),
+            Some(Channel::InApp)
+        );
+        assert_eq!(
+            ProviderId::parse("svc-slack").unwrap().channel(),
+            Some(Channel::Chat)
+        );
         assert_eq!(ProviderId::parse("anthropic").unwrap().channel(), None);
-        assert_eq!(ProviderId::parse("twilio").unwrap().channel(), Some(Channel::Sms));
-        assert_eq!(ProviderId::parse("fcm").unwrap().channel(), Some(Channel::Push));
+        assert_eq!(
+            ProviderId::parse("twilio").unwrap().channel(),
+            Some(Channel::Sms)
+        );
+        assert_eq!(
+            ProviderId::parse("fcm").unwrap().channel(),
+            Some(Channel::Push)
+        );
         assert!(ProviderId::parse("carrier-pigeon").is_none());
     }
 
@@ -186,8 +293,12 @@ mod tests {
     fn subscriber_providers_are_the_21_chat_and_push_ids() {
         assert_eq!(SUBSCRIBER_PROVIDERS.len(), 21);
         assert!(ProviderId::parse("fcm").unwrap().is_subscriber_provider());
-        assert!(ProviderId::parse("novu-slack").unwrap().is_subscriber_provider());
-        assert!(!ProviderId::parse("sendgrid").unwrap().is_subscriber_provider());
+        assert!(ProviderId::parse("novu-slack")
+            .unwrap()
+            .is_subscriber_provider());
+        assert!(!ProviderId::parse("sendgrid")
+            .unwrap()
+            .is_subscriber_provider());
         assert!(!ProviderId::parse("svc").unwrap().is_subscriber_provider());
     }
 

@@ -114,6 +114,8 @@ mod tests {
     fn generated_identifiers_use_the_prefix_and_alphabet() {
         let id = new_identifier("chconn_");
         assert_eq!(id.len(), 19);
-        assert!(id[7..].bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
+        assert!(id[7..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
     }
 }

@@ -31,16 +31,24 @@ pub struct Integration {
 }
 
 /// Why a provider/channel/kind combination is refused; `None` when it is consistent.
-pub fn check_provider_channel(provider: &ProviderId, channel: Option<Channel>, kind: IntegrationKind) -> Option<String> {
+pub fn check_provider_channel(
+    provider: &ProviderId,
+    channel: Option<Channel>,
+    kind: IntegrationKind,
+) -> Option<String> {
     match (kind, provider.group(), channel) {
         (IntegrationKind::Agent, ProviderGroup::Agent, None) => None,
         (IntegrationKind::Agent, ProviderGroup::Agent, Some(_)) => {
             Some("agent integrations have no channel: omit channel".to_owned())
         }
-        (IntegrationKind::Agent, _, _) => Some(format!("provider {} is not an agent provider", provider.as_str())),
-        (IntegrationKind::Delivery, ProviderGroup::Agent, _) => {
-            Some(format!("provider {} is an agent provider: set kind to agent", provider.as_str()))
-        }
+        (IntegrationKind::Agent, _, _) => Some(format!(
+            "provider {} is not an agent provider",
+            provider.as_str()
+        )),
+        (IntegrationKind::Delivery, ProviderGroup::Agent, _) => Some(format!(
+            "provider {} is an agent provider: set kind to agent",
+            provider.as_str()
+        )),
         (IntegrationKind::Delivery, _, None) => Some("channel is required".to_owned()),
         (IntegrationKind::Delivery, _, Some(c)) => match provider.channel() {
             Some(expected) if expected == c => None,
@@ -84,13 +92,36 @@ mod tests {
 
     #[test]
     fn provider_must_match_channel_and_kind() {
-        assert_eq!(check_provider_channel(&p("sendgrid"), Some(Channel::Email), IntegrationKind::Delivery), None);
-        assert!(check_provider_channel(&p("sendgrid"), Some(Channel::Sms), IntegrationKind::Delivery).is_some());
+        assert_eq!(
+            check_provider_channel(
+                &p("sendgrid"),
+                Some(Channel::Email),
+                IntegrationKind::Delivery
+            ),
+            None
+        );
+        assert!(check_provider_channel(
+            &p("sendgrid"),
+            Some(Channel::Sms),
+            IntegrationKind::Delivery
+        )
+        .is_some());
         assert!(check_provider_channel(&p("sendgrid"), None, IntegrationKind::Delivery).is_some());
-        assert_eq!(check_provider_channel(&p("anthropic"), None, IntegrationKind::Agent), None);
-        assert!(check_provider_channel(&p("anthropic"), Some(Channel::Chat), IntegrationKind::Agent).is_some());
+        assert_eq!(
+            check_provider_channel(&p("anthropic"), None, IntegrationKind::Agent),
+            None
+        );
+        assert!(check_provider_channel(
+            &p("anthropic"),
+            Some(Channel::Chat),
+            IntegrationKind::Agent
+        )
+        .is_some());
         assert!(check_provider_channel(&p("slack"), None, IntegrationKind::Agent).is_some());
-        assert_eq!(check_provider_channel(&p("novu"), Some(Channel::InApp), IntegrationKind::Delivery), None);
+        assert_eq!(
+            check_provider_channel(&p("novu"), Some(Channel::InApp), IntegrationKind::Delivery),
+            None
+        );
     }
 
     #[test]

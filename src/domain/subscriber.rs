@@ -75,7 +75,9 @@ impl Subscriber {
 }
 
 pub fn full_name(first: Option<&str>, last: Option<&str>) -> String {
-    format!("{} {}", first.unwrap_or(""), last.unwrap_or("")).trim().to_owned()
+    format!("{} {}", first.unwrap_or(""), last.unwrap_or(""))
+        .trim()
+        .to_owned()
 }
 
 /// How `deviceTokens` of an update combine with the stored ones.
@@ -112,16 +114,25 @@ pub fn upsert_channel(
     mode: TokenMode,
 ) -> Result<(), TooManyTokens> {
     let incoming_tokens = incoming.device_tokens.clone().map(dedupe);
-    let pos = channels.iter().position(|c| c.provider_id == provider_id && c.integration_id == integration_id);
+    let pos = channels
+        .iter()
+        .position(|c| c.provider_id == provider_id && c.integration_id == integration_id);
     let merged = match pos.map(|i| &channels[i].credentials) {
-        None => ChannelCredentials { device_tokens: incoming_tokens, ..incoming },
+        None => ChannelCredentials {
+            device_tokens: incoming_tokens,
+            ..incoming
+        },
         Some(old) => {
             let device_tokens = match (mode, incoming_tokens) {
                 (_, None) => old.device_tokens.clone(),
                 (TokenMode::Replace, Some(new)) => Some(new),
-                (TokenMode::Append, Some(new)) => {
-                    Some(dedupe(old.device_tokens.clone().unwrap_or_default().into_iter().chain(new)))
-                }
+                (TokenMode::Append, Some(new)) => Some(dedupe(
+                    old.device_tokens
+                        .clone()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .chain(new),
+                )),
             };
             ChannelCredentials {
                 webhook_url: incoming.webhook_url.or_else(|| old.webhook_url.clone()),
@@ -148,7 +159,10 @@ pub fn upsert_channel(
     match pos {
         Some(i) => {
             let keep_identifier = channels[i].integration_identifier.clone();
-            channels[i] = ChannelSettings { integration_identifier: entry.integration_identifier.or(keep_identifier), ..entry };
+            channels[i] = ChannelSettings {
+                integration_identifier: entry.integration_identifier.or(keep_identifier),
+                ..entry
+            };
         }
         None => channels.push(entry),
     }
@@ -170,7 +184,11 @@ pub fn validate_profile(
     }
     if let Some(tz) = timezone {
         if tz.parse::<chrono_tz::Tz>().is_err() {
-            v.add("timezone", "timezone must be a valid IANA time zone, e.g. Europe/Paris", tz);
+            v.add(
+                "timezone",
+                "timezone must be a valid IANA time zone, e.g. Europe/Paris",
+                tz,
+            );
         }
     }
     if let Some(d) = data {
@@ -190,19 +208,39 @@ mod tests {
     use super::*;
 
     fn creds(tokens: &[&str]) -> ChannelCredentials {
-        ChannelCredentials { device_tokens: Some(tokens.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+        ChannelCredentials {
+            device_tokens: Some(tokens.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn replace_dedupes_and_keeps_other_fields() {
         let mut ch = Vec::new();
-        let first = ChannelCredentials { webhook_url: Some("https://hook".into()), ..creds(&["a", "b", "a"]) };
+        let first = ChannelCredentials {
+            webhook_url: Some("https://hook".into()),
+            ..creds(&["a", "b", "a"])
+        };
         upsert_channel(&mut ch, "fcm", "int1", None, first, TokenMode::Replace).unwrap();
-        assert_eq!(ch[0].credentials.device_tokens, Some(vec!["a".into(), "b".into()]));
-        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["c"]), TokenMode::Replace).unwrap();
+        assert_eq!(
+            ch[0].credentials.device_tokens,
+            Some(vec!["a".into(), "b".into()])
+        );
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            "int1",
+            None,
+            creds(&["c"]),
+            TokenMode::Replace,
+        )
+        .unwrap();
         assert_eq!(ch.len(), 1);
         assert_eq!(ch[0].credentials.device_tokens, Some(vec!["c".into()]));
-        assert_eq!(ch[0].credentials.webhook_url.as_deref(), Some("https://hook"));
+        assert_eq!(
+            ch[0].credentials.webhook_url.as_deref(),
+            Some("https://hook")
+        );
         upsert_channel(&mut ch, "fcm", "int1", None, creds(&[]), TokenMode::Replace).unwrap();
         assert_eq!(ch[0].credentials.device_tokens, Some(vec![]));
     }
@@ -210,10 +248,37 @@ mod tests {
     #[test]
     fn append_unions_and_other_integrations_get_their_own_entry() {
         let mut ch = Vec::new();
-        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["a"]), TokenMode::Append).unwrap();
-        upsert_channel(&mut ch, "fcm", "int1", None, creds(&["b", "a"]), TokenMode::Append).unwrap();
-        assert_eq!(ch[0].credentials.device_tokens, Some(vec!["a".into(), "b".into()]));
-        upsert_channel(&mut ch, "fcm", "int2", Some("fcm-2"), creds(&["z"]), TokenMode::Append).unwrap();
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            "int1",
+            None,
+            creds(&["a"]),
+            TokenMode::Append,
+        )
+        .unwrap();
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            "int1",
+            None,
+            creds(&["b", "a"]),
+            TokenMode::Append,
+        )
+        .unwrap();
+        assert_eq!(
+            ch[0].credentials.device_tokens,
+            Some(vec!["a".into(), "b".into()])
+        );
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            "int2",
+            Some("fcm-2"),
+            creds(&["z"]),
+            TokenMode::Append,
+        )
+        .unwrap();
         assert_eq!(ch.len(), 2);
         assert_eq!(ch[1].integration_identifier.as_deref(), Some("fcm-2"));
     }
@@ -222,19 +287,37 @@ mod tests {
     fn more_than_100_tokens_is_refused() {
         let many: Vec<String> = (0..101).map(|i| format!("t{i}")).collect();
         let mut ch = Vec::new();
-        let c = ChannelCredentials { device_tokens: Some(many), ..Default::default() };
-        assert_eq!(upsert_channel(&mut ch, "fcm", "i", None, c, TokenMode::Replace), Err(TooManyTokens(101)));
+        let c = ChannelCredentials {
+            device_tokens: Some(many),
+            ..Default::default()
+        };
+        assert_eq!(
+            upsert_channel(&mut ch, "fcm", "i", None, c, TokenMode::Replace),
+            Err(TooManyTokens(101))
+        );
         assert!(ch.is_empty());
     }
 
     #[test]
     fn profile_validation() {
         let mut v = Validation::new();
-        validate_profile(&mut v, Some("nope"), Some("Mars/Base"), Some(&Value::from(3)), Some("ftp://x"));
+        validate_profile(
+            &mut v,
+            Some("nope"),
+            Some("Mars/Base"),
+            Some(&Value::from(3)),
+            Some("ftp://x"),
+        );
         let fields: Vec<_> = v.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["email", "timezone", "data", "avatar"]);
         let mut ok = Validation::new();
-        validate_profile(&mut ok, Some("a@b.co"), Some("Europe/Paris"), Some(&serde_json::json!({})), None);
+        validate_profile(
+            &mut ok,
+            Some("a@b.co"),
+            Some("Europe/Paris"),
+            Some(&serde_json::json!({})),
+            None,
+        );
         assert!(ok.is_empty());
     }
 

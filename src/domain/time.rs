@@ -45,13 +45,22 @@ mod tests {
     #[test]
     fn formats_with_milliseconds_and_z() {
         assert_eq!(Timestamp(0).to_iso(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(Timestamp(1_795_335_300_123).to_iso(), "2026-11-22T08:15:00.123Z");
+        assert_eq!(
+            Timestamp(1_795_335_300_123).to_iso(),
+            "2026-11-22T08:15:00.123Z"
+        );
     }
 
     #[test]
     fn parses_common_forms() {
-        assert_eq!(Timestamp::parse("2026-11-22T08:15:00.123Z"), Some(Timestamp(1_795_335_300_123)));
-        assert_eq!(Timestamp::parse("2026-11-22T09:15:00.123+01:00"), Some(Timestamp(1_795_335_300_123)));
+        assert_eq!(
+            Timestamp::parse("2026-11-22T08:15:00.123Z"),
+            Some(Timestamp(1_795_335_300_123))
+        );
+        assert_eq!(
+            Timestamp::parse("2026-11-22T09:15:00.123+01:00"),
+            Some(Timestamp(1_795_335_300_123))
+        );
         assert_eq!(Timestamp::parse("1970-01-02"), Some(Timestamp(86_400_000)));
         assert_eq!(Timestamp::parse("yesterday"), None);
     }

@@ -25,11 +25,16 @@ pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<Crea
     }
     let org = store.default_organization().await?;
     if store.get_environment_by_name(&org, name).await?.is_some() {
-        return Err(Error::Conflict(format!("Environment \"{name}\" already exists")));
+        return Err(Error::Conflict(format!(
+            "Environment \"{name}\" already exists"
+        )));
     }
     let env = store.insert_environment(&org, name).await?;
     let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
-    let tenant = Tenant { organization_id: org, environment_id: env };
+    let tenant = Tenant {
+        organization_id: org,
+        environment_id: env,
+    };
     store.insert_api_key(&tenant, &api_key).await?;
     Ok(CreatedEnvironment {
         organization_id: tenant.organization_id.0,
@@ -44,7 +49,11 @@ pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<Crea
 pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<CreatedEnvironment>> {
     match api_key {
         Some(key) => {
-            if store.find_tenant_by_key_hash(&sha256_hex(key.as_bytes())).await?.is_some() {
+            if store
+                .find_tenant_by_key_hash(&sha256_hex(key.as_bytes()))
+                .await?
+                .is_some()
+            {
                 return Ok(Vec::new());
             }
             let org = store.default_organization().await?;
@@ -65,9 +74,10 @@ pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<Creat
                 None => Ok(vec![create(store, "Development", Some(key)).await?]),
             }
         }
-        None if store.count_environments().await? == 0 => {
-            Ok(vec![create(store, "Development", None).await?, create(store, "Production", None).await?])
-        }
+        None if store.count_environments().await? == 0 => Ok(vec![
+            create(store, "Development", None).await?,
+            create(store, "Production", None).await?,
+        ]),
         None => Ok(Vec::new()),
     }
 }

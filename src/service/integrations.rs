@@ -11,15 +11,62 @@ use crate::error::{Error, Result, Validation};
 use crate::store::Store;
 
 const STRING_CREDENTIALS: &[&str] = &[
-    "apiKey", "user", "secretKey", "domain", "password", "host", "port", "region", "accountSid", "messageProfileId",
-    "token", "from", "senderName", "projectName", "applicationId", "clientId", "baseUrl", "webhookUrl", "redirectUrl",
-    "serviceAccount", "ipPoolName", "apiKeyRequestHeader", "secretKeyRequestHeader", "idPath", "datePath", "apiToken",
-    "authenticationTokenKey", "instanceId", "alertUid", "title", "imageUrl", "state", "externalLink", "channelId",
-    "phoneNumberIdentification", "accessKey", "appSid", "senderId", "tenantId", "AppIOBaseUrl", "signingSecret",
-    "outboundIntegrationId", "fromAddressOverride", "emailSlugPrefix", "externalEnvironmentId", "externalVaultId",
+    "apiKey",
+    "user",
+    "secretKey",
+    "domain",
+    "password",
+    "host",
+    "port",
+    "region",
+    "accountSid",
+    "messageProfileId",
+    "token",
+    "from",
+    "senderName",
+    "projectName",
+    "applicationId",
+    "clientId",
+    "baseUrl",
+    "webhookUrl",
+    "redirectUrl",
+    "serviceAccount",
+    "ipPoolName",
+    "apiKeyRequestHeader",
+    "secretKeyRequestHeader",
+    "idPath",
+    "datePath",
+    "apiToken",
+    "authenticationTokenKey",
+    "instanceId",
+    "alertUid",
+    "title",
+    "imageUrl",
+    "state",
+    "externalLink",
+    "channelId",
+    "phoneNumberIdentification",
+    "accessKey",
+    "appSid",
+    "senderId",
+    "tenantId",
+    "AppIOBaseUrl",
+    "signingSecret",
+    "outboundIntegrationId",
+    "fromAddressOverride",
+    "emailSlugPrefix",
+    "externalEnvironmentId",
+    "externalVaultId",
     "externalWorkspaceId",
 ];
-const BOOL_CREDENTIALS: &[&str] = &["secure", "requireTls", "ignoreTls", "hmac", "authenticateByToken", "useFromAddressOverride"];
+const BOOL_CREDENTIALS: &[&str] = &[
+    "secure",
+    "requireTls",
+    "ignoreTls",
+    "hmac",
+    "authenticateByToken",
+    "useFromAddressOverride",
+];
 const OBJECT_CREDENTIALS: &[&str] = &["tlsOptions"];
 
 /// Body of `POST /v1/integrations`.
@@ -49,7 +96,11 @@ pub struct IntegrationUpdate {
 
 fn validate_credentials(v: &mut Validation, credentials: &Value) {
     let Some(map) = credentials.as_object() else {
-        v.add("credentials", "credentials must be an object", credentials.clone());
+        v.add(
+            "credentials",
+            "credentials must be an object",
+            credentials.clone(),
+        );
         return;
     };
     for (key, value) in map {
@@ -60,11 +111,19 @@ fn validate_credentials(v: &mut Validation, credentials: &Value) {
         } else if OBJECT_CREDENTIALS.contains(&key.as_str()) {
             value.is_object() || value.is_null()
         } else {
-            v.add(&format!("credentials.{key}"), format!("credentials.{key} is not a known credential field"), value.clone());
+            v.add(
+                &format!("credentials.{key}"),
+                format!("credentials.{key} is not a known credential field"),
+                value.clone(),
+            );
             continue;
         };
         if !ok {
-            v.add(&format!("credentials.{key}"), format!("credentials.{key} has the wrong type"), value.clone());
+            v.add(
+                &format!("credentials.{key}"),
+                format!("credentials.{key} has the wrong type"),
+                value.clone(),
+            );
         }
     }
 }
@@ -72,26 +131,52 @@ fn validate_credentials(v: &mut Validation, credentials: &Value) {
 fn validate_conditions(v: &mut Validation, conditions: &Value) {
     match conditions.as_array() {
         Some(items) if items.iter().all(Value::is_object) => {}
-        _ => v.add("conditions", "conditions must be an array of step filters", conditions.clone()),
+        _ => v.add(
+            "conditions",
+            "conditions must be an array of step filters",
+            conditions.clone(),
+        ),
     }
 }
 
 fn validate_configurations(v: &mut Validation, configurations: &Value) {
     let Some(map) = configurations.as_object() else {
-        v.add("configurations", "configurations must be an object", configurations.clone());
+        v.add(
+            "configurations",
+            "configurations must be an object",
+            configurations.clone(),
+        );
         return;
     };
-    if map.get("inboundWebhookEnabled").is_some_and(|x| !x.is_boolean()) {
-        v.add("configurations.inboundWebhookEnabled", "must be a boolean", map["inboundWebhookEnabled"].clone());
+    if map
+        .get("inboundWebhookEnabled")
+        .is_some_and(|x| !x.is_boolean())
+    {
+        v.add(
+            "configurations.inboundWebhookEnabled",
+            "must be a boolean",
+            map["inboundWebhookEnabled"].clone(),
+        );
     }
-    if map.get("inboundWebhookSigningKey").is_some_and(|x| !x.is_string()) {
-        v.add("configurations.inboundWebhookSigningKey", "must be a string", map["inboundWebhookSigningKey"].clone());
+    if map
+        .get("inboundWebhookSigningKey")
+        .is_some_and(|x| !x.is_string())
+    {
+        v.add(
+            "configurations.inboundWebhookSigningKey",
+            "must be a string",
+            map["inboundWebhookSigningKey"].clone(),
+        );
     }
 }
 
 fn validate_identifier(v: &mut Validation, identifier: &str) {
     if identifier.trim().is_empty() || identifier.len() > 255 {
-        v.add("identifier", "identifier must be 1 to 255 characters", identifier);
+        v.add(
+            "identifier",
+            "identifier must be 1 to 255 characters",
+            identifier,
+        );
     }
 }
 
@@ -101,21 +186,31 @@ fn seal(store: &Store, credentials: Option<&Value>) -> Result<String> {
 }
 
 pub async fn list(store: &Store, tenant: &Tenant, active_only: bool) -> Result<Vec<Integration>> {
-    store.list_integrations(&tenant.environment_id, active_only).await
+    store
+        .list_integrations(&tenant.environment_id, active_only)
+        .await
 }
 
 pub async fn create(store: &Store, tenant: &Tenant, input: NewIntegration) -> Result<Integration> {
     let mut v = Validation::new();
     let provider = ProviderId::parse(&input.provider_id);
     if provider.is_none() {
-        v.add("providerId", "providerId must be one of the supported provider IDs", input.provider_id.clone());
+        v.add(
+            "providerId",
+            "providerId must be one of the supported provider IDs",
+            input.provider_id.clone(),
+        );
     }
     let channel = match input.channel.as_deref() {
         None => None,
         Some(c) => match Channel::parse(c) {
             Some(c) => Some(c),
             None => {
-                v.add("channel", "channel must be one of in_app, email, sms, chat, push", c);
+                v.add(
+                    "channel",
+                    "channel must be one of in_app, email, sms, chat, push",
+                    c,
+                );
                 None
             }
         },
@@ -135,7 +230,11 @@ pub async fn create(store: &Store, tenant: &Tenant, input: NewIntegration) -> Re
     };
     if let (Some(p), true) = (&provider, input.channel.is_none() || channel.is_some()) {
         if let Some(problem) = check_provider_channel(p, channel, kind) {
-            v.add("channel", problem, input.channel.clone().map_or(Value::Null, Value::from));
+            v.add(
+                "channel",
+                problem,
+                input.channel.clone().map_or(Value::Null, Value::from),
+            );
         }
     }
     if let Some(c) = &input.credentials {
@@ -153,11 +252,23 @@ pub async fn create(store: &Store, tenant: &Tenant, input: NewIntegration) -> Re
     v.finish()?;
     let provider = provider.expect("validated above");
 
-    if channel == Some(Channel::InApp) && store.count_channel_integrations(&tenant.environment_id, Channel::InApp).await? > 0 {
-        return Err(Error::bad_request("An environment can have only one in-app integration"));
+    if channel == Some(Channel::InApp)
+        && store
+            .count_channel_integrations(&tenant.environment_id, Channel::InApp)
+            .await?
+            > 0
+    {
+        return Err(Error::bad_request(
+            "An environment can have only one in-app integration",
+        ));
     }
-    let name = input.name.filter(|n| !n.trim().is_empty()).unwrap_or_else(|| provider.as_str().to_owned());
-    let identifier = input.identifier.unwrap_or_else(|| generated_identifier(&name));
+    let name = input
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| provider.as_str().to_owned());
+    let identifier = input
+        .identifier
+        .unwrap_or_else(|| generated_identifier(&name));
     let active = input.active.unwrap_or(false);
     // The first active integration of a channel becomes its primary.
     let primary = match channel {
@@ -199,7 +310,12 @@ fn not_found(id: &str) -> Error {
     Error::NotFound(format!("Integration with id {id} not found"))
 }
 
-pub async fn update(store: &Store, tenant: &Tenant, id: &str, input: IntegrationUpdate) -> Result<Integration> {
+pub async fn update(
+    store: &Store,
+    tenant: &Tenant,
+    id: &str,
+    input: IntegrationUpdate,
+) -> Result<Integration> {
     let mut v = Validation::new();
     if let Some(c) = &input.credentials {
         validate_credentials(&mut v, c);
@@ -259,7 +375,10 @@ pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<Integrat
 
 /// Makes the integration the primary (and active) one of its channel; the previous primary loses the flag.
 pub async fn set_primary(store: &Store, tenant: &Tenant, id: &str) -> Result<Integration> {
-    let integration = store.get_integration(&tenant.environment_id, id).await?.ok_or_else(|| not_found(id))?;
+    let integration = store
+        .get_integration(&tenant.environment_id, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
     let channel = match integration.channel {
         Some(c) if c != Channel::InApp => c,
         _ => {
@@ -268,8 +387,13 @@ pub async fn set_primary(store: &Store, tenant: &Tenant, id: &str) -> Result<Int
             )))
         }
     };
-    store.set_primary_integration(&tenant.environment_id, id, channel).await?;
-    store.get_integration(&tenant.environment_id, id).await?.ok_or_else(|| not_found(id))
+    store
+        .set_primary_integration(&tenant.environment_id, id, channel)
+        .await?;
+    store
+        .get_integration(&tenant.environment_id, id)
+        .await?
+        .ok_or_else(|| not_found(id))
 }
 
 async fn modify(
@@ -279,7 +403,10 @@ async fn modify(
     mut change: impl FnMut(&mut Integration) -> Result<()>,
 ) -> Result<Integration> {
     for _ in 0..OPTIMISTIC_RETRIES {
-        let mut i = store.get_integration(&tenant.environment_id, id).await?.ok_or_else(|| not_found(id))?;
+        let mut i = store
+            .get_integration(&tenant.environment_id, id)
+            .await?
+            .ok_or_else(|| not_found(id))?;
         let expected = i.version;
         change(&mut i)?;
         i.version = expected + 1;
@@ -288,5 +415,7 @@ async fn modify(
             return Ok(i);
         }
     }
-    Err(Error::Conflict(format!("Integration {id} is being changed concurrently; retry the request")))
+    Err(Error::Conflict(format!(
+        "Integration {id} is being changed concurrently; retry the request"
+    )))
 }

@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 use super::OPTIMISTIC_RETRIES;
 use crate::domain::channel::ProviderId;
 use crate::domain::subscriber::{
-    upsert_channel, validate_profile, ChannelCredentials, Subscriber, TokenMode, TooManyTokens, MAX_DEVICE_TOKENS,
+    upsert_channel, validate_profile, ChannelCredentials, Subscriber, TokenMode, TooManyTokens,
+    MAX_DEVICE_TOKENS,
 };
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
@@ -67,7 +68,11 @@ fn clean_subscriber_id(v: &mut Validation, raw: &str) -> String {
     if id.is_empty() {
         v.add("subscriberId", "subscriberId must not be empty", raw);
     } else if id.chars().count() > 255 {
-        v.add("subscriberId", "subscriberId must be at most 255 characters", raw);
+        v.add(
+            "subscriberId",
+            "subscriberId must be at most 255 characters",
+            raw,
+        );
     }
     id.to_owned()
 }
@@ -91,16 +96,25 @@ pub async fn create(
     fields.validate(&mut v);
     v.finish()?;
 
-    if store.get_subscriber_for_update(&tenant.environment_id, &subscriber_id).await?.is_some() {
+    if store
+        .get_subscriber_for_update(&tenant.environment_id, &subscriber_id)
+        .await?
+        .is_some()
+    {
         if fail_if_exists {
-            return Err(Error::Conflict(format!("Subscriber with id \"{subscriber_id}\" already exists")));
+            return Err(Error::Conflict(format!(
+                "Subscriber with id \"{subscriber_id}\" already exists"
+            )));
         }
         let subscriber = modify(store, tenant, &subscriber_id, |s| {
             fields.clone().apply(s);
             Ok(())
         })
         .await?;
-        return Ok(Created { subscriber, created: false });
+        return Ok(Created {
+            subscriber,
+            created: false,
+        });
     }
 
     let now = Timestamp::now();
@@ -127,7 +141,10 @@ pub async fn create(
     };
     fields.clone().apply(&mut s);
     match store.insert_subscriber(&s).await {
-        Ok(()) => Ok(Created { subscriber: s, created: true }),
+        Ok(()) => Ok(Created {
+            subscriber: s,
+            created: true,
+        }),
         // Lost a race with a concurrent create of the same id.
         Err(Error::Conflict(_)) if !fail_if_exists => {
             let subscriber = modify(store, tenant, &subscriber_id, |s| {
@@ -135,17 +152,28 @@ pub async fn create(
                 Ok(())
             })
             .await?;
-            Ok(Created { subscriber, created: false })
+            Ok(Created {
+                subscriber,
+                created: false,
+            })
         }
         Err(e) => Err(e),
     }
 }
 
 pub async fn get(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
-    store.get_subscriber(&tenant.environment_id, subscriber_id).await?.ok_or_else(|| not_found(subscriber_id))
+    store
+        .get_subscriber(&tenant.environment_id, subscriber_id)
+        .await?
+        .ok_or_else(|| not_found(subscriber_id))
 }
 
-pub async fn patch(store: &Store, tenant: &Tenant, subscriber_id: &str, fields: SubscriberFields) -> Result<Subscriber> {
+pub async fn patch(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    fields: SubscriberFields,
+) -> Result<Subscriber> {
     let mut v = Validation::new();
     fields.validate(&mut v);
     v.finish()?;
@@ -165,8 +193,15 @@ pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Resu
     .await
 }
 
-pub async fn search(store: &Store, tenant: &Tenant, search: &SubscriberSearch, page: &PageRequest) -> Result<Page<Subscriber>> {
-    store.search_subscribers(&tenant.environment_id, search, page).await
+pub async fn search(
+    store: &Store,
+    tenant: &Tenant,
+    search: &SubscriberSearch,
+    page: &PageRequest,
+) -> Result<Page<Subscriber>> {
+    store
+        .search_subscribers(&tenant.environment_id, search, page)
+        .await
 }
 
 /// `PUT` (replace tokens) and `PATCH` (append tokens) of `/v1/subscribers/{id}/credentials`.
@@ -181,8 +216,18 @@ pub async fn update_credentials(
 ) -> Result<Subscriber> {
     let provider = ProviderId::parse(provider_id)
         .filter(ProviderId::is_subscriber_provider)
-        .ok_or_else(|| Error::invalid("providerId", "providerId must be a valid chat or push provider ID", provider_id))?;
-    if store.get_subscriber_for_update(&tenant.environment_id, subscriber_id).await?.is_none() {
+        .ok_or_else(|| {
+            Error::invalid(
+                "providerId",
+                "providerId must be a valid chat or push provider ID",
+                provider_id,
+            )
+        })?;
+    if store
+        .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
+        .await?
+        .is_none()
+    {
         return Err(not_found(subscriber_id));
     }
     let integration = store
@@ -224,10 +269,21 @@ pub async fn update_credentials(
 }
 
 /// Removes every channel entry of `provider_id` from the subscriber.
-pub async fn delete_credentials(store: &Store, tenant: &Tenant, subscriber_id: &str, provider_id: &str) -> Result<Subscriber> {
+pub async fn delete_credentials(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    provider_id: &str,
+) -> Result<Subscriber> {
     let provider = ProviderId::parse(provider_id)
         .filter(ProviderId::is_subscriber_provider)
-        .ok_or_else(|| Error::invalid("providerId", "providerId must be a valid chat or push provider ID", provider_id))?;
+        .ok_or_else(|| {
+            Error::invalid(
+                "providerId",
+                "providerId must be a valid chat or push provider ID",
+                provider_id,
+            )
+        })?;
     modify(store, tenant, subscriber_id, |s| {
         let before = s.channels.len();
         s.channels.retain(|c| c.provider_id != provider.as_str());
@@ -263,5 +319,7 @@ async fn modify(
             return Ok(s);
         }
     }
-    Err(Error::Conflict(format!("Subscriber {subscriber_id} is being changed concurrently; retry the request")))
+    Err(Error::Conflict(format!(
+        "Subscriber {subscriber_id} is being changed concurrently; retry the request"
+    )))
 }

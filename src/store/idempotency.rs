@@ -17,7 +17,11 @@ pub enum IdempotencyBegin {
     /// The key was used for a different request.
     Mismatch,
     /// The stored response of the completed request.
-    Done { status: u16, content_type: Option<String>, body: Vec<u8> },
+    Done {
+        status: u16,
+        content_type: Option<String>,
+        body: Vec<u8>,
+    },
 }
 
 #[derive(sqlx::FromRow)]

@@ -67,19 +67,26 @@ impl From<IntegrationRow> for Integration {
 
 impl Store {
     /// Non-deleted integrations of the environment, oldest first; only active ones when `active_only`.
-    pub async fn list_integrations(&self, env: &EnvironmentId, active_only: bool) -> Result<Vec<Integration>> {
+    pub async fn list_integrations(
+        &self,
+        env: &EnvironmentId,
+        active_only: bool,
+    ) -> Result<Vec<Integration>> {
         let sql = format!(
             "select {COLUMNS} from integrations where environment_id = $1 and deleted = false {} \
              order by created_at, id",
             if active_only { "and active = true" } else { "" }
         );
-        let rows: Vec<IntegrationRow> =
-            on_db!(self.r(), p => sqlx::query_as::<_, IntegrationRow>(&sql).bind(env.as_str()).fetch_all(p).await)?;
+        let rows: Vec<IntegrationRow> = on_db!(self.r(), p => sqlx::query_as::<_, IntegrationRow>(&sql).bind(env.as_str()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// A non-deleted integration by `_id`.
-    pub async fn get_integration(&self, env: &EnvironmentId, id: &str) -> Result<Option<Integration>> {
+    pub async fn get_integration(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> Result<Option<Integration>> {
         let sql = format!("select {COLUMNS} from integrations where environment_id = $1 and id = $2 and deleted = false");
         let row: Option<IntegrationRow> = on_db!(self.w(), p => sqlx::query_as::<_, IntegrationRow>(&sql)
             .bind(env.as_str()).bind(id).fetch_optional(p).await)?;
@@ -94,19 +101,26 @@ impl Store {
         identifier: Option<&str>,
     ) -> Result<Option<Integration>> {
         let mut q = Sql::new("select ");
-        q.push(COLUMNS).push(" from integrations where environment_id = ").bind(env.as_str());
-        q.push(" and provider_id = ").bind(provider_id.as_str()).push(" and deleted = false and active = true");
+        q.push(COLUMNS)
+            .push(" from integrations where environment_id = ")
+            .bind(env.as_str());
+        q.push(" and provider_id = ")
+            .bind(provider_id.as_str())
+            .push(" and deleted = false and active = true");
         if let Some(identifier) = identifier {
             q.push(" and identifier = ").bind(identifier);
         }
         q.push(" order by created_at desc, id desc limit 1");
-        let row: Option<IntegrationRow> =
-            on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, IntegrationRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
+        let row: Option<IntegrationRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, IntegrationRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
         Ok(row.map(Into::into))
     }
 
     /// Counts non-deleted integrations on a channel.
-    pub async fn count_channel_integrations(&self, env: &EnvironmentId, channel: Channel) -> Result<i64> {
+    pub async fn count_channel_integrations(
+        &self,
+        env: &EnvironmentId,
+        channel: Channel,
+    ) -> Result<i64> {
         Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, i64>(
             "select count(*) from integrations where environment_id = $1 and channel = $2 and deleted = false")
             .bind(env.as_str()).bind(channel.as_str()).fetch_one(p).await)?)
@@ -141,7 +155,8 @@ impl Store {
             i.created_at.0.into(),
             i.updated_at.0.into(),
         ];
-        match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected())) {
+        match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))
+        {
             Ok(_) => Ok(()),
             Err(e) if is_unique_violation(&e) => Err(identifier_taken(&i.identifier)),
             Err(e) => Err(e.into()),
@@ -174,7 +189,8 @@ impl Store {
             i.id.clone().into(),
             expected_version.into(),
         ];
-        match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected())) {
+        match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))
+        {
             Ok(r) => Ok(r == 1),
             Err(e) if is_unique_violation(&e) => Err(identifier_taken(&i.identifier)),
             Err(e) => Err(e.into()),
@@ -182,7 +198,12 @@ impl Store {
     }
 
     /// Makes `id` the only primary integration of its channel (and active), in one transaction.
-    pub async fn set_primary_integration(&self, env: &EnvironmentId, id: &str, channel: Channel) -> Result<()> {
+    pub async fn set_primary_integration(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+        channel: Channel,
+    ) -> Result<()> {
         let now = Timestamp::now().0;
         on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
@@ -201,5 +222,7 @@ impl Store {
 }
 
 fn identifier_taken(identifier: &str) -> Error {
-    Error::Conflict(format!("Integration with identifier \"{identifier}\" already exists"))
+    Error::Conflict(format!(
+        "Integration with identifier \"{identifier}\" already exists"
+    ))
 }

@@ -14,7 +14,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::crypto::Cipher;
 use crate::error::{Error, Result};
@@ -56,7 +58,11 @@ pub struct StoreOptions {
 
 impl StoreOptions {
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), pg_schema: None, max_connections: 16 }
+        Self {
+            url: url.into(),
+            pg_schema: None,
+            max_connections: 16,
+        }
     }
 }
 
@@ -80,16 +86,29 @@ impl Store {
                     .min_connections(1)
                     .connect_with(connect.clone().read_only(false))
                     .await?;
-                let write = SqlitePoolOptions::new().max_connections(1).min_connections(1).connect_with(connect).await?;
-                Ok(Self { read: Db::Sqlite(read), write: Db::Sqlite(write), cipher })
+                let write = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .connect_with(connect)
+                    .await?;
+                Ok(Self {
+                    read: Db::Sqlite(read),
+                    write: Db::Sqlite(write),
+                    cipher,
+                })
             }
             Dialect::Postgres => {
                 let mut connect = PgConnectOptions::from_str(&opts.url)
                     .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?
                     .application_name("tidings");
                 if let Some(schema) = &opts.pg_schema {
-                    let admin = PgPoolOptions::new().max_connections(1).connect_with(connect.clone()).await?;
-                    sqlx::query(&format!("create schema if not exists \"{schema}\"")).execute(&admin).await?;
+                    let admin = PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect_with(connect.clone())
+                        .await?;
+                    sqlx::query(&format!("create schema if not exists \"{schema}\""))
+                        .execute(&admin)
+                        .await?;
                     admin.close().await;
                     connect = connect.options([("search_path", format!("\"{schema}\",public"))]);
                 }
@@ -100,7 +119,11 @@ impl Store {
                     .idle_timeout(Duration::from_secs(300))
                     .connect_with(connect)
                     .await?;
-                Ok(Self { read: Db::Postgres(pool.clone()), write: Db::Postgres(pool), cipher })
+                Ok(Self {
+                    read: Db::Postgres(pool.clone()),
+                    write: Db::Postgres(pool),
+                    cipher,
+                })
             }
         }
     }
@@ -159,10 +182,12 @@ impl Store {
 }
 
 fn sqlite_options(url: &str) -> Result<SqliteConnectOptions> {
-    let opts = SqliteConnectOptions::from_str(url).map_err(|e| anyhow::anyhow!("invalid SQLite URL: {e}"))?;
+    let opts = SqliteConnectOptions::from_str(url)
+        .map_err(|e| anyhow::anyhow!("invalid SQLite URL: {e}"))?;
     let path = opts.get_filename().to_path_buf();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     }
     Ok(opts
         .create_if_missing(true)
@@ -186,13 +211,24 @@ mod tests {
     fn versions(dir: &str) -> BTreeSet<String> {
         std::fs::read_dir(dir)
             .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().split('_').next().unwrap().to_owned())
+            .map(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .split('_')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect()
     }
 
     #[test]
     fn both_migration_folders_have_the_same_versions() {
         let root = env!("CARGO_MANIFEST_DIR");
-        assert_eq!(versions(&format!("{root}/migrations/sqlite")), versions(&format!("{root}/migrations/postgres")));
+        assert_eq!(
+            versions(&format!("{root}/migrations/sqlite")),
+            versions(&format!("{root}/migrations/postgres"))
+        );
     }
 }

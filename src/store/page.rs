@@ -13,8 +13,14 @@ pub const COUNT_LIMIT: i64 = 50_001;
 pub const TOTAL_COUNT_CAP: i64 = 50_000;
 
 /// A row type readable from both drivers.
-pub trait PortableRow: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin {}
-impl<T> PortableRow for T where T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin {}
+pub trait PortableRow:
+    for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin
+{
+}
+impl<T> PortableRow for T where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin
+{
+}
 
 /// Gives the cursor of a row.
 pub trait Keyed {
@@ -56,7 +62,13 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     pub fn empty() -> Self {
-        Self { data: Vec::new(), next: None, previous: None, total_count: 0, total_count_capped: false }
+        Self {
+            data: Vec::new(),
+            next: None,
+            previous: None,
+            total_count: 0,
+            total_count_capped: false,
+        }
     }
 
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
@@ -83,7 +95,11 @@ pub struct Listing<'a> {
 }
 
 /// Reads one page.
-pub async fn cursor_page<R: PortableRow + Keyed>(db: &Db, listing: Listing<'_>, req: &PageRequest) -> Result<Page<R>> {
+pub async fn cursor_page<R: PortableRow + Keyed>(
+    db: &Db,
+    listing: Listing<'_>,
+    req: &PageRequest,
+) -> Result<Page<R>> {
     let sort_col = match req.sort {
         SortColumn::Id => "id",
         SortColumn::Int(c) => c,
@@ -109,11 +125,22 @@ pub async fn cursor_page<R: PortableRow + Keyed>(db: &Db, listing: Listing<'_>, 
     // Scan direction: forward pages follow the requested order; backward pages run against it.
     let scan_desc = req.descending != backward;
     let mut q = Sql::new("select ");
-    q.push(listing.columns).push(" from ").push(listing.from).push(" where ");
+    q.push(listing.columns)
+        .push(" from ")
+        .push(listing.from)
+        .push(" where ");
     q.append(&listing.filter);
     if let Some((value, id)) = &anchor {
         q.push(" and ");
-        push_keyset(&mut q, sort_col, req.sort, value, id, scan_desc, req.include_cursor);
+        push_keyset(
+            &mut q,
+            sort_col,
+            req.sort,
+            value,
+            id,
+            scan_desc,
+            req.include_cursor,
+        );
     }
     push_order(&mut q, sort_col, req.sort, scan_desc);
     q.push(" limit ").bind(req.limit + 1);
@@ -127,18 +154,33 @@ pub async fn cursor_page<R: PortableRow + Keyed>(db: &Db, listing: Listing<'_>, 
     // Is there anything on the other side of the cursor? (only when a cursor was given)
     let other_side = match &anchor {
         Some(_) if !rows.is_empty() => {
-            let edge = if backward { rows.last() } else { rows.first() }.map(|r| r.key().to_owned());
+            let edge =
+                if backward { rows.last() } else { rows.first() }.map(|r| r.key().to_owned());
             match edge {
-                Some(edge_id) => exists_beyond(db, &listing, sort_col, req.sort, &edge_id, !scan_desc).await?,
+                Some(edge_id) => {
+                    exists_beyond(db, &listing, sort_col, req.sort, &edge_id, !scan_desc).await?
+                }
                 None => false,
             }
         }
         _ => false,
     };
 
-    let (has_next, has_prev) = if backward { (other_side, more_in_scan) } else { (more_in_scan, other_side) };
-    let next = if has_next { rows.last().map(|r| r.key().to_owned()) } else { None };
-    let previous = if has_prev { rows.first().map(|r| r.key().to_owned()) } else { None };
+    let (has_next, has_prev) = if backward {
+        (other_side, more_in_scan)
+    } else {
+        (more_in_scan, other_side)
+    };
+    let next = if has_next {
+        rows.last().map(|r| r.key().to_owned())
+    } else {
+        None
+    };
+    let previous = if has_prev {
+        rows.first().map(|r| r.key().to_owned())
+    } else {
+        None
+    };
     Ok(Page {
         data: rows,
         next,
@@ -158,16 +200,26 @@ pub async fn count_capped(db: &Db, from: &str, filter: &Sql) -> Result<i64> {
 }
 
 async fn fetch_all<R: PortableRow>(db: &Db, q: Sql) -> Result<Vec<R>> {
-    Ok(on_db!(db, p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone()).fetch_all(p).await)?)
+    Ok(
+        on_db!(db, p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone()).fetch_all(p).await)?,
+    )
 }
 
-async fn cursor_anchor(db: &Db, listing: &Listing<'_>, sort: SortColumn, id: &str) -> Result<Option<Arg>> {
+async fn cursor_anchor(
+    db: &Db,
+    listing: &Listing<'_>,
+    sort: SortColumn,
+    id: &str,
+) -> Result<Option<Arg>> {
     let mut q = Sql::new("select ");
     match sort {
         SortColumn::Id => q.push("id"),
         SortColumn::Int(c) => q.push(c),
     };
-    q.push(" from ").push(listing.from).push(" where ").append(&listing.cursor_scope);
+    q.push(" from ")
+        .push(listing.from)
+        .push(" where ")
+        .append(&listing.cursor_scope);
     q.push(" and id = ").bind(id);
     Ok(match sort {
         SortColumn::Id => on_db!(db, p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_optional(p).await)?
@@ -186,17 +238,29 @@ async fn exists_beyond(
     edge_id: &str,
     desc: bool,
 ) -> Result<bool> {
-    let Some(value) = cursor_anchor(db, listing, sort, edge_id).await? else { return Ok(false) };
+    let Some(value) = cursor_anchor(db, listing, sort, edge_id).await? else {
+        return Ok(false);
+    };
     let mut q = Sql::new("select 1 from ");
-    q.push(listing.from).push(" where ").append(&listing.filter).push(" and ");
+    q.push(listing.from)
+        .push(" where ")
+        .append(&listing.filter)
+        .push(" and ");
     push_keyset(&mut q, sort_col, sort, &value, edge_id, desc, false);
     q.push(" limit 1");
-    let found: Option<i32> =
-        on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i32>(&q.text), q.args.clone()).fetch_optional(p).await)?;
+    let found: Option<i32> = on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i32>(&q.text), q.args.clone()).fetch_optional(p).await)?;
     Ok(found.is_some())
 }
 
-fn push_keyset(q: &mut Sql, sort_col: &str, sort: SortColumn, value: &Arg, id: &str, desc: bool, inclusive: bool) {
+fn push_keyset(
+    q: &mut Sql,
+    sort_col: &str,
+    sort: SortColumn,
+    value: &Arg,
+    id: &str,
+    desc: bool,
+    inclusive: bool,
+) {
     let op = match (desc, inclusive) {
         (true, false) => " < ",
         (true, true) => " <= ",
@@ -210,7 +274,10 @@ fn push_keyset(q: &mut Sql, sort_col: &str, sort: SortColumn, value: &Arg, id: &
         }
         SortColumn::Int(_) => {
             q.push("(").push(sort_col).push(strict).bind(value.clone());
-            q.push(" or (").push(sort_col).push(" = ").bind(value.clone());
+            q.push(" or (")
+                .push(sort_col)
+                .push(" = ")
+                .bind(value.clone());
             q.push(" and id").push(op).bind(id).push("))");
         }
     }
@@ -220,6 +287,11 @@ fn push_order(q: &mut Sql, sort_col: &str, sort: SortColumn, desc: bool) {
     let dir = if desc { " desc" } else { " asc" };
     match sort {
         SortColumn::Id => q.push(" order by id").push(dir),
-        SortColumn::Int(_) => q.push(" order by ").push(sort_col).push(dir).push(", id").push(dir),
+        SortColumn::Int(_) => q
+            .push(" order by ")
+            .push(sort_col)
+            .push(dir)
+            .push(", id")
+            .push(dir),
     };
 }

@@ -76,7 +76,10 @@ pub struct Sql {
 
 impl Sql {
     pub fn new(text: &str) -> Self {
-        Self { text: text.to_owned(), args: Vec::new() }
+        Self {
+            text: text.to_owned(),
+            args: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, text: &str) -> &mut Self {
@@ -174,7 +177,10 @@ mod tests {
         let mut f = Sql::new("");
         f.push("c = ").bind(true).push(" and d = $9x");
         a.push(" and ").append(&f);
-        assert_eq!(a.text, "select 1 where a = $1 and b = $2 and c = $3 and d = $11x");
+        assert_eq!(
+            a.text,
+            "select 1 where a = $1 and b = $2 and c = $3 and d = $11x"
+        );
         assert_eq!(a.args.len(), 3);
     }
 

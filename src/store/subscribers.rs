@@ -78,7 +78,11 @@ pub struct SubscriberSearch {
 }
 
 impl Store {
-    pub async fn get_subscriber(&self, env: &EnvironmentId, subscriber_id: &str) -> Result<Option<Subscriber>> {
+    pub async fn get_subscriber(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+    ) -> Result<Option<Subscriber>> {
         let sql = format!(
             "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
         );
@@ -88,7 +92,11 @@ impl Store {
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
-    pub async fn get_subscriber_for_update(&self, env: &EnvironmentId, subscriber_id: &str) -> Result<Option<Subscriber>> {
+    pub async fn get_subscriber_for_update(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+    ) -> Result<Option<Subscriber>> {
         let sql = format!(
             "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
         );
@@ -130,9 +138,10 @@ impl Store {
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()));
         match res {
             Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => {
-                Err(Error::Conflict(format!("Subscriber with id \"{}\" already exists", s.subscriber_id)))
-            }
+            Err(e) if is_unique_violation(&e) => Err(Error::Conflict(format!(
+                "Subscriber with id \"{}\" already exists",
+                s.subscriber_id
+            ))),
             Err(e) => Err(e.into()),
         }
     }
@@ -182,14 +191,23 @@ impl Store {
         if let Some(id) = &search.subscriber_id {
             filter.push(" and subscriber_id = ").bind(id);
         }
-        for (column, term) in [("email", &search.email), ("phone", &search.phone), ("full_name", &search.name)] {
+        for (column, term) in [
+            ("email", &search.email),
+            ("phone", &search.phone),
+            ("full_name", &search.name),
+        ] {
             if let Some(term) = term {
                 self.push_substring(&mut filter, column, term);
             }
         }
         let mut scope = Sql::new("environment_id = ");
         scope.bind(env.as_str());
-        let listing = Listing { columns: COLUMNS, from: "subscribers", filter, cursor_scope: scope };
+        let listing = Listing {
+            columns: COLUMNS,
+            from: "subscribers",
+            filter,
+            cursor_scope: scope,
+        };
         let rows = cursor_page::<SubscriberRow>(self.r(), listing, page).await?;
         Ok(rows.map(Into::into))
     }
@@ -200,16 +218,28 @@ impl Store {
             // SQLite: the FTS5 trigram index (case_sensitive 1) answers GLOB for terms of 3+ characters.
             // Shorter terms have no trigram; `instr` on the row is exact and the keyset scan stops at a page.
             Dialect::Sqlite if term.chars().count() >= 3 => {
-                filter.push(" and seq in (select rowid from subscribers_search where ").push(column);
-                filter.push(" glob ").bind(format!("*{}*", glob_escape(term))).push(")");
+                filter
+                    .push(" and seq in (select rowid from subscribers_search where ")
+                    .push(column);
+                filter
+                    .push(" glob ")
+                    .bind(format!("*{}*", glob_escape(term)))
+                    .push(")");
             }
             Dialect::Sqlite => {
-                filter.push(" and instr(").push(column).push(", ").bind(term).push(") > 0");
+                filter
+                    .push(" and instr(")
+                    .push(column)
+                    .push(", ")
+                    .bind(term)
+                    .push(") > 0");
             }
             // PostgreSQL: GIN pg_trgm indexes serve LIKE; LIKE itself is case-sensitive.
             Dialect::Postgres => {
                 filter.push(" and ").push(column).push(" like ");
-                filter.bind(format!("%{}%", like_escape(term))).push(" escape '\\'");
+                filter
+                    .bind(format!("%{}%", like_escape(term)))
+                    .push(" escape '\\'");
             }
         }
     }
@@ -219,7 +249,11 @@ impl Store {
     pub async fn seed_subscribers(&self, tenant: &Tenant, prefix: &str, count: i64) -> Result<u64> {
         let now = Timestamp::now().0;
         // Ids keep the ObjectId layout: 8 hex of seconds, 6 hex of salt, then a 10-hex sequence.
-        let secs = format!("{:08x}{:06x}", now / 1000, rand::random::<u32>() & 0x00ff_ffff);
+        let secs = format!(
+            "{:08x}{:06x}",
+            now / 1000,
+            rand::random::<u32>() & 0x00ff_ffff
+        );
         let sql = match self.dialect() {
             Dialect::Sqlite => {
                 "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)

@@ -28,16 +28,26 @@ impl Store {
     }
 
     pub async fn count_environments(&self) -> Result<i64> {
-        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from environments").fetch_one(p).await)?)
+        Ok(
+            on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from environments").fetch_one(p).await)?,
+        )
     }
 
-    pub async fn get_environment_by_name(&self, org: &OrganizationId, name: &str) -> Result<Option<EnvironmentRow>> {
+    pub async fn get_environment_by_name(
+        &self,
+        org: &OrganizationId,
+        name: &str,
+    ) -> Result<Option<EnvironmentRow>> {
         Ok(on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(
             "select id, organization_id, name, created_at from environments where organization_id = $1 and name = $2")
             .bind(org.as_str()).bind(name).fetch_optional(p).await)?)
     }
 
-    pub async fn insert_environment(&self, org: &OrganizationId, name: &str) -> Result<EnvironmentId> {
+    pub async fn insert_environment(
+        &self,
+        org: &OrganizationId,
+        name: &str,
+    ) -> Result<EnvironmentId> {
         let id = EnvironmentId::new();
         let now = Timestamp::now().0;
         on_db!(self.w(), p => sqlx::query(
@@ -64,7 +74,10 @@ impl Store {
         let row: Option<(String, String)> = on_db!(self.r(), p => sqlx::query_as(
             "select organization_id, environment_id from api_keys where key_hash = $1")
             .bind(key_hash).fetch_optional(p).await)?;
-        Ok(row.map(|(org, env)| Tenant { organization_id: OrganizationId(org), environment_id: EnvironmentId(env) }))
+        Ok(row.map(|(org, env)| Tenant {
+            organization_id: OrganizationId(org),
+            environment_id: EnvironmentId(env),
+        }))
     }
 
     /// The environment's first API key, decrypted (used to sign `svc-signature`).
@@ -73,7 +86,11 @@ impl Store {
             "select key_encrypted from api_keys where environment_id = $1 order by created_at, id limit 1")
             .bind(env.as_str()).fetch_optional(p).await)?;
         match sealed {
-            Some(s) => Ok(Some(self.cipher().decrypt_string(&s).map_err(anyhow::Error::from)?)),
+            Some(s) => Ok(Some(
+                self.cipher()
+                    .decrypt_string(&s)
+                    .map_err(anyhow::Error::from)?,
+            )),
             None => Ok(None),
         }
     }

@@ -18,11 +18,18 @@ async fn unauthenticated_requests_get_401(app: TestApp) {
         ("apikey abc", "Invalid authentication scheme: \"apikey\""),
         ("ApiKey ", "Unauthorized"),
         ("ApiKey", "Unauthorized"),
-        ("ApiKey 00000000000000000000000000000000", "API Key not found"),
+        (
+            "ApiKey 00000000000000000000000000000000",
+            "API Key not found",
+        ),
     ];
     for (header, message) in cases {
-        let (status, body) =
-            send(app.client.get(app.url("/v2/subscribers/x")).header("Authorization", header)).await;
+        let (status, body) = send(
+            app.client
+                .get(app.url("/v2/subscribers/x"))
+                .header("Authorization", header),
+        )
+        .await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{header}");
         assert_eq!(body["message"], message, "{header}");
         assert_eq!(body["path"], "/v2/subscribers/x");
@@ -70,7 +77,10 @@ async fn health_docs_and_unknown_routes(app: TestApp) {
         ("/v2/subscribers/{subscriberId}", "delete"),
         ("/v1/subscribers/{subscriberId}/credentials", "put"),
         ("/v1/subscribers/{subscriberId}/credentials", "patch"),
-        ("/v1/subscribers/{subscriberId}/credentials/{providerId}", "delete"),
+        (
+            "/v1/subscribers/{subscriberId}/credentials/{providerId}",
+            "delete",
+        ),
         ("/v1/integrations", "get"),
         ("/v1/integrations", "post"),
         ("/v1/integrations/active", "get"),
@@ -79,7 +89,10 @@ async fn health_docs_and_unknown_routes(app: TestApp) {
         ("/v1/integrations/{integrationId}/set-primary", "post"),
     ];
     for (path, method) in expect {
-        assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "openapi lacks {method} {path}");
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "openapi lacks {method} {path}"
+        );
     }
     assert!(doc["components"]["securitySchemes"]["ApiKey"].is_object());
 
@@ -96,11 +109,20 @@ async fn server_errors_carry_an_error_id_and_no_internals(app: TestApp) {
     let (status, body) = app.get("/v2/subscribers/someone").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_error(&body, 500);
-    assert!(body["errorId"].as_str().is_some_and(|id| id.len() == 36), "{body}");
+    assert!(
+        body["errorId"].as_str().is_some_and(|id| id.len() == 36),
+        "{body}"
+    );
     let text = body.to_string().to_lowercase();
-    assert!(!text.contains("pool") && !text.contains("sqlx") && !text.contains("closed"), "{body}");
+    assert!(
+        !text.contains("pool") && !text.contains("sqlx") && !text.contains("closed"),
+        "{body}"
+    );
 }
-db_test!(server_errors, server_errors_carry_an_error_id_and_no_internals);
+db_test!(
+    server_errors,
+    server_errors_carry_an_error_id_and_no_internals
+);
 
 async fn query_values_are_parsed_as_clients_send_them(app: TestApp) {
     for i in 0..3 {
@@ -111,7 +133,10 @@ async fn query_values_are_parsed_as_clients_send_them(app: TestApp) {
     assert_eq!(body["data"].as_array().unwrap().len(), 2);
     let (status, body) = app.get("/v2/subscribers?limit=abc").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(body["errors"]["limit"]["messages"][0], "limit must be an integer");
+    assert_eq!(
+        body["errors"]["limit"]["messages"][0],
+        "limit must be an integer"
+    );
     assert_eq!(body["errors"]["limit"]["value"], "abc");
     let (status, _) = app.get("/v2/subscribers?limit=2.5").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
@@ -119,7 +144,11 @@ async fn query_values_are_parsed_as_clients_send_them(app: TestApp) {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body["errors"]["includeCursor"].is_object());
     // `+` is a space.
-    app.subscriber("spacey", json!({"firstName": "Grace", "lastName": "Hopper"})).await;
+    app.subscriber(
+        "spacey",
+        json!({"firstName": "Grace", "lastName": "Hopper"}),
+    )
+    .await;
     let (_, body) = app.get("/v2/subscribers?name=Grace+Hop").await;
     assert_eq!(body["data"][0]["subscriberId"], "spacey");
 }
@@ -128,8 +157,12 @@ db_test!(query_parsing, query_values_are_parsed_as_clients_send_them);
 async fn novu_profile(backend: Backend) {
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     // Single objects are wrapped.
-    let (status, body) =
-        app.post("/v2/subscribers", json!({"subscriberId": "n1", "email": "n1@example.com"})).await;
+    let (status, body) = app
+        .post(
+            "/v2/subscribers",
+            json!({"subscriberId": "n1", "email": "n1@example.com"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(body["data"]["subscriberId"], "n1");
     assert_eq!(body.as_object().unwrap().len(), 1, "only `data`: {body}");
@@ -140,13 +173,28 @@ async fn novu_profile(backend: Backend) {
     assert_eq!(body["data"][0]["subscriberId"], "n1");
     assert_eq!(body["totalCount"], 1);
     // Identifiers carrying the service name are spelled `novu…`; both spellings are accepted on input.
-    let (status, body) = app.post("/v1/integrations", json!({"providerId": "svc", "channel": "in_app"})).await;
+    let (status, body) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "svc", "channel": "in_app"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["data"]["providerId"], "novu");
-    let (_, body) = app.post("/v1/integrations", json!({"providerId": "novu-email", "channel": "email"})).await;
+    let (_, body) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "novu-email", "channel": "email"}),
+        )
+        .await;
     assert_eq!(body["data"]["providerId"], "novu-email");
     let (_, list) = app.get("/v1/integrations").await;
-    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|i| i["providerId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["providerId"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["novu", "novu-email"]);
     // Errors are never wrapped.
     let (status, body) = app.get("/v2/subscribers/missing").await;
@@ -156,11 +204,19 @@ async fn novu_profile(backend: Backend) {
 
 async fn spec_profile(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let (_, body) = app.post("/v1/integrations", json!({"providerId": "novu", "channel": "in_app"})).await;
+    let (_, body) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "novu", "channel": "in_app"}),
+        )
+        .await;
     assert_eq!(body["providerId"], "svc");
     assert!(body.get("data").is_none());
     let (_, list) = app.get("/v1/integrations").await;
-    assert!(list.is_array(), "spec profile answers the array itself: {list}");
+    assert!(
+        list.is_array(),
+        "spec profile answers the array itself: {list}"
+    );
     assert_eq!(list[0]["providerId"], "svc");
 }
 
@@ -179,4 +235,3 @@ async fn wire_profiles_postgres() {
     novu_profile(Backend::Postgres).await;
     spec_profile(Backend::Postgres).await;
 }
-

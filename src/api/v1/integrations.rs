@@ -126,14 +126,20 @@ pub struct IntegrationPut {
 /// The environment's integrations (not deleted), oldest first.
 #[utoipa::path(get, path = "/v1/integrations", tag = "Integrations",
     responses((status = 200, body = Vec<IntegrationOut>)))]
-pub async fn list_integrations(State(state): State<AppState>, tenant: Tenant) -> ApiResult<Response> {
+pub async fn list_integrations(
+    State(state): State<AppState>,
+    tenant: Tenant,
+) -> ApiResult<Response> {
     Ok(Reply::ok(list_out(service::list(&state.store, &tenant, false).await?)).into_response())
 }
 
 /// The environment's active integrations.
 #[utoipa::path(get, path = "/v1/integrations/active", tag = "Integrations",
     responses((status = 200, body = Vec<IntegrationOut>)))]
-pub async fn list_active_integrations(State(state): State<AppState>, tenant: Tenant) -> ApiResult<Response> {
+pub async fn list_active_integrations(
+    State(state): State<AppState>,
+    tenant: Tenant,
+) -> ApiResult<Response> {
     Ok(Reply::ok(list_out(service::list(&state.store, &tenant, true).await?)).into_response())
 }
 

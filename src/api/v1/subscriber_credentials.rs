@@ -25,7 +25,13 @@ pub struct CredentialsIn {
     pub credentials: ChannelCredentials,
 }
 
-async fn update(state: AppState, tenant: Tenant, subscriber_id: String, body: CredentialsIn, mode: TokenMode) -> ApiResult<Response> {
+async fn update(
+    state: AppState,
+    tenant: Tenant,
+    subscriber_id: String,
+    body: CredentialsIn,
+    mode: TokenMode,
+) -> ApiResult<Response> {
     let s = service::update_credentials(
         &state.store,
         &tenant,

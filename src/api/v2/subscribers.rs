@@ -99,7 +99,9 @@ impl From<Subscriber> for SubscriberOut {
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
-pub(crate) fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+pub(crate) fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 
@@ -173,12 +175,20 @@ pub struct SubscriberDeletedOut {
         ("includeCursor" = Option<bool>, Query, description = "Include the cursor item"),
     ),
     responses((status = 200, body = CursorPage<SubscriberOut>)))]
-pub async fn search_subscribers(axum::extract::State(state): axum::extract::State<crate::api::AppState>, tenant: Tenant, q: QueryMap) -> ApiResult<Response> {
+pub async fn search_subscribers(
+    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
     let mut v = Validation::new();
     let page = page_request(
         &q,
         &mut v,
-        &[("_id", SortColumn::Id), ("createdAt", SortColumn::Int("created_at")), ("updatedAt", SortColumn::Int("updated_at"))],
+        &[
+            ("_id", SortColumn::Id),
+            ("createdAt", SortColumn::Int("created_at")),
+            ("updatedAt", SortColumn::Int("updated_at")),
+        ],
     )?;
     v.finish()?;
     let search = SubscriberSearch {
@@ -208,7 +218,14 @@ pub async fn create_subscriber(
     let Some(subscriber_id) = body.subscriber_id.clone() else {
         return Err(Error::invalid("subscriberId", "subscriberId is required", Value::Null).into());
     };
-    let created = service::create(&state.store, &tenant, &subscriber_id, body.into(), fail_if_exists).await?;
+    let created = service::create(
+        &state.store,
+        &tenant,
+        &subscriber_id,
+        body.into(),
+        fail_if_exists,
+    )
+    .await?;
     Ok(Reply::created(SubscriberOut::from(created.subscriber)).into_response())
 }
 
@@ -250,5 +267,9 @@ pub async fn delete_subscriber(
     AppPath(subscriber_id): AppPath<String>,
 ) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &subscriber_id).await?;
-    Ok(Reply::ok(SubscriberDeletedOut { acknowledged: true, status: "deleted" }).into_response())
+    Ok(Reply::ok(SubscriberDeletedOut {
+        acknowledged: true,
+        status: "deleted",
+    })
+    .into_response())
 }

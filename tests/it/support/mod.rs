@@ -24,7 +24,9 @@ pub enum Backend {
 }
 
 pub fn postgres_url() -> Option<String> {
-    std::env::var("TIDINGS_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty())
+    std::env::var("TIDINGS_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
 }
 
 /// Runs `case` against a fresh app on `backend`; a PostgreSQL case is skipped (with a note) without
@@ -75,17 +77,26 @@ static PG_CLEANUP: OnceCell<()> = OnceCell::const_new();
 
 /// Drops schemas left by test runs more than an hour old.
 async fn cleanup_old_schemas(url: &str) {
-    let Ok(pool) = sqlx::PgPool::connect(url).await else { return };
+    let Ok(pool) = sqlx::PgPool::connect(url).await else {
+        return;
+    };
     let cutoff = chrono::Utc::now().timestamp() - 3600;
-    let names: Vec<String> =
-        sqlx::query_scalar("select nspname::text from pg_namespace where nspname like 'tidings_t_%'")
-            .fetch_all(&pool)
-            .await
-            .unwrap_or_default();
+    let names: Vec<String> = sqlx::query_scalar(
+        "select nspname::text from pg_namespace where nspname like 'tidings_t_%'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap_or_default();
     for name in names {
-        let ts = name.trim_start_matches("tidings_t_").split('_').next().and_then(|t| t.parse::<i64>().ok());
+        let ts = name
+            .trim_start_matches("tidings_t_")
+            .split('_')
+            .next()
+            .and_then(|t| t.parse::<i64>().ok());
         if ts.is_some_and(|t| t < cutoff) {
-            let _ = sqlx::query(&format!("drop schema if exists \"{name}\" cascade")).execute(&pool).await;
+            let _ = sqlx::query(&format!("drop schema if exists \"{name}\" cascade"))
+                .execute(&pool)
+                .await;
         }
     }
     pool.close().await;
@@ -123,7 +134,9 @@ impl TestApp {
         };
         let store = Store::open(&opts, cipher).await.expect("open store");
         store.migrate().await.expect("migrate");
-        let created = environments::create(&store, "Development", None).await.expect("environment");
+        let created = environments::create(&store, "Development", None)
+            .await
+            .expect("environment");
         let tenant = Tenant {
             organization_id: tidings::domain::OrganizationId(created.organization_id.clone()),
             environment_id: tidings::domain::EnvironmentId(created.environment_id.clone()),
@@ -162,7 +175,10 @@ impl TestApp {
 
     /// A second environment in the same database; returns its API key.
     pub async fn second_environment(&self, name: &str) -> String {
-        environments::create(&self.store, name, None).await.unwrap().api_key
+        environments::create(&self.store, name, None)
+            .await
+            .unwrap()
+            .api_key
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -171,12 +187,16 @@ impl TestApp {
 
     /// A request with this app's API key.
     pub fn req(&self, method: Method, path: &str) -> RequestBuilder {
-        self.client.request(method, self.url(path)).header("Authorization", format!("ApiKey {}", self.key))
+        self.client
+            .request(method, self.url(path))
+            .header("Authorization", format!("ApiKey {}", self.key))
     }
 
     /// A request with another key.
     pub fn req_as(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
-        self.client.request(method, self.url(path)).header("Authorization", format!("ApiKey {key}"))
+        self.client
+            .request(method, self.url(path))
+            .header("Authorization", format!("ApiKey {key}"))
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
@@ -228,7 +248,8 @@ pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
     let body = if bytes.is_empty() {
         Value::Null
     } else {
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
     };
     (status, body)
 }
@@ -236,8 +257,14 @@ pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
 /// Asserts the design.md error body: status, timestamp, path, message, reason phrase.
 pub fn assert_error(body: &Value, status: u16) {
     assert_eq!(body["statusCode"], status, "{body}");
-    assert!(body["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{body}");
-    assert!(body["path"].as_str().is_some_and(|p| p.starts_with('/')), "{body}");
+    assert!(
+        body["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{body}"
+    );
+    assert!(
+        body["path"].as_str().is_some_and(|p| p.starts_with('/')),
+        "{body}"
+    );
     assert!(body["message"].is_string(), "{body}");
     assert!(body["error"].is_string(), "{body}");
 }

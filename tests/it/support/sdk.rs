@@ -27,7 +27,9 @@ pub fn python() -> PathBuf {
     let ready = venv.join(".tidings-sdk-ready");
     if !ready.exists() {
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
-        run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "-r"]).arg(repo_root().join("tests/sdk/requirements.txt")));
+        run(Command::new(&py)
+            .args(["-m", "pip", "install", "--quiet", "-r"])
+            .arg(repo_root().join("tests/sdk/requirements.txt")));
         std::fs::write(&ready, "ok").unwrap();
     }
     *guard = Some(py.clone());
@@ -36,7 +38,12 @@ pub fn python() -> PathBuf {
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `tests/sdk/<script>` against `app` (which should use the `novu` profile); panics with the
