@@ -50,7 +50,8 @@ impl AppState {
     modifiers(&ApiKeyAuthModifier),
     security(("ApiKey" = [])),
     tags(
-        (name = "Subscribers"), (name = "Integrations"), (name = "Health"),
+        (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
+        (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -84,6 +85,24 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::integrations::delete_integration
         ))
         .routes(routes!(v1::integrations::set_primary_integration))
+        .routes(routes!(
+            v1::channels::list_channel_connections,
+            v1::channels::create_channel_connection
+        ))
+        .routes(routes!(
+            v1::channels::get_channel_connection,
+            v1::channels::patch_channel_connection,
+            v1::channels::delete_channel_connection
+        ))
+        .routes(routes!(
+            v1::channels::list_channel_endpoints,
+            v1::channels::create_channel_endpoint
+        ))
+        .routes(routes!(
+            v1::channels::get_channel_endpoint,
+            v1::channels::patch_channel_endpoint,
+            v1::channels::delete_channel_endpoint
+        ))
 }
 
 /// The complete application: public routes, authenticated routes, and the middleware stack.

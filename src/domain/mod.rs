@@ -2,6 +2,8 @@
 //! subscribers, integrations. Nothing here performs I/O or knows about HTTP or SQL.
 
 pub mod channel;
+pub mod context;
+pub mod endpoint;
 pub mod id;
 pub mod integration;
 pub mod subscriber;

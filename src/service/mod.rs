@@ -1,6 +1,7 @@
 //! One function per API operation: validate, call the store (in a transaction where several writes
 //! belong together), return domain values. No HTTP here.
 
+pub mod channels;
 pub mod environments;
 pub mod integrations;
 pub mod subscribers;

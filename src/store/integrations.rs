@@ -93,6 +93,20 @@ impl Store {
         Ok(row.map(Into::into))
     }
 
+    /// A non-deleted integration by `identifier`.
+    pub async fn get_integration_by_identifier(
+        &self,
+        env: &EnvironmentId,
+        identifier: &str,
+    ) -> Result<Option<Integration>> {
+        let sql = format!(
+            "select {COLUMNS} from integrations where environment_id = $1 and identifier = $2 and deleted = false"
+        );
+        let row: Option<IntegrationRow> = on_db!(self.r(), p => sqlx::query_as::<_, IntegrationRow>(&sql)
+            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
     /// The newest active integration for a provider (and identifier, when given).
     pub async fn find_active_integration(
         &self,

@@ -3,6 +3,7 @@
 //! times, JSON as TEXT/JSONB) and run on either pool through [`on_db!`]. Where the dialects must differ the
 //! code says so in an explicit two-arm `match`.
 
+pub mod channels;
 pub mod idempotency;
 pub mod integrations;
 pub mod page;

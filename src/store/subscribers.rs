@@ -261,14 +261,14 @@ impl Store {
                    full_name, email, phone, channels, deleted, version, created_at, updated_at)
                  select $2 || printf('%010x', i), $3, $4, $5 || i, 'First' || i, 'Last' || i,
                    'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
-                   '+1555' || printf('%07d', i), '[]', false, 0, $6 + i, $6 + i from n"
+                   '+1555' || printf('%07d', i), '[]', false, 0, $6 - $1 + i, $6 - $1 + i from n"
             }
             Dialect::Postgres => {
                 "insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name,
                    full_name, email, phone, channels, deleted, version, created_at, updated_at)
                  select $2 || lpad(to_hex(i), 10, '0'), $3, $4, $5 || i, 'First' || i, 'Last' || i,
                    'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
-                   '+1555' || lpad(i::text, 7, '0'), '[]', false, 0, $6 + i, $6 + i
+                   '+1555' || lpad(i::text, 7, '0'), '[]', false, 0, $6 - $1 + i, $6 - $1 + i
                  from generate_series(1, $1::bigint) as i"
             }
         };

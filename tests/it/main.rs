@@ -4,6 +4,7 @@
 mod support;
 
 mod auth_and_wire;
+mod channels;
 mod idempotency;
 mod integrations;
 mod novu_sdk;

@@ -122,8 +122,8 @@ def main():
         created[spec["subscriber_id"]] = sub
     check(len({s.id for s in created.values()}) == len(CREATION_ORDER), "every subscriber has its own _id")
     eq(
-        sorted(created.values(), key=lambda s: s.id),
-        [created[s["subscriber_id"]] for s in CREATION_ORDER],
+        [s.subscriber_id for s in sorted(created.values(), key=lambda s: s.id)],
+        [s["subscriber_id"] for s in CREATION_ORDER],
         "_ids sort by creation",
     )
     env_id = created["sdk-alice"].environment_id
@@ -173,7 +173,7 @@ def main():
     total = len(desc)
 
     p1 = search(novu, limit=3)  # the SDK sends limit=3.0
-    check("limit=3" in str(RECORDER.last.request.url), f"limit in URL {RECORDER.last.request.url}")
+    check("limit=3.0" in str(RECORDER.last.request.url), f"the SDK sends limit as a float: {RECORDER.last.request.url}")
     eq(sids(p1), desc[0:3], "page 1 items")
     eq(p1.next, ids[desc[2]], "page 1 next = last item's _id")
     eq(p1.previous, None, "page 1 previous")
@@ -438,6 +438,38 @@ def main():
     check_subscriber(sub, {"subscriber_id": "sdk-erin", "first_name": "Erin"}, "re-create erin")
     eq(sub.v, 0, "re-create erin: __v")
     eq(novu.subscribers.retrieve(subscriber_id="sdk-erin").result.first_name, "Erin", "retrieve re-created erin")
+
+    # ---------------------------------------------------------------- subscriberIds the SDK puts in paths
+    # The SDK percent-encodes path parameters except some reserved characters ('+' and '@' travel as is;
+    # '+' in a path is a plus, not a space).
+    for sid in ["user 1", "a+b@example.com", "h\u00e9llo", "team:ops;eu"]:
+        sub = novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": sid, "last_name": "Odd"}).result
+        eq(sub.subscriber_id, sid, f"create {sid!r}: subscriberId")
+        got = novu.subscribers.retrieve(subscriber_id=sid).result
+        eq((got.subscriber_id, got.id, got.last_name), (sid, sub.id, "Odd"), f"retrieve {sid!r}")
+        got = novu.subscribers.patch(subscriber_id=sid, patch_subscriber_request_dto={"first_name": "Odd"}).result
+        eq((got.subscriber_id, got.first_name), (sid, "Odd"), f"patch {sid!r}")
+        check_filter(novu, {"subscriber_id": sid}, [sid])  # and in a query string
+        eq(novu.subscribers.delete(subscriber_id=sid).result.acknowledged, True, f"delete {sid!r}")
+        expect_error(lambda: novu.subscribers.retrieve(subscriber_id=sid), models.ErrorDto, 404, f"retrieve deleted {sid!r}")
+
+    # ---------------------------------------------------------------- idempotency-key (the SDK's kwarg)
+    first = novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "sdk-idem", "first_name": "Once"},
+                                    idempotency_key="sdk-key-1").result
+    eq(RECORDER.last.request.headers.get("idempotency-key"), "sdk-key-1", "idempotency-key header sent")
+    eq(RECORDER.last.headers.get("idempotency-key"), "sdk-key-1", "idempotency-key echoed")
+    replay = novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "sdk-idem", "first_name": "Once"},
+                                     idempotency_key="sdk-key-1").result
+    eq(RECORDER.last.status_code, 201, "replay: status")
+    eq(RECORDER.last.headers.get("idempotency-replay"), "true", "replay: Idempotency-Replay header")
+    eq((replay.id, replay.v, replay.updated_at), (first.id, first.v, first.updated_at), "replay: the stored response")
+    e = expect_error(
+        lambda: novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "sdk-idem", "first_name": "Twice"},
+                                        idempotency_key="sdk-key-1"),
+        models.ValidationErrorDto, 422, "same idempotency-key, different body",
+    )
+    check_error_body(e, 422, "/v2/subscribers", "same idempotency-key, different body")
+    eq(novu.subscribers.retrieve(subscriber_id="sdk-idem").result.first_name, "Once", "the reused key changed nothing")
 
     # ---------------------------------------------------------------- auth
     with client(key="sk_test_wrong") as bad:

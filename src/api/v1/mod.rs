@@ -1,4 +1,5 @@
 //! `/v1/…` routes.
 
+pub mod channels;
 pub mod integrations;
 pub mod subscriber_credentials;

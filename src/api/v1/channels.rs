@@ -1,0 +1,399 @@
+//! `/v1/channel-connections` (spec §4.4) and `/v1/channel-endpoints` (§4.2, §4.3).
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::api::error::ApiResult;
+use crate::api::extract::{AppJson, AppPath, QueryMap};
+use crate::api::pagination::{page_request, CursorPage};
+use crate::api::wire::{no_content, Reply, WireName};
+use crate::api::AppState;
+use crate::domain::channel::ProviderId;
+use crate::domain::context::{context_set, parse_context_keys};
+use crate::domain::endpoint::{ChannelConnection, ChannelEndpoint, ConnectionMode};
+use crate::domain::{Channel, Tenant};
+use crate::error::{Result, Validation};
+use crate::service::channels::{self as service, NewConnection, NewEndpoint};
+use crate::store::channels::ChannelFilter;
+use crate::store::page::{PageRequest, SortColumn};
+
+const ORDER_BY: &[(&str, SortColumn)] = &[
+    ("createdAt", SortColumn::Int("created_at")),
+    ("updatedAt", SortColumn::Int("updated_at")),
+];
+
+/// Reads the list filters shared by endpoints and connections, and the page parameters.
+fn list_query(q: &QueryMap, connections: bool) -> Result<(ChannelFilter, PageRequest)> {
+    let mut v = Validation::new();
+    let page = page_request(q, &mut v, ORDER_BY)?;
+    let channel = q.string("channel").and_then(|c| {
+        Channel::parse(&c).or_else(|| {
+            v.add(
+                "channel",
+                "channel must be one of in_app, email, sms, chat, push",
+                c,
+            );
+            None
+        })
+    });
+    let provider_id = q
+        .string("providerId")
+        .and_then(|p| match ProviderId::parse(&p) {
+            Some(id) => Some(id.as_str().to_owned()),
+            None => {
+                v.add(
+                    "providerId",
+                    "providerId must be one of the supported provider IDs",
+                    p,
+                );
+                None
+            }
+        });
+    // `contextKeys=` (present but empty) asks for resources without context.
+    let context_set = if q.has("contextKeys") {
+        Some(context_set(&parse_context_keys(
+            &mut v,
+            "contextKeys",
+            &q.list("contextKeys"),
+        )))
+    } else {
+        None
+    };
+    let connection_mode = if connections {
+        q.string("connectionMode").and_then(|m| {
+            ConnectionMode::parse(&m).or_else(|| {
+                v.add(
+                    "connectionMode",
+                    "connectionMode must be subscriber or shared",
+                    m,
+                );
+                None
+            })
+        })
+    } else {
+        None
+    };
+    v.finish()?;
+    let filter = ChannelFilter {
+        subscriber_id: q.string("subscriberId"),
+        context_set,
+        channel,
+        provider_id,
+        integration_identifier: q.string("integrationIdentifier"),
+        connection_identifier: if connections {
+            None
+        } else {
+            q.string("connectionIdentifier")
+        },
+        connection_mode,
+    };
+    Ok((filter, page))
+}
+
+/// ChannelConnection (spec §2.3).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelConnectionOut {
+    pub identifier: String,
+    pub channel: Option<Channel>,
+    pub provider_id: Option<WireName>,
+    pub integration_identifier: Option<String>,
+    pub subscriber_id: Option<String>,
+    pub connection_mode: &'static str,
+    pub context_keys: Vec<String>,
+    #[schema(value_type = Object)]
+    pub workspace: Value,
+    #[schema(value_type = Object)]
+    pub auth: Value,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<ChannelConnection> for ChannelConnectionOut {
+    fn from(c: ChannelConnection) -> Self {
+        Self {
+            identifier: c.identifier,
+            channel: Some(c.channel),
+            provider_id: Some(WireName(c.provider_id.as_str().to_owned())),
+            integration_identifier: Some(c.integration_identifier),
+            subscriber_id: c.subscriber_id,
+            connection_mode: c.mode.as_str(),
+            context_keys: c.context_keys,
+            workspace: c.workspace,
+            auth: json!({ "accessToken": c.access_token }),
+            created_at: c.created_at.to_iso(),
+            updated_at: c.updated_at.to_iso(),
+        }
+    }
+}
+
+/// Body of `POST /v1/channel-connections`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelConnectionIn {
+    /// Generated (`chconn_…`) when omitted.
+    pub identifier: Option<String>,
+    pub subscriber_id: Option<String>,
+    /// Map of context type → id string or `{id, data?}`; at most 5 entries.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    /// `subscriber` (default) or `shared`.
+    pub connection_mode: Option<String>,
+    pub integration_identifier: String,
+    /// `{id, name?}`.
+    #[schema(value_type = Object)]
+    pub workspace: Value,
+    /// `{accessToken}`; encrypted at rest.
+    #[schema(value_type = Object)]
+    pub auth: Value,
+}
+
+/// Body of `PATCH /v1/channel-connections/{identifier}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelConnectionPatch {
+    #[schema(value_type = Option<Object>)]
+    pub workspace: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub auth: Option<Value>,
+}
+
+/// Create a channel connection: one per resource (subscriber, or shared context set) and integration.
+#[utoipa::path(post, path = "/v1/channel-connections", tag = "Channel connections", request_body = ChannelConnectionIn,
+    responses((status = 201, body = ChannelConnectionOut), (status = 400, description = "Mode without its subscriber or context"),
+        (status = 404, description = "Unknown integration or subscriber"), (status = 409, description = "Exists for this resource and integration, or identifier taken"),
+        (status = 422, description = "Invalid body")))]
+pub async fn create_channel_connection(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppJson(body): AppJson<ChannelConnectionIn>,
+) -> ApiResult<Response> {
+    let input = NewConnection {
+        identifier: body.identifier,
+        subscriber_id: body.subscriber_id,
+        context: body.context,
+        connection_mode: body.connection_mode,
+        integration_identifier: body.integration_identifier,
+        workspace: body.workspace,
+        auth: body.auth,
+    };
+    let created = service::create_connection(&state.store, &tenant, input).await?;
+    Ok(Reply::created(ChannelConnectionOut::from(created)).into_response())
+}
+
+/// List channel connections (cursor pages; filters combine with AND).
+#[utoipa::path(get, path = "/v1/channel-connections", tag = "Channel connections",
+    params(
+        ("subscriberId" = Option<String>, Query), ("contextKeys" = Option<Vec<String>>, Query, description = "Exact set, type:id; repeat the key"),
+        ("channel" = Option<String>, Query), ("providerId" = Option<String>, Query), ("integrationIdentifier" = Option<String>, Query),
+        ("connectionMode" = Option<String>, Query), ("after" = Option<String>, Query), ("before" = Option<String>, Query),
+        ("limit" = Option<i64>, Query, description = "1..100, default 10"), ("orderBy" = Option<String>, Query, description = "createdAt (default) or updatedAt"),
+        ("orderDirection" = Option<String>, Query), ("includeCursor" = Option<bool>, Query),
+    ),
+    responses((status = 200, body = CursorPage<ChannelConnectionOut>)))]
+pub async fn list_channel_connections(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let (filter, page) = list_query(&q, true)?;
+    let found = service::list_connections(&state.store, &tenant, &filter, &page).await?;
+    Ok(Reply::page(CursorPage::from_page(found, ChannelConnectionOut::from)).into_response())
+}
+
+/// Retrieve a channel connection.
+#[utoipa::path(get, path = "/v1/channel-connections/{identifier}", tag = "Channel connections",
+    params(("identifier" = String, Path)),
+    responses((status = 200, body = ChannelConnectionOut), (status = 404, description = "Unknown connection")))]
+pub async fn get_channel_connection(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+) -> ApiResult<Response> {
+    let c = service::get_connection(&state.store, &tenant, &identifier).await?;
+    Ok(Reply::ok(ChannelConnectionOut::from(c)).into_response())
+}
+
+/// Rotate a connection's access token and/or rename its workspace.
+#[utoipa::path(patch, path = "/v1/channel-connections/{identifier}", tag = "Channel connections", request_body = ChannelConnectionPatch,
+    params(("identifier" = String, Path)),
+    responses((status = 200, body = ChannelConnectionOut), (status = 404, description = "Unknown connection"), (status = 422, description = "Invalid body")))]
+pub async fn patch_channel_connection(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+    AppJson(body): AppJson<ChannelConnectionPatch>,
+) -> ApiResult<Response> {
+    let c = service::update_connection(
+        &state.store,
+        &tenant,
+        &identifier,
+        body.workspace,
+        body.auth,
+    )
+    .await?;
+    Ok(Reply::ok(ChannelConnectionOut::from(c)).into_response())
+}
+
+/// Delete a channel connection; endpoints that used it stay, with `connectionIdentifier` null.
+#[utoipa::path(delete, path = "/v1/channel-connections/{identifier}", tag = "Channel connections",
+    params(("identifier" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "Unknown connection")))]
+pub async fn delete_channel_connection(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+) -> ApiResult<Response> {
+    service::delete_connection(&state.store, &tenant, &identifier).await?;
+    Ok(no_content())
+}
+
+/// ChannelEndpoint (spec §2.2).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelEndpointOut {
+    pub identifier: String,
+    pub channel: Option<Channel>,
+    pub provider_id: Option<WireName>,
+    pub integration_identifier: Option<String>,
+    pub connection_identifier: Option<String>,
+    pub subscriber_id: Option<String>,
+    pub context_keys: Vec<String>,
+    #[serde(rename = "type")]
+    pub endpoint_type: &'static str,
+    #[schema(value_type = Object)]
+    pub endpoint: Value,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<ChannelEndpoint> for ChannelEndpointOut {
+    fn from(e: ChannelEndpoint) -> Self {
+        Self {
+            identifier: e.identifier,
+            channel: Some(e.channel),
+            provider_id: Some(WireName(e.provider_id.as_str().to_owned())),
+            integration_identifier: Some(e.integration_identifier),
+            connection_identifier: e.connection_identifier,
+            subscriber_id: e.subscriber_id,
+            context_keys: e.context_keys,
+            endpoint_type: e.endpoint_type.as_str(),
+            endpoint: e.endpoint,
+            created_at: e.created_at.to_iso(),
+            updated_at: e.updated_at.to_iso(),
+        }
+    }
+}
+
+/// Body of `POST /v1/channel-endpoints`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelEndpointIn {
+    /// Generated (`chendp_…`) when omitted.
+    pub identifier: Option<String>,
+    /// slack_channel, slack_user, webhook, phone, ms_teams_channel, ms_teams_user, telegram_chat.
+    #[serde(rename = "type")]
+    pub endpoint_type: String,
+    #[schema(value_type = Object)]
+    pub endpoint: Value,
+    pub integration_identifier: String,
+    pub subscriber_id: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    pub connection_identifier: Option<String>,
+}
+
+/// Body of `PATCH /v1/channel-endpoints/{identifier}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChannelEndpointPatch {
+    /// Must match the existing endpoint's type exactly.
+    #[schema(value_type = Object)]
+    pub endpoint: Value,
+}
+
+/// Create a channel endpoint.
+#[utoipa::path(post, path = "/v1/channel-endpoints", tag = "Channel endpoints", request_body = ChannelEndpointIn,
+    responses((status = 201, body = ChannelEndpointOut), (status = 400, description = "Type unsuited to the integration, or no owner"),
+        (status = 404, description = "Unknown integration, subscriber or connection"), (status = 409, description = "Identifier taken"),
+        (status = 422, description = "Invalid body")))]
+pub async fn create_channel_endpoint(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppJson(body): AppJson<ChannelEndpointIn>,
+) -> ApiResult<Response> {
+    let input = NewEndpoint {
+        identifier: body.identifier,
+        endpoint_type: body.endpoint_type,
+        endpoint: body.endpoint,
+        integration_identifier: body.integration_identifier,
+        subscriber_id: body.subscriber_id,
+        context: body.context,
+        connection_identifier: body.connection_identifier,
+    };
+    let created = service::create_endpoint(&state.store, &tenant, input).await?;
+    Ok(Reply::created(ChannelEndpointOut::from(created)).into_response())
+}
+
+/// List channel endpoints (cursor pages; filters combine with AND).
+#[utoipa::path(get, path = "/v1/channel-endpoints", tag = "Channel endpoints",
+    params(
+        ("subscriberId" = Option<String>, Query), ("contextKeys" = Option<Vec<String>>, Query, description = "Exact set, type:id; repeat the key"),
+        ("channel" = Option<String>, Query), ("providerId" = Option<String>, Query), ("integrationIdentifier" = Option<String>, Query),
+        ("connectionIdentifier" = Option<String>, Query), ("after" = Option<String>, Query), ("before" = Option<String>, Query),
+        ("limit" = Option<i64>, Query, description = "1..100, default 10"), ("orderBy" = Option<String>, Query, description = "createdAt (default) or updatedAt"),
+        ("orderDirection" = Option<String>, Query), ("includeCursor" = Option<bool>, Query),
+    ),
+    responses((status = 200, body = CursorPage<ChannelEndpointOut>)))]
+pub async fn list_channel_endpoints(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let (filter, page) = list_query(&q, false)?;
+    let found = service::list_endpoints(&state.store, &tenant, &filter, &page).await?;
+    Ok(Reply::page(CursorPage::from_page(found, ChannelEndpointOut::from)).into_response())
+}
+
+/// Retrieve a channel endpoint.
+#[utoipa::path(get, path = "/v1/channel-endpoints/{identifier}", tag = "Channel endpoints",
+    params(("identifier" = String, Path)),
+    responses((status = 200, body = ChannelEndpointOut), (status = 404, description = "Unknown endpoint")))]
+pub async fn get_channel_endpoint(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+) -> ApiResult<Response> {
+    let e = service::get_endpoint(&state.store, &tenant, &identifier).await?;
+    Ok(Reply::ok(ChannelEndpointOut::from(e)).into_response())
+}
+
+/// Replace an endpoint's data (same type).
+#[utoipa::path(patch, path = "/v1/channel-endpoints/{identifier}", tag = "Channel endpoints", request_body = ChannelEndpointPatch,
+    params(("identifier" = String, Path)),
+    responses((status = 200, body = ChannelEndpointOut), (status = 400, description = "Does not match the endpoint's type"),
+        (status = 404, description = "Unknown endpoint"), (status = 422, description = "No endpoint object")))]
+pub async fn patch_channel_endpoint(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+    AppJson(body): AppJson<ChannelEndpointPatch>,
+) -> ApiResult<Response> {
+    let e = service::update_endpoint(&state.store, &tenant, &identifier, body.endpoint).await?;
+    Ok(Reply::ok(ChannelEndpointOut::from(e)).into_response())
+}
+
+/// Delete a channel endpoint.
+#[utoipa::path(delete, path = "/v1/channel-endpoints/{identifier}", tag = "Channel endpoints",
+    params(("identifier" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "Unknown endpoint")))]
+pub async fn delete_channel_endpoint(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(identifier): AppPath<String>,
+) -> ApiResult<Response> {
+    service::delete_endpoint(&state.store, &tenant, &identifier).await?;
+    Ok(no_content())
+}

@@ -1,0 +1,407 @@
+//! Contexts, channel connections and channel endpoints.
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::sql::Sql;
+use super::{is_unique_violation, on_db, Dialect, Store};
+use crate::domain::channel::ProviderId;
+use crate::domain::context::{context_set, ContextEntry};
+use crate::domain::endpoint::{ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointType};
+use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
+use crate::error::Result;
+
+/// Whether an insert went in or hit a unique index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    Yes,
+    Duplicate,
+}
+
+/// Filters shared by the endpoint and connection lists, combined with AND.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChannelFilter {
+    pub subscriber_id: Option<String>,
+    /// Exact set of context keys, in stored form (see [`context_set`]).
+    pub context_set: Option<String>,
+    pub channel: Option<Channel>,
+    pub provider_id: Option<String>,
+    pub integration_identifier: Option<String>,
+    /// Endpoints only.
+    pub connection_identifier: Option<String>,
+    /// Connections only.
+    pub connection_mode: Option<ConnectionMode>,
+}
+
+impl ChannelFilter {
+    fn to_sql(&self, env: &EnvironmentId, endpoints: bool) -> Sql {
+        let mut f = Sql::new("environment_id = ");
+        f.bind(env.as_str());
+        if let Some(v) = &self.subscriber_id {
+            f.push(" and subscriber_id = ").bind(v);
+        }
+        if let Some(v) = &self.context_set {
+            f.push(" and context_set = ").bind(v);
+        }
+        if let Some(v) = self.channel {
+            f.push(" and channel = ").bind(v.as_str());
+        }
+        if let Some(v) = &self.provider_id {
+            f.push(" and provider_id = ").bind(v);
+        }
+        if let Some(v) = &self.integration_identifier {
+            f.push(" and integration_identifier = ").bind(v);
+        }
+        if endpoints {
+            if let Some(v) = &self.connection_identifier {
+                f.push(" and connection_identifier = ").bind(v);
+            }
+        } else if let Some(v) = self.connection_mode {
+            f.push(" and connection_mode = ").bind(v.as_str());
+        }
+        f
+    }
+}
+
+fn scope(env: &EnvironmentId) -> Sql {
+    let mut s = Sql::new("environment_id = ");
+    s.bind(env.as_str());
+    s
+}
+
+const CONNECTION_COLUMNS: &str = "id, organization_id, environment_id, identifier, integration_identifier, \
+    provider_id, channel, connection_mode, subscriber_id, context_keys, workspace, auth_sealed, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ConnectionRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    identifier: String,
+    integration_identifier: String,
+    provider_id: String,
+    channel: String,
+    connection_mode: String,
+    subscriber_id: Option<String>,
+    context_keys: Json<Vec<String>>,
+    workspace: Json<Value>,
+    auth_sealed: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Keyed for ConnectionRow {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Store {
+    fn connection_from_row(&self, r: ConnectionRow) -> Result<ChannelConnection> {
+        let access_token = self
+            .cipher()
+            .decrypt_string(&r.auth_sealed)
+            .map_err(anyhow::Error::from)?;
+        Ok(ChannelConnection {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            identifier: r.identifier,
+            integration_identifier: r.integration_identifier,
+            provider_id: ProviderId::from_stored(r.provider_id),
+            channel: Channel::parse(&r.channel).unwrap_or(Channel::Chat),
+            mode: ConnectionMode::parse(&r.connection_mode).unwrap_or(ConnectionMode::Subscriber),
+            subscriber_id: r.subscriber_id,
+            context_keys: r.context_keys.0,
+            workspace: r.workspace.0,
+            access_token,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        })
+    }
+
+    /// Records contexts that do not exist yet (existing ones keep their data).
+    pub async fn ensure_contexts(
+        &self,
+        env: &EnvironmentId,
+        entries: &[ContextEntry],
+    ) -> Result<()> {
+        let now = Timestamp::now().0;
+        for e in entries {
+            on_db!(self.w(), p => sqlx::query(
+                "insert into contexts (environment_id, context_type, context_id, data, created_at, updated_at)
+                 values ($1, $2, $3, $4, $5, $5) on conflict (environment_id, context_type, context_id) do nothing")
+                .bind(env.as_str()).bind(&e.kind).bind(&e.id).bind(e.data.clone().map(Json)).bind(now)
+                .execute(p).await.map(|_| ()))?;
+        }
+        Ok(())
+    }
+
+    pub async fn insert_connection(&self, c: &ChannelConnection) -> Result<Inserted> {
+        let sealed = self.cipher().encrypt(c.access_token.as_bytes());
+        let res = on_db!(self.w(), p => sqlx::query(
+            "insert into channel_connections (id, organization_id, environment_id, identifier, integration_identifier,
+               provider_id, channel, connection_mode, subscriber_id, subscriber_key, context_keys, context_set,
+               workspace, auth_sealed, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)")
+            .bind(&c.id).bind(&c.organization_id).bind(&c.environment_id).bind(&c.identifier)
+            .bind(&c.integration_identifier).bind(c.provider_id.as_str()).bind(c.channel.as_str())
+            .bind(c.mode.as_str()).bind(&c.subscriber_id).bind(c.subscriber_id.clone().unwrap_or_default())
+            .bind(Json(&c.context_keys)).bind(context_set(&c.context_keys)).bind(Json(&c.workspace))
+            .bind(&sealed).bind(c.created_at.0).bind(c.updated_at.0)
+            .execute(p).await.map(|_| ()));
+        match res {
+            Ok(()) => Ok(Inserted::Yes),
+            Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The connection holding the one-per-resource slot for this integration, subscriber and context set.
+    pub async fn find_connection_for_resource(
+        &self,
+        env: &EnvironmentId,
+        integration_identifier: &str,
+        subscriber_id: Option<&str>,
+        context_keys: &[String],
+    ) -> Result<Option<ChannelConnection>> {
+        let sql = format!(
+            "select {CONNECTION_COLUMNS} from channel_connections where environment_id = $1
+             and integration_identifier = $2 and subscriber_key = $3 and context_set = $4"
+        );
+        let row: Option<ConnectionRow> = on_db!(self.w(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
+            .bind(env.as_str()).bind(integration_identifier).bind(subscriber_id.unwrap_or(""))
+            .bind(context_set(context_keys)).fetch_optional(p).await)?;
+        row.map(|r| self.connection_from_row(r)).transpose()
+    }
+
+    pub async fn get_connection(
+        &self,
+        env: &EnvironmentId,
+        identifier: &str,
+    ) -> Result<Option<ChannelConnection>> {
+        let sql = format!("select {CONNECTION_COLUMNS} from channel_connections where environment_id = $1 and identifier = $2");
+        let row: Option<ConnectionRow> = on_db!(self.w(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
+            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
+        row.map(|r| self.connection_from_row(r)).transpose()
+    }
+
+    pub async fn list_connections(
+        &self,
+        env: &EnvironmentId,
+        filter: &ChannelFilter,
+        page: &PageRequest,
+    ) -> Result<Page<ChannelConnection>> {
+        let listing = Listing {
+            columns: CONNECTION_COLUMNS,
+            from: "channel_connections",
+            filter: filter.to_sql(env, false),
+            cursor_scope: scope(env),
+        };
+        let rows = cursor_page::<ConnectionRow>(self.r(), listing, page).await?;
+        let Page {
+            data,
+            next,
+            previous,
+            total_count,
+            total_count_capped,
+        } = rows;
+        let data = data
+            .into_iter()
+            .map(|r| self.connection_from_row(r))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page {
+            data,
+            next,
+            previous,
+            total_count,
+            total_count_capped,
+        })
+    }
+
+    /// Replaces workspace and token; false when the connection does not exist.
+    pub async fn update_connection(&self, c: &ChannelConnection) -> Result<bool> {
+        let sealed = self.cipher().encrypt(c.access_token.as_bytes());
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update channel_connections set workspace = $1, auth_sealed = $2, updated_at = $3
+             where environment_id = $4 and identifier = $5")
+            .bind(Json(&c.workspace)).bind(sealed).bind(c.updated_at.0).bind(&c.environment_id).bind(&c.identifier)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Deletes a connection and detaches the endpoints that used it, in one transaction.
+    pub async fn delete_connection(&self, env: &EnvironmentId, identifier: &str) -> Result<bool> {
+        let now = Timestamp::now().0;
+        let deleted = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let n = sqlx::query("delete from channel_connections where environment_id = $1 and identifier = $2")
+                .bind(env.as_str()).bind(identifier).execute(&mut *tx).await?.rows_affected();
+            if n == 1 {
+                sqlx::query(
+                    "update channel_endpoints set connection_identifier = null, updated_at = $1
+                     where environment_id = $2 and connection_identifier = $3")
+                    .bind(now).bind(env.as_str()).bind(identifier).execute(&mut *tx).await?;
+            }
+            tx.commit().await.map(|_| n == 1)
+        })?;
+        Ok(deleted)
+    }
+}
+
+const ENDPOINT_COLUMNS: &str = "id, organization_id, environment_id, identifier, endpoint_type, endpoint, \
+    integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct EndpointRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    identifier: String,
+    endpoint_type: String,
+    endpoint: Json<Value>,
+    integration_identifier: String,
+    provider_id: String,
+    channel: String,
+    connection_identifier: Option<String>,
+    subscriber_id: Option<String>,
+    context_keys: Json<Vec<String>>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Keyed for EndpointRow {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
+impl From<EndpointRow> for ChannelEndpoint {
+    fn from(r: EndpointRow) -> Self {
+        ChannelEndpoint {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            identifier: r.identifier,
+            endpoint_type: EndpointType::parse(&r.endpoint_type).unwrap_or(EndpointType::Webhook),
+            endpoint: r.endpoint.0,
+            integration_identifier: r.integration_identifier,
+            provider_id: ProviderId::from_stored(r.provider_id),
+            channel: Channel::parse(&r.channel).unwrap_or(Channel::Chat),
+            connection_identifier: r.connection_identifier,
+            subscriber_id: r.subscriber_id,
+            context_keys: r.context_keys.0,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+impl Store {
+    pub async fn insert_endpoint(&self, e: &ChannelEndpoint) -> Result<Inserted> {
+        let res = on_db!(self.w(), p => sqlx::query(
+            "insert into channel_endpoints (id, organization_id, environment_id, identifier, endpoint_type, endpoint,
+               integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys,
+               context_set, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)")
+            .bind(&e.id).bind(&e.organization_id).bind(&e.environment_id).bind(&e.identifier)
+            .bind(e.endpoint_type.as_str()).bind(Json(&e.endpoint)).bind(&e.integration_identifier)
+            .bind(e.provider_id.as_str()).bind(e.channel.as_str()).bind(&e.connection_identifier)
+            .bind(&e.subscriber_id).bind(Json(&e.context_keys)).bind(context_set(&e.context_keys))
+            .bind(e.created_at.0).bind(e.updated_at.0)
+            .execute(p).await.map(|_| ()));
+        match res {
+            Ok(()) => Ok(Inserted::Yes),
+            Err(err) if is_unique_violation(&err) => Ok(Inserted::Duplicate),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    pub async fn get_endpoint(
+        &self,
+        env: &EnvironmentId,
+        identifier: &str,
+    ) -> Result<Option<ChannelEndpoint>> {
+        let sql = format!("select {ENDPOINT_COLUMNS} from channel_endpoints where environment_id = $1 and identifier = $2");
+        let row: Option<EndpointRow> = on_db!(self.r(), p => sqlx::query_as::<_, EndpointRow>(&sql)
+            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
+    /// Replaces the endpoint data; false when the endpoint does not exist.
+    pub async fn update_endpoint_data(&self, e: &ChannelEndpoint) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update channel_endpoints set endpoint = $1, updated_at = $2 where environment_id = $3 and identifier = $4")
+            .bind(Json(&e.endpoint)).bind(e.updated_at.0).bind(&e.environment_id).bind(&e.identifier)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    pub async fn delete_endpoint(&self, env: &EnvironmentId, identifier: &str) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query("delete from channel_endpoints where environment_id = $1 and identifier = $2")
+            .bind(env.as_str()).bind(identifier).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    pub async fn list_endpoints(
+        &self,
+        env: &EnvironmentId,
+        filter: &ChannelFilter,
+        page: &PageRequest,
+    ) -> Result<Page<ChannelEndpoint>> {
+        let listing = Listing {
+            columns: ENDPOINT_COLUMNS,
+            from: "channel_endpoints",
+            filter: filter.to_sql(env, true),
+            cursor_scope: scope(env),
+        };
+        Ok(cursor_page::<EndpointRow>(self.r(), listing, page)
+            .await?
+            .map(Into::into))
+    }
+
+    /// Bulk-inserts `count` synthetic `slack_channel` endpoints for tests and the benchmark: endpoint `n`
+    /// belongs to subscriber `<prefix><n % subscribers>` and context `tenant:t<n % contexts>`.
+    pub async fn seed_channel_endpoints(
+        &self,
+        tenant: &Tenant,
+        integration_identifier: &str,
+        prefix: &str,
+        count: i64,
+        subscribers: i64,
+        contexts: i64,
+    ) -> Result<u64> {
+        let now = Timestamp::now().0;
+        let salt = format!(
+            "{:08x}{:06x}",
+            now / 1000,
+            rand::random::<u32>() & 0x00ff_ffff
+        );
+        let sql = match self.dialect() {
+            Dialect::Sqlite => {
+                "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+                 insert into channel_endpoints (id, organization_id, environment_id, identifier, endpoint_type, endpoint,
+                   integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys,
+                   context_set, created_at, updated_at)
+                 select $2 || printf('%010x', i), $3, $4, 'chendp_' || $5 || i, 'slack_channel',
+                   '{\"channelId\":\"C' || i || '\"}', $6, 'slack', 'chat', null, $5 || (i % $7),
+                   '[\"tenant:t' || (i % $8) || '\"]', 'tenant:t' || (i % $8), $9 - $1 + i, $9 - $1 + i from n"
+            }
+            Dialect::Postgres => {
+                "insert into channel_endpoints (id, organization_id, environment_id, identifier, endpoint_type, endpoint,
+                   integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys,
+                   context_set, created_at, updated_at)
+                 select $2 || lpad(to_hex(i), 10, '0'), $3, $4, 'chendp_' || $5 || i, 'slack_channel',
+                   jsonb_build_object('channelId', 'C' || i), $6, 'slack', 'chat', null, $5 || (i % $7),
+                   jsonb_build_array('tenant:t' || (i % $8)), 'tenant:t' || (i % $8), $9 - $1 + i, $9 - $1 + i
+                 from generate_series(1, $1::bigint) as i"
+            }
+        };
+        let n = on_db!(self.w(), p => sqlx::query(sql).bind(count).bind(&salt)
+            .bind(tenant.organization_id.as_str()).bind(tenant.environment_id.as_str()).bind(prefix)
+            .bind(integration_identifier).bind(subscribers.max(1)).bind(contexts.max(1)).bind(now)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+}
