@@ -67,6 +67,23 @@ pub enum Command {
         #[arg(long, default_value = "bench")]
         prefix: String,
     },
+    /// Benchmark and test helper: bulk-insert synthetic `slack_channel` endpoints into the key's environment.
+    /// Endpoint n belongs to subscriber `<prefix><n % subscribers>` and context `tenant:t<n % contexts>`.
+    #[command(hide = true)]
+    SeedChannelEndpoints {
+        #[arg(long)]
+        api_key: String,
+        #[arg(long)]
+        count: i64,
+        #[arg(long, default_value_t = 100_000)]
+        subscribers: i64,
+        #[arg(long, default_value_t = 10_000)]
+        contexts: i64,
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+        #[arg(long, default_value = "slack-bench")]
+        integration_identifier: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

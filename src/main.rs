@@ -60,16 +60,48 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             count,
             prefix,
         } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let tenant = store
-                .find_tenant_by_key_hash(&tidings::crypto::sha256_hex(api_key.as_bytes()))
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("unknown API key"))?;
+            let (store, tenant) = seed_target(&cfg, &api_key).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
             store.close().await;
             eprintln!("inserted {n} subscribers");
             Ok(())
         }
+        Command::SeedChannelEndpoints {
+            api_key,
+            count,
+            subscribers,
+            contexts,
+            prefix,
+            integration_identifier,
+        } => {
+            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+            let n = store
+                .seed_channel_endpoints(
+                    &tenant,
+                    &integration_identifier,
+                    &prefix,
+                    count,
+                    subscribers,
+                    contexts,
+                )
+                .await?;
+            store.close().await;
+            eprintln!("inserted {n} channel endpoints");
+            Ok(())
+        }
     }
+}
+
+/// Opens and migrates the store and resolves the API key's environment, for the seed helpers.
+async fn seed_target(
+    cfg: &Config,
+    api_key: &str,
+) -> anyhow::Result<(tidings::store::Store, tidings::domain::Tenant)> {
+    let store = app::open_store(cfg).await?;
+    store.migrate().await?;
+    let tenant = store
+        .find_tenant_by_key_hash(&tidings::crypto::sha256_hex(api_key.as_bytes()))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("unknown API key"))?;
+    Ok((store, tenant))
 }

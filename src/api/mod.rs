@@ -51,7 +51,7 @@ impl AppState {
     security(("ApiKey" = [])),
     tags(
         (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
-        (name = "Health"),
+        (name = "Workflows"), (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -85,6 +85,12 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::integrations::delete_integration
         ))
         .routes(routes!(v1::integrations::set_primary_integration))
+        .routes(routes!(v2::workflows::list_workflows, v2::workflows::create_workflow))
+        .routes(routes!(
+            v2::workflows::get_workflow,
+            v2::workflows::update_workflow,
+            v2::workflows::delete_workflow
+        ))
         .routes(routes!(
             v1::channels::list_channel_connections,
             v1::channels::create_channel_connection

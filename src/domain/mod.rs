@@ -8,6 +8,7 @@ pub mod id;
 pub mod integration;
 pub mod subscriber;
 pub mod time;
+pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};
 pub use id::{new_object_id, EnvironmentId, ObjectId, OrganizationId};

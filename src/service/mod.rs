@@ -5,6 +5,7 @@ pub mod channels;
 pub mod environments;
 pub mod integrations;
 pub mod subscribers;
+pub mod workflows;
 
 /// How often a read-modify-write retries when another writer changed the row in between.
 pub(crate) const OPTIMISTIC_RETRIES: usize = 8;

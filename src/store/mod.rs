@@ -10,6 +10,7 @@ pub mod page;
 pub mod sql;
 pub mod subscribers;
 pub mod tenants;
+pub mod workflows;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -10,3 +10,4 @@ mod integrations;
 mod novu_sdk;
 mod pagination;
 mod subscribers;
+mod workflows;

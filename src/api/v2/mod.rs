@@ -1,3 +1,4 @@
 //! `/v2/…` routes.
 
 pub mod subscribers;
+pub mod workflows;

@@ -1,0 +1,322 @@
+//! Workflows (a trigger identifier and ordered steps) and the validation of their steps' control values.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::Timestamp;
+use crate::error::Validation;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepType {
+    InApp,
+    Email,
+    Sms,
+    Chat,
+    Push,
+    Delay,
+    Digest,
+    Throttle,
+    Custom,
+    HttpRequest,
+}
+
+impl StepType {
+    pub const ALL: [StepType; 10] = [
+        Self::InApp,
+        Self::Email,
+        Self::Sms,
+        Self::Chat,
+        Self::Push,
+        Self::Delay,
+        Self::Digest,
+        Self::Throttle,
+        Self::Custom,
+        Self::HttpRequest,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InApp => "in_app",
+            Self::Email => "email",
+            Self::Sms => "sms",
+            Self::Chat => "chat",
+            Self::Push => "push",
+            Self::Delay => "delay",
+            Self::Digest => "digest",
+            Self::Throttle => "throttle",
+            Self::Custom => "custom",
+            Self::HttpRequest => "http_request",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    High,
+    Medium,
+    Low,
+    None,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::High => "high",
+            Self::Medium => "medium",
+            Self::Low => "low",
+            Self::None => "none",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::High, Self::Medium, Self::Low, Self::None].into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// One step of a workflow, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub step_id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub step_type: StepType,
+    #[serde(default)]
+    pub control_values: Map<String, Value>,
+    /// StepFilter objects (spec §2.5), evaluated by `domain::filters`.
+    #[serde(default)]
+    pub filters: Vec<Value>,
+    #[serde(default)]
+    pub should_stop_on_fail: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workflow {
+    pub id: String,
+    pub organization_id: String,
+    pub environment_id: String,
+    /// The trigger identifier.
+    pub workflow_id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub active: bool,
+    pub critical: bool,
+    pub severity: Severity,
+    pub preferences: Option<Value>,
+    pub payload_schema: Option<Value>,
+    pub validate_payload: bool,
+    pub steps: Vec<Step>,
+    pub version: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Workflow {
+    /// A step by `_id` or `stepId`.
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id || s.step_id == id)
+    }
+}
+
+/// `Hello World!` → `hello-world`: identifiers derived from names.
+pub fn slugify(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    slug.trim_end_matches('-').to_owned()
+}
+
+/// Identifiers (workflowId, stepId): 1–100 of `[A-Za-z0-9_.-]`.
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 100 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+pub const TIME_UNITS: &[&str] = &["seconds", "minutes", "hours", "days", "weeks", "months"];
+
+/// Milliseconds in `amount` `unit`s (months count as 30 days).
+pub fn duration_ms(amount: f64, unit: &str) -> Option<i64> {
+    let unit_ms: f64 = match unit {
+        "seconds" => 1_000.0,
+        "minutes" => 60_000.0,
+        "hours" => 3_600_000.0,
+        "days" => 86_400_000.0,
+        "weeks" => 604_800_000.0,
+        "months" => 2_592_000_000.0,
+        _ => return None,
+    };
+    let ms = amount * unit_ms;
+    (ms.is_finite() && ms >= 0.0).then_some(ms as i64)
+}
+
+fn check_string(v: &mut Validation, field: &str, controls: &Map<String, Value>, key: &str) {
+    if let Some(x) = controls.get(key) {
+        if !x.is_string() && !x.is_null() {
+            v.add(&format!("{field}.{key}"), format!("{key} must be a string"), x.clone());
+        }
+    }
+}
+
+fn check_amount_unit(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
+    if let Some(a) = controls.get("amount") {
+        if !a.as_f64().is_some_and(|n| n >= 0.0) {
+            v.add(&format!("{field}.amount"), "amount must be a non-negative number", a.clone());
+        }
+    }
+    if let Some(u) = controls.get("unit") {
+        if !u.as_str().is_some_and(|u| TIME_UNITS.contains(&u)) {
+            v.add(&format!("{field}.unit"), format!("unit must be one of {}", TIME_UNITS.join(", ")), u.clone());
+        }
+    }
+}
+
+fn check_action(v: &mut Validation, field: &str, controls: &Map<String, Value>, key: &str) {
+    let Some(action) = controls.get(key).filter(|a| !a.is_null()) else { return };
+    let Some(obj) = action.as_object() else {
+        v.add(&format!("{field}.{key}"), format!("{key} must be an object {{label, redirect}}"), action.clone());
+        return;
+    };
+    check_string(v, &format!("{field}.{key}"), obj, "label");
+    if let Some(r) = obj.get("redirect").filter(|r| !r.is_null()) {
+        if !r.get("url").is_some_and(Value::is_string) {
+            v.add(&format!("{field}.{key}.redirect"), "redirect needs a url string", r.clone());
+        }
+    }
+}
+
+/// Checks the control values of a step of type `t`; `field` prefixes error paths (e.g. `steps[0].controlValues`).
+pub fn validate_controls(v: &mut Validation, field: &str, t: StepType, controls: &Map<String, Value>) {
+    match t {
+        StepType::Email => {
+            for k in ["subject", "body", "editorType"] {
+                check_string(v, field, controls, k);
+            }
+        }
+        StepType::InApp => {
+            for k in ["subject", "body", "avatar"] {
+                check_string(v, field, controls, k);
+            }
+            check_action(v, field, controls, "primaryAction");
+            check_action(v, field, controls, "secondaryAction");
+            if let Some(r) = controls.get("redirect").filter(|r| !r.is_null()) {
+                if !r.get("url").is_some_and(Value::is_string) {
+                    v.add(&format!("{field}.redirect"), "redirect needs a url string", r.clone());
+                }
+            }
+            if let Some(d) = controls.get("data").filter(|d| !d.is_null()) {
+                if !d.is_object() {
+                    v.add(&format!("{field}.data"), "data must be an object", d.clone());
+                }
+            }
+        }
+        StepType::Sms | StepType::Chat => check_string(v, field, controls, "body"),
+        StepType::Push => {
+            check_string(v, field, controls, "subject");
+            check_string(v, field, controls, "body");
+        }
+        StepType::Delay => {
+            check_amount_unit(v, field, controls);
+            match controls.get("type").and_then(Value::as_str) {
+                None | Some("regular") => {}
+                Some("scheduled") => {
+                    if !controls.get("delayPath").is_some_and(Value::is_string) {
+                        v.add(&format!("{field}.delayPath"), "a scheduled delay needs delayPath", Value::Null);
+                    }
+                }
+                Some(other) => v.add(&format!("{field}.type"), "delay type must be regular or scheduled", other),
+            }
+        }
+        StepType::Digest => {
+            check_amount_unit(v, field, controls);
+            check_string(v, field, controls, "digestKey");
+            if let Some(t) = controls.get("type").and_then(Value::as_str) {
+                if !matches!(t, "regular" | "backoff" | "timed") {
+                    v.add(&format!("{field}.type"), "digest type must be regular, backoff or timed", t);
+                }
+            }
+        }
+        StepType::Throttle => {
+            check_amount_unit(v, field, controls);
+            if let Some(t) = controls.get("threshold") {
+                if !t.as_u64().is_some_and(|n| n >= 1) {
+                    v.add(&format!("{field}.threshold"), "threshold must be a positive integer", t.clone());
+                }
+            }
+        }
+        StepType::HttpRequest => {
+            check_string(v, field, controls, "url");
+            if let Some(m) = controls.get("method") {
+                if !m.as_str().is_some_and(|m| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE")) {
+                    v.add(&format!("{field}.method"), "method must be GET, POST, PUT, PATCH or DELETE", m.clone());
+                }
+            }
+            for k in ["headers", "body"] {
+                if let Some(x) = controls.get(k).filter(|x| !x.is_null()) {
+                    if !x.is_object() && !x.is_array() && !x.is_string() {
+                        v.add(&format!("{field}.{k}"), format!("{k} must be an object"), x.clone());
+                    }
+                }
+            }
+        }
+        StepType::Custom => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn slugs_and_identifiers() {
+        assert_eq!(slugify("Welcome Email!"), "welcome-email");
+        assert_eq!(slugify("  In-App  "), "in-app");
+        assert!(is_identifier("welcome_email.v2"));
+        assert!(!is_identifier("has space"));
+        assert!(!is_identifier(""));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_ms(5.0, "minutes"), Some(300_000));
+        assert_eq!(duration_ms(1.5, "seconds"), Some(1_500));
+        assert_eq!(duration_ms(1.0, "fortnights"), None);
+    }
+
+    #[test]
+    fn controls_are_checked_per_type() {
+        let mut v = Validation::new();
+        let c = json!({"amount": -1, "unit": "years"});
+        validate_controls(&mut v, "c", StepType::Delay, c.as_object().unwrap());
+        assert_eq!(v.0.len(), 2);
+        let mut v = Validation::new();
+        let c = json!({"type": "scheduled"});
+        validate_controls(&mut v, "c", StepType::Delay, c.as_object().unwrap());
+        assert_eq!(v.0[0].field, "c.delayPath");
+        let mut v = Validation::new();
+        let c = json!({"subject": 1, "body": "ok"});
+        validate_controls(&mut v, "c", StepType::Email, c.as_object().unwrap());
+        assert_eq!(v.0[0].field, "c.subject");
+        let mut v = Validation::new();
+        let c = json!({"method": "FETCH", "url": "https://x"});
+        validate_controls(&mut v, "c", StepType::HttpRequest, c.as_object().unwrap());
+        assert_eq!(v.0[0].field, "c.method");
+        let mut v = Validation::new();
+        let c = json!({"body": "hi", "primaryAction": {"label": "Go", "redirect": {"url": "https://x"}}, "data": {"a": 1}});
+        validate_controls(&mut v, "c", StepType::InApp, c.as_object().unwrap());
+        assert!(v.is_empty());
+    }
+}

@@ -1,0 +1,143 @@
+//! Workflows; steps are stored as one JSON array per workflow.
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::sql::{bind_args, Sql};
+use super::{is_unique_violation, on_db, Store};
+use crate::domain::id::is_object_id;
+use crate::domain::workflow::{Severity, Step, Workflow};
+use crate::domain::{EnvironmentId, Timestamp};
+use crate::error::{Error, Result};
+
+const COLUMNS: &str = "id, organization_id, environment_id, workflow_id, name, description, tags, active, critical, \
+    severity, preferences, payload_schema, validate_payload, steps, version, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct WorkflowRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    workflow_id: String,
+    name: String,
+    description: Option<String>,
+    tags: Json<Vec<String>>,
+    active: bool,
+    critical: bool,
+    severity: String,
+    preferences: Option<Json<Value>>,
+    payload_schema: Option<Json<Value>>,
+    validate_payload: bool,
+    steps: Json<Vec<Step>>,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Keyed for WorkflowRow {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
+impl From<WorkflowRow> for Workflow {
+    fn from(r: WorkflowRow) -> Self {
+        Workflow {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            workflow_id: r.workflow_id,
+            name: r.name,
+            description: r.description,
+            tags: r.tags.0,
+            active: r.active,
+            critical: r.critical,
+            severity: Severity::parse(&r.severity).unwrap_or(Severity::None),
+            preferences: r.preferences.map(|j| j.0),
+            payload_schema: r.payload_schema.map(|j| j.0),
+            validate_payload: r.validate_payload,
+            steps: r.steps.0,
+            version: r.version,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+fn taken(workflow_id: &str) -> Error {
+    Error::Conflict(format!("Workflow with workflowId \"{workflow_id}\" already exists"))
+}
+
+impl Store {
+    pub async fn insert_workflow(&self, w: &Workflow) -> Result<()> {
+        let res = on_db!(self.w(), p => sqlx::query(
+            "insert into workflows (id, organization_id, environment_id, workflow_id, name, description, tags, active,
+               critical, severity, preferences, payload_schema, validate_payload, steps, deleted, version, created_at,
+               updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false, $15, $16, $17)")
+            .bind(&w.id).bind(&w.organization_id).bind(&w.environment_id).bind(&w.workflow_id).bind(&w.name)
+            .bind(&w.description).bind(Json(&w.tags)).bind(w.active).bind(w.critical).bind(w.severity.as_str())
+            .bind(w.preferences.as_ref().map(Json)).bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload)
+            .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0)
+            .execute(p).await.map(|_| ()));
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A workflow by `_id` or by its trigger identifier (`workflowId`).
+    pub async fn get_workflow(&self, env: &EnvironmentId, id_or_identifier: &str) -> Result<Option<Workflow>> {
+        let mut q = Sql::new("select ");
+        q.push(COLUMNS).push(" from workflows where environment_id = ").bind(env.as_str());
+        q.push(" and deleted = false and ");
+        if is_object_id(id_or_identifier) {
+            q.push("(id = ").bind(id_or_identifier).push(" or workflow_id = ").bind(id_or_identifier).push(")");
+        } else {
+            q.push("workflow_id = ").bind(id_or_identifier);
+        }
+        q.push(" order by workflow_id = ").bind(id_or_identifier).push(" limit 1");
+        let row: Option<WorkflowRow> = on_db!(self.w(), p =>
+            bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
+    pub async fn list_workflows(&self, env: &EnvironmentId, page: &PageRequest) -> Result<Page<Workflow>> {
+        let mut filter = Sql::new("environment_id = ");
+        filter.bind(env.as_str()).push(" and deleted = false");
+        let mut scope = Sql::new("environment_id = ");
+        scope.bind(env.as_str());
+        let listing = Listing { columns: COLUMNS, from: "workflows", filter, cursor_scope: scope };
+        Ok(cursor_page::<WorkflowRow>(self.r(), listing, page).await?.map(Into::into))
+    }
+
+    /// Writes every mutable field if the stored version is still `expected_version`.
+    pub async fn update_workflow(&self, w: &Workflow, expected_version: i64) -> Result<bool> {
+        let res = on_db!(self.w(), p => sqlx::query(
+            "update workflows set workflow_id = $1, name = $2, description = $3, tags = $4, active = $5, critical = $6,
+               severity = $7, preferences = $8, payload_schema = $9, validate_payload = $10, steps = $11,
+               version = $12, updated_at = $13
+             where environment_id = $14 and id = $15 and version = $16 and deleted = false")
+            .bind(&w.workflow_id).bind(&w.name).bind(&w.description).bind(Json(&w.tags)).bind(w.active)
+            .bind(w.critical).bind(w.severity.as_str()).bind(w.preferences.as_ref().map(Json))
+            .bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload).bind(Json(&w.steps))
+            .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(&w.id).bind(expected_version)
+            .execute(p).await.map(|r| r.rows_affected()));
+        match res {
+            Ok(n) => Ok(n == 1),
+            Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Soft delete (the trigger identifier becomes free).
+    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &str) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update workflows set deleted = true, version = version + 1, updated_at = $1
+             where environment_id = $2 and id = $3 and deleted = false")
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+}
