@@ -9,8 +9,9 @@
 #   2. builds the release binary;
 #   3. prepares a fresh database (SQLite in a temp folder by default), applies migrations, creates an
 #      environment and seeds N subscribers with the hidden `tidings seed-subscribers` command;
-#   4. starts `tidings serve` on a free port and runs each workload with wrk after a short warm-up,
-#      sampling the server's RSS (/proc/PID/status) the whole time;
+#   4. starts `tidings serve` on a free port and runs each workload with wrk after a short warm-up, while
+#      bench/sample.py samples the server's RSS and the CPU used by the server, wrk and everything else
+#      (other processes on the machine skew the figures; the report shows how much they took);
 #   5. prints a Markdown table (req/s, p50, p99, share of the health-check ceiling, PASS/FAIL against the
 #      targets) and writes it to bench/results/latest.md together with the raw wrk output.
 #
@@ -20,8 +21,11 @@
 #   BENCH_WARMUP        seconds of warm-up per workload       (default 3)
 #   BENCH_THREADS       wrk threads                           (default 2)
 #   BENCH_CONNECTIONS   wrk connections                       (default 32)
+#   BENCH_TIMEOUT       wrk request timeout, seconds          (default 30; slower answers count as errors)
 #   BENCH_DATABASE_URL  use this database instead of a temporary SQLite file, e.g. postgres://…
 #                       (it should be an empty, dedicated database: the run adds an environment to it)
+#   BENCH_PREWARM       1 = read the database files into the OS page cache before each workload (default 1;
+#                       0 measures whatever the kernel kept cached, i.e. partly disk reads)
 #   BENCH_KEEP_TMP      1 = keep the temp folder (database, server log) for inspection afterwards
 #
 # Progress goes to stderr; the results table goes to stdout.
@@ -37,8 +41,10 @@ DURATION="${BENCH_DURATION:-15}"
 WARMUP="${BENCH_WARMUP:-3}"
 THREADS="${BENCH_THREADS:-2}"
 CONNECTIONS="${BENCH_CONNECTIONS:-32}"
+TIMEOUT="${BENCH_TIMEOUT:-30}"
 DATABASE_URL_OVERRIDE="${BENCH_DATABASE_URL:-}"
 KEEP_TMP="${BENCH_KEEP_TMP:-0}"
+PREWARM="${BENCH_PREWARM:-1}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
 
 # Targets (design.md §5). Ratios are shares of the health check's req/s.
@@ -59,7 +65,7 @@ BIN="$TARGET_DIR/release/tidings"
 # State shared with the cleanup trap.
 WORK_DIR=""
 SERVER_PID=""
-SAMPLER_PID=""
+CLIENT_PID=""
 
 # ---------------------------------------------------------------------------------------------------------
 # Helpers
@@ -132,29 +138,6 @@ rss_kb() {
 
 kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 
-# Samples the server's RSS every 200 ms into FILE until stop_sampler.
-start_sampler() {
-    local file="$1"
-    : >"$file"
-    (
-        while kill -0 "$SERVER_PID" 2>/dev/null; do
-            rss_kb VmRSS >>"$file"
-            sleep 0.2
-        done
-    ) &
-    SAMPLER_PID=$!
-}
-
-stop_sampler() {
-    if [[ -n "$SAMPLER_PID" ]]; then
-        kill "$SAMPLER_PID" 2>/dev/null || true
-        wait "$SAMPLER_PID" 2>/dev/null || true
-        SAMPLER_PID=""
-    fi
-}
-
-max_of_file() { sort -n "$1" | tail -n 1; }
-
 # ge A B / lt A B: float comparisons for the PASS/FAIL column.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
@@ -162,7 +145,9 @@ verdict() { if "$@"; then echo PASS; else echo FAIL; fi; }
 
 cleanup() {
     local status=$?
-    stop_sampler
+    if [[ -n "$CLIENT_PID" ]]; then
+        kill "$CLIENT_PID" 2>/dev/null || true
+    fi
     if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
         log "stopping the server (pid $SERVER_PID)"
         kill -TERM "$SERVER_PID" 2>/dev/null || true
@@ -184,8 +169,9 @@ cleanup() {
 }
 
 # ---------------------------------------------------------------------------------------------------------
-# Database backends. Each provides db_<kind>_setup (sets DB_URL) and db_<kind>_size (a human-readable size
-# of the seeded data). Add a backend by adding the two functions and a case in select_backend.
+# Database backends. Each provides db_<kind>_setup (sets DB_URL), db_<kind>_size (a human-readable size of
+# the seeded data) and db_<kind>_prewarm (brings the data into memory the way a long-running server would
+# have it). Add a backend by adding these functions and a case in select_backend.
 # ---------------------------------------------------------------------------------------------------------
 
 DB_KIND=""
@@ -196,14 +182,25 @@ db_sqlite_setup() { DB_URL="sqlite://$WORK_DIR/tidings.db"; }
 db_sqlite_size() {
     local f="$WORK_DIR/tidings.db" total=0 part
     for part in "$f" "$f-wal"; do
-        [[ -f "$part" ]] && total=$((total + $(stat -c %s "$part")))
+        if [[ -f "$part" ]]; then total=$((total + $(stat -c %s "$part"))); fi
     done
     awk -v b="$total" 'BEGIN { printf "%.0f MB (file + WAL)", b / 1048576 }'
+}
+
+# Reading the files fills the OS page cache. It matters on machines that reclaim idle file pages quickly
+# (this VM pages out file data untouched for ~30 s): without it a workload would measure disk reads.
+db_sqlite_prewarm() {
+    local part
+    for part in "$WORK_DIR/tidings.db" "$WORK_DIR/tidings.db-wal"; do
+        if [[ -f "$part" ]]; then cat "$part" >/dev/null; fi
+    done
 }
 
 db_postgres_setup() { DB_URL="$DATABASE_URL_OVERRIDE"; }
 
 db_postgres_size() { echo "n/a"; }
+
+db_postgres_prewarm() { :; }   # the server's own cache; pg_prewarm could be used here
 
 select_backend() {
     case "$DATABASE_URL_OVERRIDE" in
@@ -219,7 +216,7 @@ select_backend() {
 # ---------------------------------------------------------------------------------------------------------
 
 declare -a WORKLOADS=()     # names, in run order
-declare -A LABEL=() SCRIPT=() ARGS=() RESULT=() RSS_PEAK=()
+declare -A LABEL=() SCRIPT=() ARGS=() RESULT=() SAMPLE=()
 
 add_workload() {
     local name="$1"
@@ -229,11 +226,11 @@ add_workload() {
     ARGS[$name]="${4:-}"
 }
 
-# result_field NAME KEY: one value of the BENCH_RESULT line of a workload.
-result_field() {
+# kv_field LINE KEY: the value of KEY in a line of KEY=VALUE words (0 when absent).
+kv_field() {
     local kv
     local -a kvs=()
-    read -r -a kvs <<<"${RESULT[$1]}"
+    read -r -a kvs <<<"$1"
     for kv in "${kvs[@]}"; do
         if [[ "${kv%%=*}" == "$2" ]]; then
             echo "${kv#*=}"
@@ -243,22 +240,34 @@ result_field() {
     echo 0
 }
 
-# run_wrk NAME SECONDS OUTPUT: one wrk run of a workload, its full output in OUTPUT.
+result_field() { kv_field "${RESULT[$1]}" "$2"; }   # from wrk's BENCH_RESULT line
+sample_field() { kv_field "${SAMPLE[$1]:-}" "$2"; }  # from bench/sample.py
+
+# run_wrk NAME SECONDS OUTPUT [SAMPLES]: one wrk run of a workload, its full output in OUTPUT; with SAMPLES,
+# bench/sample.py watches the run and writes its summary line there.
 run_wrk() {
-    local name="$1" seconds="$2" out="$3" script="$WORK_DIR/${1}.lua"
+    local name="$1" seconds="$2" out="$3" samples="${4:-}" script="$WORK_DIR/${1}.lua"
     # The shared prelude (thread seeding, result line) followed by the workload.
     cat "$BENCH_DIR/wrk/report.lua" "$BENCH_DIR/wrk/${SCRIPT[$name]}" >"$script"
     local -a args=()
     read -r -a args <<<"${ARGS[$name]}"
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${seconds}s" --latency -s "$script" "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 \
-        || { cat "$out" >&2; die "wrk failed for $name"; }
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${seconds}s" --timeout "${TIMEOUT}s" --latency -s "$script" \
+        "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 &
+    CLIENT_PID=$!
+    if [[ -n "$samples" ]]; then
+        python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$samples"
+    fi
+    local status=0
+    wait "$CLIENT_PID" || status=$?
+    CLIENT_PID=""
+    ((status == 0)) || { cat "$out" >&2; die "wrk failed for $name (exit $status)"; }
 }
 
 # ---------------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------------
 
-for v in SUBSCRIBERS DURATION WARMUP THREADS CONNECTIONS; do
+for v in SUBSCRIBERS DURATION WARMUP THREADS CONNECTIONS TIMEOUT; do
     is_uint "${!v}" || die "BENCH_$v must be a non-negative integer, got '${!v}'"
 done
 ((SUBSCRIBERS >= 1)) || die "BENCH_SUBSCRIBERS must be at least 1"
@@ -321,6 +330,11 @@ for _ in $(seq 1 150); do
 done
 http_get "$BASE_URL/v1/health-check" >/dev/null || die "the server did not come up"
 
+# Idle memory: after start-up on the seeded database, before any request touches the data.
+sleep 2
+RSS_IDLE_KB="$(rss_kb VmRSS)"
+log "idle RSS: $(kb_to_mb "$RSS_IDLE_KB") MB"
+
 # Sanity: the workloads must measure real answers, not 401/404s.
 http_get "$BASE_URL/v2/subscribers/${PREFIX}1" "$API_KEY" >/dev/null || die "subscriber ${PREFIX}1 not found"
 http_get "$BASE_URL/v2/subscribers/${PREFIX}${SUBSCRIBERS}" "$API_KEY" >/dev/null \
@@ -331,11 +345,6 @@ page = json.load(sys.stdin)
 ids = [s["subscriberId"] for s in page["data"]]
 sys.exit(0 if ids == [sys.argv[1]] else f"email search returned {ids}, expected [{sys.argv[1]}]")' "${PREFIX}${SUBSCRIBERS}"
 
-# Idle memory: after start-up and seeding, before any load.
-sleep 2
-RSS_IDLE_KB="$(rss_kb VmRSS)"
-log "idle RSS: $(kb_to_mb "$RSS_IDLE_KB") MB"
-
 add_workload health "GET /v1/health-check (ceiling)" health.lua
 add_workload by_id "GET /v2/subscribers/{id}" subscriber_by_id.lua "$API_KEY $SUBSCRIBERS $PREFIX"
 add_workload email "GET /v2/subscribers?email=user<N>@" email_search.lua "$API_KEY $SUBSCRIBERS"
@@ -343,17 +352,18 @@ add_workload email "GET /v2/subscribers?email=user<N>@" email_search.lua "$API_K
 RAW="$WORK_DIR/raw.txt"
 : >"$RAW"
 for name in "${WORKLOADS[@]}"; do
+    if [[ "$PREWARM" == 1 ]]; then
+        "db_${DB_KIND}_prewarm"
+    fi
     if ((WARMUP > 0)); then
         log "$name: warm-up ${WARMUP}s"
         run_wrk "$name" "$WARMUP" "$WORK_DIR/$name.warmup.txt"
     fi
     log "$name: measuring ${DURATION}s (-t$THREADS -c$CONNECTIONS)"
-    start_sampler "$WORK_DIR/$name.rss"
-    run_wrk "$name" "$DURATION" "$WORK_DIR/$name.txt"
-    stop_sampler
+    run_wrk "$name" "$DURATION" "$WORK_DIR/$name.txt" "$WORK_DIR/$name.samples"
     RESULT[$name]="$(sed -n 's/^BENCH_RESULT //p' "$WORK_DIR/$name.txt")"
     [[ -n "${RESULT[$name]}" ]] || { cat "$WORK_DIR/$name.txt" >&2; die "no result line from wrk for $name"; }
-    RSS_PEAK[$name]="$(max_of_file "$WORK_DIR/$name.rss")"
+    SAMPLE[$name]="$(cat "$WORK_DIR/$name.samples")"
     { printf '### %s\n\n```\n' "${LABEL[$name]}"; cat "$WORK_DIR/$name.txt"; printf '```\n\n'; } >>"$RAW"
 done
 
@@ -374,16 +384,21 @@ ms_of() { awk -v us="$(result_field "$1" "$2")" 'BEGIN { printf "%.2f", us / 100
 
 CEILING_RPS="$(rps_of health)"
 VALID=1
+DISTURBED=0
+MAX_OTHER_CPU_PCT=10   # above this share of the machine, other processes are said to skew the run
 
-# One table row: workload, req/s, p50, p99, share of the ceiling, errors, peak RSS, target, verdict.
+# One table row: workload, req/s, p50, p99, share of the ceiling, errors, peak RSS, CPU, target, verdict.
 row() {
     local name="$1" target="$2" min_ratio="$3" max_p99="$4"
-    local rps p50 p99 ratio errors result min_pct
+    local rps p50 p99 ratio errors result min_pct cpu other
     rps="$(rps_of "$name")"
     p50="$(ms_of "$name" p50_us)"
     p99="$(ms_of "$name" p99_us)"
     ratio="$(awk -v a="$rps" -v b="$CEILING_RPS" 'BEGIN { printf "%.1f", (b > 0 ? 100 * a / b : 0) }')"
     errors=$(($(result_field "$name" status_errors) + $(result_field "$name" socket_errors)))
+    other="$(sample_field "$name" other_cpu_pct)"
+    ((other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+    cpu="$(sample_field "$name" server_cpu_pct) / $(sample_field "$name" client_cpu_pct) / $other %"
     if [[ -z "$min_ratio" ]]; then
         result="—"
     elif ((errors > 0)); then
@@ -393,8 +408,8 @@ row() {
         min_pct="$(percent "$min_ratio")"
         if ge "$ratio" "$min_pct" && lt "$p99" "$max_p99"; then result=PASS; else result=FAIL; fi
     fi
-    printf '| %s | %s | %s ms | %s ms | %s %% | %s | %s MB | %s | **%s** |\n' \
-        "${LABEL[$name]}" "$rps" "$p50" "$p99" "$ratio" "$errors" "$(kb_to_mb "${RSS_PEAK[$name]:-0}")" "$target" "$result"
+    printf '| %s | %s | %s ms | %s ms | %s %% | %s | %s MB | %s | %s | **%s** |\n' "${LABEL[$name]}" "$rps" "$p50" \
+        "$p99" "$ratio" "$errors" "$(kb_to_mb "$(sample_field "$name" rss_peak_kb)")" "$cpu" "$target" "$result"
 }
 
 COMMIT="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -413,10 +428,15 @@ REPORT="$WORK_DIR/report.md"
     echo "- machine: $(nproc) cores (nproc), ${CPU:-unknown CPU}; load average at start: $LOAD_AT_START"
     echo "- commit: $COMMIT"
     echo "- database: $DB_KIND, $SUBSCRIBERS subscribers (seeded in ${SEED_SECONDS}s, $DB_SIZE)"
+    if [[ "$PREWARM" == 1 ]]; then
+        echo "- database files pre-read into the OS page cache before each workload (BENCH_PREWARM=1)"
+    else
+        echo "- no pre-warming of the OS page cache (BENCH_PREWARM=0)"
+    fi
     echo "- load: $(wrk --version 2>&1 | head -n 1 | cut -d ' ' -f 1-2), -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up + ${DURATION}s per workload, same machine"
     echo
-    echo "| workload | req/s | p50 | p99 | of ceiling | errors | peak RSS | target | result |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---|---|"
+    echo "| workload | req/s | p50 | p99 | of ceiling | errors | peak RSS | CPU server / wrk / other | target | result |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
     row health "ceiling" "" ""
     row by_id "≥ $(percent "$TARGET_BY_ID_RATIO") %, p99 < $TARGET_BY_ID_P99_MS ms" \
         "$TARGET_BY_ID_RATIO" "$TARGET_BY_ID_P99_MS"
@@ -428,9 +448,15 @@ REPORT="$WORK_DIR/report.md"
     echo "| idle, after seeding, before load | $idle_mb MB | < $TARGET_RSS_IDLE_MB MB | **$(verdict lt "$idle_mb" "$TARGET_RSS_IDLE_MB")** |"
     echo "| peak under load (VmHWM) | $hwm_mb MB | < $TARGET_RSS_LOAD_MB MB | **$(verdict lt "$hwm_mb" "$TARGET_RSS_LOAD_MB")** |"
     echo "| idle, 3 s after load | $(kb_to_mb "$RSS_AFTER_KB") MB | — | — |"
+    echo
+    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run."
     if ((VALID == 0)); then
         echo
         echo "**Some requests failed (non-2xx or socket errors): see the raw wrk output below.**"
+    fi
+    if ((DISTURBED == 1)); then
+        echo
+        echo "**Other processes used more than $MAX_OTHER_CPU_PCT % of the machine during a run: the figures are skewed; run again on a quiet machine.**"
     fi
 } >"$REPORT"
 

@@ -75,7 +75,9 @@ impl Severity {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::High, Self::Medium, Self::Low, Self::None].into_iter().find(|x| x.as_str() == s)
+        [Self::High, Self::Medium, Self::Low, Self::None]
+            .into_iter()
+            .find(|x| x.as_str() == s)
     }
 }
 
@@ -142,7 +144,10 @@ pub fn slugify(name: &str) -> String {
 
 /// Identifiers (workflowId, stepId): 1–100 of `[A-Za-z0-9_.-]`.
 pub fn is_identifier(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 100 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    !s.is_empty()
+        && s.len() <= 100
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 pub const TIME_UNITS: &[&str] = &["seconds", "minutes", "hours", "days", "weeks", "months"];
@@ -165,7 +170,11 @@ pub fn duration_ms(amount: f64, unit: &str) -> Option<i64> {
 fn check_string(v: &mut Validation, field: &str, controls: &Map<String, Value>, key: &str) {
     if let Some(x) = controls.get(key) {
         if !x.is_string() && !x.is_null() {
-            v.add(&format!("{field}.{key}"), format!("{key} must be a string"), x.clone());
+            v.add(
+                &format!("{field}.{key}"),
+                format!("{key} must be a string"),
+                x.clone(),
+            );
         }
     }
 }
@@ -173,32 +182,55 @@ fn check_string(v: &mut Validation, field: &str, controls: &Map<String, Value>, 
 fn check_amount_unit(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
     if let Some(a) = controls.get("amount") {
         if !a.as_f64().is_some_and(|n| n >= 0.0) {
-            v.add(&format!("{field}.amount"), "amount must be a non-negative number", a.clone());
+            v.add(
+                &format!("{field}.amount"),
+                "amount must be a non-negative number",
+                a.clone(),
+            );
         }
     }
     if let Some(u) = controls.get("unit") {
         if !u.as_str().is_some_and(|u| TIME_UNITS.contains(&u)) {
-            v.add(&format!("{field}.unit"), format!("unit must be one of {}", TIME_UNITS.join(", ")), u.clone());
+            v.add(
+                &format!("{field}.unit"),
+                format!("unit must be one of {}", TIME_UNITS.join(", ")),
+                u.clone(),
+            );
         }
     }
 }
 
 fn check_action(v: &mut Validation, field: &str, controls: &Map<String, Value>, key: &str) {
-    let Some(action) = controls.get(key).filter(|a| !a.is_null()) else { return };
+    let Some(action) = controls.get(key).filter(|a| !a.is_null()) else {
+        return;
+    };
     let Some(obj) = action.as_object() else {
-        v.add(&format!("{field}.{key}"), format!("{key} must be an object {{label, redirect}}"), action.clone());
+        v.add(
+            &format!("{field}.{key}"),
+            format!("{key} must be an object {{label, redirect}}"),
+            action.clone(),
+        );
         return;
     };
     check_string(v, &format!("{field}.{key}"), obj, "label");
     if let Some(r) = obj.get("redirect").filter(|r| !r.is_null()) {
         if !r.get("url").is_some_and(Value::is_string) {
-            v.add(&format!("{field}.{key}.redirect"), "redirect needs a url string", r.clone());
+            v.add(
+                &format!("{field}.{key}.redirect"),
+                "redirect needs a url string",
+                r.clone(),
+            );
         }
     }
 }
 
 /// Checks the control values of a step of type `t`; `field` prefixes error paths (e.g. `steps[0].controlValues`).
-pub fn validate_controls(v: &mut Validation, field: &str, t: StepType, controls: &Map<String, Value>) {
+pub fn validate_controls(
+    v: &mut Validation,
+    field: &str,
+    t: StepType,
+    controls: &Map<String, Value>,
+) {
     match t {
         StepType::Email => {
             for k in ["subject", "body", "editorType"] {
@@ -213,12 +245,20 @@ pub fn validate_controls(v: &mut Validation, field: &str, t: StepType, controls:
             check_action(v, field, controls, "secondaryAction");
             if let Some(r) = controls.get("redirect").filter(|r| !r.is_null()) {
                 if !r.get("url").is_some_and(Value::is_string) {
-                    v.add(&format!("{field}.redirect"), "redirect needs a url string", r.clone());
+                    v.add(
+                        &format!("{field}.redirect"),
+                        "redirect needs a url string",
+                        r.clone(),
+                    );
                 }
             }
             if let Some(d) = controls.get("data").filter(|d| !d.is_null()) {
                 if !d.is_object() {
-                    v.add(&format!("{field}.data"), "data must be an object", d.clone());
+                    v.add(
+                        &format!("{field}.data"),
+                        "data must be an object",
+                        d.clone(),
+                    );
                 }
             }
         }
@@ -233,10 +273,18 @@ pub fn validate_controls(v: &mut Validation, field: &str, t: StepType, controls:
                 None | Some("regular") => {}
                 Some("scheduled") => {
                     if !controls.get("delayPath").is_some_and(Value::is_string) {
-                        v.add(&format!("{field}.delayPath"), "a scheduled delay needs delayPath", Value::Null);
+                        v.add(
+                            &format!("{field}.delayPath"),
+                            "a scheduled delay needs delayPath",
+                            Value::Null,
+                        );
                     }
                 }
-                Some(other) => v.add(&format!("{field}.type"), "delay type must be regular or scheduled", other),
+                Some(other) => v.add(
+                    &format!("{field}.type"),
+                    "delay type must be regular or scheduled",
+                    other,
+                ),
             }
         }
         StepType::Digest => {
@@ -244,29 +292,48 @@ pub fn validate_controls(v: &mut Validation, field: &str, t: StepType, controls:
             check_string(v, field, controls, "digestKey");
             if let Some(t) = controls.get("type").and_then(Value::as_str) {
                 if !matches!(t, "regular" | "backoff" | "timed") {
-                    v.add(&format!("{field}.type"), "digest type must be regular, backoff or timed", t);
+                    v.add(
+                        &format!("{field}.type"),
+                        "digest type must be regular, backoff or timed",
+                        t,
+                    );
                 }
             }
         }
         StepType::Throttle => {
             check_amount_unit(v, field, controls);
             if let Some(t) = controls.get("threshold") {
-                if !t.as_u64().is_some_and(|n| n >= 1) {
-                    v.add(&format!("{field}.threshold"), "threshold must be a positive integer", t.clone());
+                if t.as_u64().is_none_or(|n| n < 1) {
+                    v.add(
+                        &format!("{field}.threshold"),
+                        "threshold must be a positive integer",
+                        t.clone(),
+                    );
                 }
             }
         }
         StepType::HttpRequest => {
             check_string(v, field, controls, "url");
             if let Some(m) = controls.get("method") {
-                if !m.as_str().is_some_and(|m| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE")) {
-                    v.add(&format!("{field}.method"), "method must be GET, POST, PUT, PATCH or DELETE", m.clone());
+                if !m
+                    .as_str()
+                    .is_some_and(|m| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE"))
+                {
+                    v.add(
+                        &format!("{field}.method"),
+                        "method must be GET, POST, PUT, PATCH or DELETE",
+                        m.clone(),
+                    );
                 }
             }
             for k in ["headers", "body"] {
                 if let Some(x) = controls.get(k).filter(|x| !x.is_null()) {
                     if !x.is_object() && !x.is_array() && !x.is_string() {
-                        v.add(&format!("{field}.{k}"), format!("{k} must be an object"), x.clone());
+                        v.add(
+                            &format!("{field}.{k}"),
+                            format!("{k} must be an object"),
+                            x.clone(),
+                        );
                     }
                 }
             }

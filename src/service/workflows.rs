@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::OPTIMISTIC_RETRIES;
-use crate::domain::workflow::{is_identifier, slugify, validate_controls, Severity, Step, StepType, Workflow};
+use crate::domain::workflow::{
+    is_identifier, slugify, validate_controls, Severity, Step, StepType, Workflow,
+};
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::page::{Page, PageRequest};
@@ -45,14 +47,24 @@ fn not_found(id: &str) -> Error {
 }
 
 /// Validates the input and builds the steps, keeping the `_id` of steps that already exist in `previous`.
-fn build(input: &WorkflowInput, previous: Option<&Workflow>) -> Result<(String, Severity, Vec<Step>)> {
+fn build(
+    input: &WorkflowInput,
+    previous: Option<&Workflow>,
+) -> Result<(String, Severity, Vec<Step>)> {
     let mut v = Validation::new();
     if input.name.trim().is_empty() {
         v.add("name", "name must not be empty", input.name.as_str());
     }
-    let workflow_id = input.workflow_id.clone().unwrap_or_else(|| slugify(&input.name));
+    let workflow_id = input
+        .workflow_id
+        .clone()
+        .unwrap_or_else(|| slugify(&input.name));
     if !is_identifier(&workflow_id) {
-        v.add("workflowId", "workflowId must be 1 to 100 of letters, digits, '-', '_' and '.'", workflow_id.as_str());
+        v.add(
+            "workflowId",
+            "workflowId must be 1 to 100 of letters, digits, '-', '_' and '.'",
+            workflow_id.as_str(),
+        );
     }
     let severity = match input.severity.as_deref() {
         None => Severity::None,
@@ -63,7 +75,11 @@ fn build(input: &WorkflowInput, previous: Option<&Workflow>) -> Result<(String, 
     };
     if let Some(p) = &input.payload_schema {
         if !p.is_object() && !p.is_null() {
-            v.add("payloadSchema", "payloadSchema must be a JSON Schema object", p.clone());
+            v.add(
+                "payloadSchema",
+                "payloadSchema must be a JSON Schema object",
+                p.clone(),
+            );
         }
     }
     if let Some(p) = &input.preferences {
@@ -82,32 +98,59 @@ fn build(input: &WorkflowInput, previous: Option<&Workflow>) -> Result<(String, 
             v.add(&format!("{field}.type"), "type must be one of in_app, email, sms, chat, push, delay, digest, throttle, custom, http_request", s.step_type.as_str());
             continue;
         };
-        let name = s.name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| step_type.as_str().to_owned());
+        let name = s
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| step_type.as_str().to_owned());
         let step_id = s.step_id.clone().unwrap_or_else(|| slugify(&name));
         if !is_identifier(&step_id) {
-            v.add(&format!("{field}.stepId"), "stepId must be 1 to 100 of letters, digits, '-', '_' and '.'", step_id.as_str());
+            v.add(
+                &format!("{field}.stepId"),
+                "stepId must be 1 to 100 of letters, digits, '-', '_' and '.'",
+                step_id.as_str(),
+            );
         } else if !seen.insert(step_id.clone()) {
-            v.add(&format!("{field}.stepId"), format!("stepId \"{step_id}\" is used by another step"), step_id.as_str());
+            v.add(
+                &format!("{field}.stepId"),
+                format!("stepId \"{step_id}\" is used by another step"),
+                step_id.as_str(),
+            );
         }
         let controls: Map<String, Value> = match &s.control_values {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m.clone(),
             Some(other) => {
-                v.add(&format!("{field}.controlValues"), "controlValues must be an object", other.clone());
+                v.add(
+                    &format!("{field}.controlValues"),
+                    "controlValues must be an object",
+                    other.clone(),
+                );
                 Map::new()
             }
         };
-        validate_controls(&mut v, &format!("{field}.controlValues"), step_type, &controls);
+        validate_controls(
+            &mut v,
+            &format!("{field}.controlValues"),
+            step_type,
+            &controls,
+        );
         let filters = match &s.filters {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) if items.iter().all(Value::is_object) => items.clone(),
             Some(other) => {
-                v.add(&format!("{field}.filters"), "filters must be an array of step filters", other.clone());
+                v.add(
+                    &format!("{field}.filters"),
+                    "filters must be an array of step filters",
+                    other.clone(),
+                );
                 Vec::new()
             }
         };
         let existing = previous.and_then(|w| {
-            s.id.as_deref().and_then(|id| w.steps.iter().find(|x| x.id == id)).or_else(|| w.step(&step_id))
+            s.id.as_deref()
+                .and_then(|id| w.steps.iter().find(|x| x.id == id))
+                .or_else(|| w.step(&step_id))
         });
         steps.push(Step {
             id: existing.map(|x| x.id.clone()).unwrap_or_else(new_object_id),
@@ -150,7 +193,10 @@ pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Res
 }
 
 pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<Workflow> {
-    store.get_workflow(&tenant.environment_id, id).await?.ok_or_else(|| not_found(id))
+    store
+        .get_workflow(&tenant.environment_id, id)
+        .await?
+        .ok_or_else(|| not_found(id))
 }
 
 pub async fn list(store: &Store, tenant: &Tenant, page: &PageRequest) -> Result<Page<Workflow>> {
@@ -158,21 +204,42 @@ pub async fn list(store: &Store, tenant: &Tenant, page: &PageRequest) -> Result<
 }
 
 /// Replaces the workflow's definition; steps keep their `_id` when matched by `_id` or `stepId`.
-pub async fn update(store: &Store, tenant: &Tenant, id: &str, input: WorkflowInput) -> Result<Workflow> {
+pub async fn update(
+    store: &Store,
+    tenant: &Tenant,
+    id: &str,
+    input: WorkflowInput,
+) -> Result<Workflow> {
     for _ in 0..OPTIMISTIC_RETRIES {
         let old = get(store, tenant, id).await?;
         let (workflow_id, severity, steps) = build(&input, Some(&old))?;
         let expected = old.version;
         let w = Workflow {
-            workflow_id: input.workflow_id.as_ref().map(|_| workflow_id).unwrap_or_else(|| old.workflow_id.clone()),
+            workflow_id: input
+                .workflow_id
+                .as_ref()
+                .map(|_| workflow_id)
+                .unwrap_or_else(|| old.workflow_id.clone()),
             name: input.name.trim().to_owned(),
             description: input.description.clone().or(old.description.clone()),
             tags: input.tags.clone().unwrap_or(old.tags.clone()),
             active: input.active.unwrap_or(old.active),
             critical: input.critical.unwrap_or(old.critical),
-            severity: if input.severity.is_some() { severity } else { old.severity },
-            preferences: input.preferences.clone().or(old.preferences.clone()).filter(|p| !p.is_null()),
-            payload_schema: input.payload_schema.clone().or(old.payload_schema.clone()).filter(|p| !p.is_null()),
+            severity: if input.severity.is_some() {
+                severity
+            } else {
+                old.severity
+            },
+            preferences: input
+                .preferences
+                .clone()
+                .or(old.preferences.clone())
+                .filter(|p| !p.is_null()),
+            payload_schema: input
+                .payload_schema
+                .clone()
+                .or(old.payload_schema.clone())
+                .filter(|p| !p.is_null()),
             validate_payload: input.validate_payload.unwrap_or(old.validate_payload),
             steps,
             version: expected + 1,
@@ -183,7 +250,9 @@ pub async fn update(store: &Store, tenant: &Tenant, id: &str, input: WorkflowInp
             return Ok(w);
         }
     }
-    Err(Error::Conflict(format!("Workflow {id} is being changed concurrently; retry the request")))
+    Err(Error::Conflict(format!(
+        "Workflow {id} is being changed concurrently; retry the request"
+    )))
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<()> {

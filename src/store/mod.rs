@@ -83,8 +83,9 @@ impl Store {
         match Self::dialect_of(&opts.url)? {
             Dialect::Sqlite => {
                 let connect = sqlite_options(&opts.url)?;
+                // Readers beyond a few per core only add memory (each has its own page cache).
                 let read = SqlitePoolOptions::new()
-                    .max_connections(opts.max_connections.max(2))
+                    .max_connections(opts.max_connections.clamp(2, 8))
                     .min_connections(1)
                     .connect_with(connect.clone().read_only(false))
                     .await?;
@@ -198,7 +199,7 @@ fn sqlite_options(url: &str) -> Result<SqliteConnectOptions> {
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(true)
         .pragma("temp_store", "memory")
-        .pragma("cache_size", "-32000"))
+        .pragma("cache_size", "-4000"))
 }
 
 /// True when a database error is a unique-constraint violation (portable: sqlx classifies both drivers).

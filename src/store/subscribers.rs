@@ -186,8 +186,22 @@ impl Store {
         search: &SubscriberSearch,
         page: &PageRequest,
     ) -> Result<Page<Subscriber>> {
-        let mut filter = Sql::new("environment_id = ");
-        filter.bind(env.as_str()).push(" and deleted = false");
+        // SQLite: when the trigram index narrows the rows, make the planner start from it (unary `+` keeps the
+        // environment index out) instead of walking the environment's whole id index and probing each row.
+        let trigram = self.dialect() == Dialect::Sqlite
+            && [&search.email, &search.phone, &search.name]
+                .iter()
+                .any(|t| t.as_ref().is_some_and(|t| t.chars().count() >= 3));
+        let mut filter = Sql::new(if trigram {
+            "+environment_id = "
+        } else {
+            "environment_id = "
+        });
+        filter.bind(env.as_str()).push(if trigram {
+            " and +deleted = false"
+        } else {
+            " and deleted = false"
+        });
         if let Some(id) = &search.subscriber_id {
             filter.push(" and subscriber_id = ").bind(id);
         }

@@ -66,7 +66,9 @@ impl From<WorkflowRow> for Workflow {
 }
 
 fn taken(workflow_id: &str) -> Error {
-    Error::Conflict(format!("Workflow with workflowId \"{workflow_id}\" already exists"))
+    Error::Conflict(format!(
+        "Workflow with workflowId \"{workflow_id}\" already exists"
+    ))
 }
 
 impl Store {
@@ -89,28 +91,51 @@ impl Store {
     }
 
     /// A workflow by `_id` or by its trigger identifier (`workflowId`).
-    pub async fn get_workflow(&self, env: &EnvironmentId, id_or_identifier: &str) -> Result<Option<Workflow>> {
+    pub async fn get_workflow(
+        &self,
+        env: &EnvironmentId,
+        id_or_identifier: &str,
+    ) -> Result<Option<Workflow>> {
         let mut q = Sql::new("select ");
-        q.push(COLUMNS).push(" from workflows where environment_id = ").bind(env.as_str());
+        q.push(COLUMNS)
+            .push(" from workflows where environment_id = ")
+            .bind(env.as_str());
         q.push(" and deleted = false and ");
         if is_object_id(id_or_identifier) {
-            q.push("(id = ").bind(id_or_identifier).push(" or workflow_id = ").bind(id_or_identifier).push(")");
+            q.push("(id = ")
+                .bind(id_or_identifier)
+                .push(" or workflow_id = ")
+                .bind(id_or_identifier)
+                .push(")");
         } else {
             q.push("workflow_id = ").bind(id_or_identifier);
         }
-        q.push(" order by workflow_id = ").bind(id_or_identifier).push(" limit 1");
+        q.push(" order by workflow_id = ")
+            .bind(id_or_identifier)
+            .push(" limit 1");
         let row: Option<WorkflowRow> = on_db!(self.w(), p =>
             bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
         Ok(row.map(Into::into))
     }
 
-    pub async fn list_workflows(&self, env: &EnvironmentId, page: &PageRequest) -> Result<Page<Workflow>> {
+    pub async fn list_workflows(
+        &self,
+        env: &EnvironmentId,
+        page: &PageRequest,
+    ) -> Result<Page<Workflow>> {
         let mut filter = Sql::new("environment_id = ");
         filter.bind(env.as_str()).push(" and deleted = false");
         let mut scope = Sql::new("environment_id = ");
         scope.bind(env.as_str());
-        let listing = Listing { columns: COLUMNS, from: "workflows", filter, cursor_scope: scope };
-        Ok(cursor_page::<WorkflowRow>(self.r(), listing, page).await?.map(Into::into))
+        let listing = Listing {
+            columns: COLUMNS,
+            from: "workflows",
+            filter,
+            cursor_scope: scope,
+        };
+        Ok(cursor_page::<WorkflowRow>(self.r(), listing, page)
+            .await?
+            .map(Into::into))
     }
 
     /// Writes every mutable field if the stored version is still `expected_version`.

@@ -519,10 +519,6 @@ async fn create_rejects_invalid_bodies(app: TestApp) {
             json!({ "providerId": "sendgrid", "channel": "email", "name": 7 }),
             "name",
         ),
-        (
-            json!([{ "providerId": "sendgrid", "channel": "email" }]),
-            "body",
-        ),
     ];
     for (body, field) in cases {
         assert_rejected(&app, body, field).await;
@@ -576,6 +572,45 @@ async fn create_rejects_invalid_bodies(app: TestApp) {
 
     // Nothing was created by any of the rejected requests.
     assert_eq!(list(&app).await, json!([]));
+}
+
+/// A body must be a JSON object. serde's derive also accepts a struct written as an array of its
+/// fields in declaration order; that must not create an integration.
+async fn create_rejects_non_object_bodies(app: TestApp) {
+    // A body that is not a JSON object, even one that lists valid values in field order.
+    for body in [
+        json!([{ "providerId": "sendgrid", "channel": "email" }]),
+        json!(["sendgrid", "email"]),
+        json!(["sendgrid", "email", null, null, null, null, null, null, null, null]),
+        json!("sendgrid"),
+        json!(null),
+        json!(42),
+    ] {
+        let (status, out) = app.post("/v1/integrations", body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {out}");
+        assert_error(&out, 422);
+        assert!(
+            out["errors"].as_object().is_some_and(|e| !e.is_empty()),
+            "{body} -> {out}"
+        );
+    }
+    assert_eq!(list(&app).await, json!([]));
+
+    // The same for an update: a positional array must not rename the integration.
+    let created = app
+        .integration(json!({ "providerId": "sendgrid", "channel": "email", "name": "Mail" }))
+        .await;
+    let path = format!("/v1/integrations/{}", id_of(&created));
+    for body in [
+        json!(["Renamed", null, null, null, null, null, null]),
+        json!(["Renamed"]),
+        json!(null),
+    ] {
+        let (status, out) = app.put(&path, body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {out}");
+        assert_error(&out, 422);
+    }
+    assert_eq!(list(&app).await, json!([created]));
 }
 
 async fn duplicate_identifier_conflicts_until_deleted(app: TestApp) {
@@ -1262,6 +1297,7 @@ db_test!(create_defaults, create_applies_defaults);
 db_test!(create_both_spellings, create_accepts_both_spellings);
 db_test!(agent_kind, agent_integrations_have_no_channel);
 db_test!(create_validation, create_rejects_invalid_bodies);
+db_test!(create_non_object_body, create_rejects_non_object_bodies);
 db_test!(
     duplicate_identifier,
     duplicate_identifier_conflicts_until_deleted

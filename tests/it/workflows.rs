@@ -41,12 +41,21 @@ async fn workflow_lifecycle(app: TestApp) {
     assert_eq!(w["origin"], "svc-cloud");
     assert_eq!(w["payloadSchema"]["properties"]["plan"]["type"], "string");
     let steps = w["steps"].as_array().unwrap();
-    let step_ids: Vec<&str> = steps.iter().map(|s| s["stepId"].as_str().unwrap()).collect();
+    let step_ids: Vec<&str> = steps
+        .iter()
+        .map(|s| s["stepId"].as_str().unwrap())
+        .collect();
     assert_eq!(step_ids, ["inbox", "wait-1", "email", "call-home"]);
     let types: Vec<&str> = steps.iter().map(|s| s["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["in_app", "delay", "email", "http_request"]);
-    assert_eq!(steps[0]["controlValues"]["body"], "Welcome to {{payload.plan}}");
-    assert_eq!(steps[0]["controls"]["values"]["body"], "Welcome to {{payload.plan}}");
+    assert_eq!(
+        steps[0]["controlValues"]["body"],
+        "Welcome to {{payload.plan}}"
+    );
+    assert_eq!(
+        steps[0]["controls"]["values"]["body"],
+        "Welcome to {{payload.plan}}"
+    );
     assert_eq!(steps[2]["filters"][0]["children"][0]["field"], "plan");
     assert_eq!(steps[1]["workflowDatabaseId"], id.as_str());
 
@@ -84,10 +93,16 @@ async fn workflow_lifecycle(app: TestApp) {
     assert!(u["updatedAt"].as_str() > w["updatedAt"].as_str());
 
     // List.
-    app.post("/v2/workflows", json!({"name": "Second", "steps": []})).await;
+    app.post("/v2/workflows", json!({"name": "Second", "steps": []}))
+        .await;
     let (_, page) = app.get("/v2/workflows").await;
     assert_eq!(page["totalCount"], 2);
-    let ids: Vec<&str> = page["data"].as_array().unwrap().iter().map(|w| w["workflowId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["workflowId"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["second", "welcome"]);
     let (_, page) = app.get("/v2/workflows?limit=1&orderDirection=ASC").await;
     assert_eq!(page["data"][0]["workflowId"], "welcome");
@@ -108,21 +123,51 @@ db_test!(lifecycle, workflow_lifecycle);
 async fn workflow_validation(app: TestApp) {
     let cases = [
         (json!({"steps": []}), "name"),
-        (json!({"name": "x", "workflowId": "has space"}), "workflowId"),
+        (
+            json!({"name": "x", "workflowId": "has space"}),
+            "workflowId",
+        ),
         (json!({"name": "x", "severity": "urgent"}), "severity"),
-        (json!({"name": "x", "steps": [{"type": "carrier_pigeon"}]}), "steps[0].type"),
-        (json!({"name": "x", "steps": [{"type": "email", "stepId": "a"}, {"type": "sms", "stepId": "a"}]}), "steps[1].stepId"),
-        (json!({"name": "x", "steps": [{"type": "delay", "controlValues": {"amount": 5, "unit": "years"}}]}), "steps[0].controlValues.unit"),
-        (json!({"name": "x", "steps": [{"type": "email", "controlValues": {"subject": 5}}]}), "steps[0].controlValues.subject"),
-        (json!({"name": "x", "steps": [{"type": "email", "controlValues": "text"}]}), "steps[0].controlValues"),
-        (json!({"name": "x", "steps": [{"type": "email", "filters": {"a": 1}}]}), "steps[0].filters"),
-        (json!({"name": "x", "steps": [{"type": "http_request", "controlValues": {"method": "FETCH"}}]}), "steps[0].controlValues.method"),
-        (json!({"name": "x", "payloadSchema": "nope"}), "payloadSchema"),
+        (
+            json!({"name": "x", "steps": [{"type": "carrier_pigeon"}]}),
+            "steps[0].type",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "email", "stepId": "a"}, {"type": "sms", "stepId": "a"}]}),
+            "steps[1].stepId",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "delay", "controlValues": {"amount": 5, "unit": "years"}}]}),
+            "steps[0].controlValues.unit",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "email", "controlValues": {"subject": 5}}]}),
+            "steps[0].controlValues.subject",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "email", "controlValues": "text"}]}),
+            "steps[0].controlValues",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "email", "filters": {"a": 1}}]}),
+            "steps[0].filters",
+        ),
+        (
+            json!({"name": "x", "steps": [{"type": "http_request", "controlValues": {"method": "FETCH"}}]}),
+            "steps[0].controlValues.method",
+        ),
+        (
+            json!({"name": "x", "payloadSchema": "nope"}),
+            "payloadSchema",
+        ),
     ];
     for (body, field) in cases {
         let (status, err) = app.post("/v2/workflows", body.clone()).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {err}");
-        assert!(err["errors"][field]["messages"][0].is_string(), "{body} → {err}");
+        assert!(
+            err["errors"][field]["messages"][0].is_string(),
+            "{body} → {err}"
+        );
     }
     let (_, page) = app.get("/v2/workflows").await;
     assert_eq!(page["totalCount"], 0);
@@ -134,7 +179,10 @@ db_test!(validation, workflow_validation);
 async fn workflows_are_isolated(app: TestApp) {
     let (_, w) = app.post("/v2/workflows", welcome()).await;
     let other = app.second_environment("Production").await;
-    for path in ["/v2/workflows/welcome".to_owned(), format!("/v2/workflows/{}", w["_id"].as_str().unwrap())] {
+    for path in [
+        "/v2/workflows/welcome".to_owned(),
+        format!("/v2/workflows/{}", w["_id"].as_str().unwrap()),
+    ] {
         let (status, _) = send(app.req_as(&other, Method::GET, &path)).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         let (status, _) = send(app.req_as(&other, Method::DELETE, &path)).await;
@@ -142,8 +190,16 @@ async fn workflows_are_isolated(app: TestApp) {
     }
     let (_, page) = send(app.req_as(&other, Method::GET, "/v2/workflows")).await;
     assert_eq!(page["totalCount"], 0);
-    let (status, _) = send(app.req_as(&other, Method::POST, "/v2/workflows").json(&welcome())).await;
-    assert_eq!(status, StatusCode::CREATED, "same identifier in another environment");
+    let (status, _) = send(
+        app.req_as(&other, Method::POST, "/v2/workflows")
+            .json(&welcome()),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "same identifier in another environment"
+    );
     let (status, _) = app.get("/v2/workflows/welcome").await;
     assert_eq!(status, StatusCode::OK);
 }

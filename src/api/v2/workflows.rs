@@ -205,7 +205,11 @@ impl From<Workflow> for WorkflowOut {
 /// Create a workflow.
 #[utoipa::path(post, path = "/v2/workflows", tag = "Workflows", request_body = WorkflowIn,
     responses((status = 201, body = WorkflowOut), (status = 409, description = "workflowId taken"), (status = 422, description = "Invalid body")))]
-pub async fn create_workflow(State(state): State<AppState>, tenant: Tenant, AppJson(body): AppJson<WorkflowIn>) -> ApiResult<Response> {
+pub async fn create_workflow(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppJson(body): AppJson<WorkflowIn>,
+) -> ApiResult<Response> {
     let w = service::create(&state.store, &tenant, body.into()).await?;
     Ok(Reply::created(WorkflowOut::from(w)).into_response())
 }
@@ -216,12 +220,19 @@ pub async fn create_workflow(State(state): State<AppState>, tenant: Tenant, AppJ
         ("orderBy" = Option<String>, Query, description = "createdAt (default) or updatedAt"), ("orderDirection" = Option<String>, Query),
         ("includeCursor" = Option<bool>, Query)),
     responses((status = 200, body = CursorPage<WorkflowOut>)))]
-pub async fn list_workflows(State(state): State<AppState>, tenant: Tenant, q: QueryMap) -> ApiResult<Response> {
+pub async fn list_workflows(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
     let mut v = Validation::new();
     let page = page_request(
         &q,
         &mut v,
-        &[("createdAt", SortColumn::Int("created_at")), ("updatedAt", SortColumn::Int("updated_at"))],
+        &[
+            ("createdAt", SortColumn::Int("created_at")),
+            ("updatedAt", SortColumn::Int("updated_at")),
+        ],
     )?;
     v.finish()?;
     let found = service::list(&state.store, &tenant, &page).await?;
@@ -231,7 +242,11 @@ pub async fn list_workflows(State(state): State<AppState>, tenant: Tenant, q: Qu
 /// Retrieve a workflow by `_id` or `workflowId`.
 #[utoipa::path(get, path = "/v2/workflows/{workflowId}", tag = "Workflows", params(("workflowId" = String, Path)),
     responses((status = 200, body = WorkflowOut), (status = 404, description = "Unknown workflow")))]
-pub async fn get_workflow(State(state): State<AppState>, tenant: Tenant, AppPath(id): AppPath<String>) -> ApiResult<Response> {
+pub async fn get_workflow(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Response> {
     let w = service::get(&state.store, &tenant, &id).await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }
@@ -253,7 +268,11 @@ pub async fn update_workflow(
 /// Delete a workflow.
 #[utoipa::path(delete, path = "/v2/workflows/{workflowId}", tag = "Workflows", params(("workflowId" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, description = "Unknown workflow")))]
-pub async fn delete_workflow(State(state): State<AppState>, tenant: Tenant, AppPath(id): AppPath<String>) -> ApiResult<Response> {
+pub async fn delete_workflow(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &id).await?;
     Ok(no_content())
 }
