@@ -85,7 +85,10 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::integrations::delete_integration
         ))
         .routes(routes!(v1::integrations::set_primary_integration))
-        .routes(routes!(v2::workflows::list_workflows, v2::workflows::create_workflow))
+        .routes(routes!(
+            v2::workflows::list_workflows,
+            v2::workflows::create_workflow
+        ))
         .routes(routes!(
             v2::workflows::get_workflow,
             v2::workflows::update_workflow,
