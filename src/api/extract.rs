@@ -31,6 +31,24 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     } else {
         bytes
     };
+    // Every body is an object; serde would otherwise also read a struct from an array of its fields.
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        _ if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() => {
+            return Err(Error::invalid(
+                "body",
+                "the body is not valid JSON",
+                Value::Null,
+            ));
+        }
+        _ => {
+            return Err(Error::invalid(
+                "body",
+                "the body must be a JSON object",
+                Value::Null,
+            ))
+        }
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -222,5 +240,7 @@ mod tests {
         assert_eq!(field(r#"{"name": "x", "inner": {"n": "x"}}"#), "inner.n");
         assert_eq!(field(r#"{"name": "x", "inner": {}}"#), "inner.n");
         assert_eq!(field("not json"), "body");
+        assert_eq!(field(r#"["x", null]"#), "body");
+        assert_eq!(field("null"), "body");
     }
 }
