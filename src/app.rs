@@ -96,7 +96,14 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", cfg.listen))?;
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
-    let app = api::router(AppState::new(store.clone(), cfg.compat));
+    let state = AppState::new(store.clone(), cfg.compat);
+    let workers = crate::engine::spawn_workers(
+        store.clone(),
+        cfg.workers,
+        state.wakeup.clone(),
+        shutdown.clone(),
+    );
+    let app = api::router(state);
     tracing::info!(listen = %listener.local_addr()?, profile = ?cfg.compat, "tidings is serving");
     let token = shutdown.clone();
     axum::serve(listener, app)
@@ -107,6 +114,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .await?;
     shutdown.cancel();
     let _ = background.await;
+    let _ = workers.await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -118,10 +126,17 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     store.migrate().await.context("applying migrations")?;
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
+    let workers = crate::engine::spawn_workers(
+        store.clone(),
+        cfg.workers,
+        crate::engine::Wakeup::default(),
+        shutdown.clone(),
+    );
     tracing::info!(workers = cfg.workers, "tidings worker started");
     shutdown_signal().await;
     shutdown.cancel();
     let _ = background.await;
+    let _ = workers.await;
     store.close().await;
     tracing::info!("worker stopped");
     Ok(())

@@ -8,7 +8,9 @@ pub mod app;
 pub mod config;
 pub mod crypto;
 pub mod domain;
+pub mod engine;
 pub mod error;
+pub mod render;
 pub mod service;
 pub mod store;
 

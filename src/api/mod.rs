@@ -32,6 +32,8 @@ pub struct AppState {
     pub store: Store,
     pub profile: WireProfile,
     pub keys: Arc<auth::KeyCache>,
+    /// Wakes this process's workers when a trigger queues jobs.
+    pub wakeup: crate::engine::Wakeup,
 }
 
 impl AppState {
@@ -40,6 +42,7 @@ impl AppState {
             store,
             profile,
             keys: Arc::new(auth::KeyCache::default()),
+            wakeup: Default::default(),
         }
     }
 }
@@ -51,7 +54,7 @@ impl AppState {
     security(("ApiKey" = [])),
     tags(
         (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
-        (name = "Workflows"), (name = "Health"),
+        (name = "Workflows"), (name = "Events"), (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -85,6 +88,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::integrations::delete_integration
         ))
         .routes(routes!(v1::integrations::set_primary_integration))
+        .routes(routes!(v1::events::trigger_event))
+        .routes(routes!(v1::events::trigger_bulk))
+        .routes(routes!(v1::events::cancel_trigger))
         .routes(routes!(
             v2::workflows::list_workflows,
             v2::workflows::create_workflow

@@ -4,8 +4,10 @@
 pub mod channel;
 pub mod context;
 pub mod endpoint;
+pub mod filters;
 pub mod id;
 pub mod integration;
+pub mod job;
 pub mod subscriber;
 pub mod time;
 pub mod workflow;

@@ -3,6 +3,7 @@
 
 pub mod channels;
 pub mod environments;
+pub mod events;
 pub mod integrations;
 pub mod subscribers;
 pub mod workflows;

@@ -4,6 +4,7 @@
 //! code says so in an explicit two-arm `match`.
 
 pub mod channels;
+pub mod engine;
 pub mod idempotency;
 pub mod integrations;
 pub mod page;

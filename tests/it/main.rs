@@ -5,6 +5,7 @@ mod support;
 
 mod auth_and_wire;
 mod channels;
+mod engine;
 mod idempotency;
 mod integrations;
 mod novu_sdk;

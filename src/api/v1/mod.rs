@@ -1,5 +1,6 @@
 //! `/v1/…` routes.
 
 pub mod channels;
+pub mod events;
 pub mod integrations;
 pub mod subscriber_credentials;

@@ -64,11 +64,13 @@ pub struct TestApp {
     pub profile: WireProfile,
     _dir: Option<tempfile::TempDir>,
     server: tokio::task::JoinHandle<()>,
+    workers: tokio_util::sync::CancellationToken,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.server.abort();
+        self.workers.cancel();
     }
 }
 
@@ -143,11 +145,15 @@ impl TestApp {
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = router(AppState::new(store.clone(), profile));
+        let state = AppState::new(store.clone(), profile);
+        let workers = tokio_util::sync::CancellationToken::new();
+        tidings::engine::spawn_workers(store.clone(), 4, state.wakeup.clone(), workers.clone());
+        let app = router(state);
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
         Self {
+            workers,
             base: format!("http://{addr}"),
             key: created.api_key,
             tenant,

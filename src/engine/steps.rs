@@ -1,0 +1,430 @@
+//! Step executors: what each step type does when its job runs, and which job comes next.
+
+use serde_json::{json, Map, Value};
+
+use super::{detail, finished, job_for_step};
+use crate::domain::filters::{passes, StepFilter};
+use crate::domain::job::{status, Job, Message, Notification};
+use crate::domain::subscriber::Subscriber;
+use crate::domain::workflow::{duration_ms, StepType, Workflow};
+use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
+use crate::error::Result;
+use crate::render::Renderer;
+use crate::store::engine::JobOutcome;
+use crate::store::Store;
+
+/// Attempts before a job that keeps failing on infrastructure errors is given up.
+const MAX_ATTEMPTS: i64 = 5;
+
+pub struct Runner {
+    store: Store,
+    renderer: Renderer,
+}
+
+/// What a step decided about the rest of the chain.
+enum Chain {
+    Continue,
+    Stop,
+}
+
+impl Runner {
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            renderer: Renderer::default(),
+        }
+    }
+
+    /// Runs one claimed job to completion (or schedules a retry on an infrastructure error).
+    pub async fn run(&self, job: Job, worker: &str) {
+        match self.execute(&job).await {
+            Ok(outcome) => match self.store.complete_job(&job, worker, &outcome).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(job = %job.id, "lease lost; another worker owns the job")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %job.id, error = ?e, "completing job failed; it will be claimed again")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
+                if job.attempts >= MAX_ATTEMPTS {
+                    let d = detail(
+                        &job,
+                        "Failed",
+                        "Internal",
+                        format!("Gave up after {MAX_ATTEMPTS} attempts"),
+                        None,
+                    );
+                    let _ = self
+                        .store
+                        .complete_job(&job, worker, &finished(status::FAILED, vec![d]))
+                        .await;
+                } else {
+                    // Exponential backoff with jitter: 1 s, 2 s, 4 s, … ± 25 %.
+                    let base = 1000i64 << (job.attempts.clamp(1, 10) - 1);
+                    let jitter = (rand::random::<f64>() - 0.5) * 0.5 * base as f64;
+                    let at = Timestamp::now().0 + base + jitter as i64;
+                    let _ = self.store.retry_job(&job, worker, at).await;
+                }
+            }
+        }
+    }
+
+    async fn execute(&self, job: &Job) -> Result<JobOutcome> {
+        let env = EnvironmentId(job.environment_id.clone());
+        let Some(notification) = self
+            .store
+            .get_notification(&env, &job.notification_id)
+            .await?
+        else {
+            let d = detail(
+                job,
+                "Failed",
+                "Internal",
+                "The notification of this job no longer exists",
+                None,
+            );
+            return Ok(finished(status::FAILED, vec![d]));
+        };
+        let subscriber = self.store.get_subscriber(&env, &job.subscriber_id).await?;
+        let subscriber_json = subscriber
+            .as_ref()
+            .map(subscriber_vars)
+            .unwrap_or(Value::Null);
+
+        let filters: Vec<StepFilter> = job
+            .step
+            .filters
+            .iter()
+            .filter_map(|f| serde_json::from_value(f.clone()).ok())
+            .collect();
+        if !passes(&filters, &subscriber_json, &job.payload) {
+            let d = detail(
+                job,
+                "Success",
+                "Internal",
+                "Step skipped: its filters did not match",
+                None,
+            );
+            let mut outcome = finished(status::SKIPPED, vec![d]);
+            outcome.next = self.next_job(job, &notification).await?;
+            attach_merge(&mut outcome, job);
+            return Ok(outcome);
+        }
+
+        let vars = json!({
+            "payload": job.payload,
+            "subscriber": subscriber_json,
+            "steps": steps_vars(job),
+            "context": Value::Object(Map::new()),
+            "actor": notification.actor.clone().unwrap_or(Value::Null),
+        });
+        let (mut outcome, chain) = match job.step.step_type {
+            StepType::InApp => self.in_app(job, &notification, &vars)?,
+            StepType::Delay => {
+                let d = detail(job, "Success", "Internal", "Delay finished", None);
+                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+            }
+            StepType::Digest => {
+                let count = job
+                    .digest
+                    .as_ref()
+                    .and_then(|d| d.get("events"))
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let d = detail(
+                    job,
+                    "Success",
+                    "Internal",
+                    format!("Digest window closed with {count} event(s)"),
+                    None,
+                );
+                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+            }
+            StepType::Throttle => self.throttle(job).await?,
+            StepType::Custom => {
+                let d = detail(
+                    job,
+                    "Success",
+                    "Internal",
+                    "Custom step: nothing runs on the server",
+                    None,
+                );
+                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+            }
+            StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
+                self.channel(job, &env).await?
+            }
+            StepType::HttpRequest => {
+                let d = detail(
+                    job,
+                    "Failed",
+                    "Internal",
+                    "http_request steps are not supported by this server yet",
+                    None,
+                );
+                (
+                    finished(status::FAILED, vec![d]),
+                    if job.step.should_stop_on_fail {
+                        Chain::Stop
+                    } else {
+                        Chain::Continue
+                    },
+                )
+            }
+        };
+        if let Chain::Continue = chain {
+            outcome.next = self.next_job(job, &notification).await?;
+        }
+        attach_merge(&mut outcome, job);
+        Ok(outcome)
+    }
+
+    /// The job of the step after `job`, from the workflow's current definition. A digest step whose window
+    /// is already open for the same key absorbs this event instead.
+    async fn next_job(&self, job: &Job, n: &Notification) -> Result<Option<Job>> {
+        let env = EnvironmentId(job.environment_id.clone());
+        let Some(workflow): Option<Workflow> =
+            self.store.get_workflow(&env, &job.workflow_ref).await?
+        else {
+            return Ok(None);
+        };
+        let index = job.step_index + 1;
+        let Some(step) = workflow.steps.get(index as usize) else {
+            return Ok(None);
+        };
+        let mut next = job_for_step(n, step, index, job.digest.clone(), Timestamp::now());
+        next.payload = job.payload.clone();
+        if step.step_type == StepType::Digest {
+            if let Some(key) = &next.digest_key {
+                if let Some(open) = self.store.open_digest_job(key).await? {
+                    next.status = status::MERGED.to_owned();
+                    next.digest = Some(json!({ "mergedInto": open }));
+                }
+            }
+        }
+        Ok(Some(next))
+    }
+
+    fn in_app(&self, job: &Job, n: &Notification, vars: &Value) -> Result<(JobOutcome, Chain)> {
+        let controls = Value::Object(job.step.control_values.clone());
+        let rendered = match self.renderer.render_value(&controls, vars) {
+            Ok(v) => v,
+            Err(e) => {
+                let d = detail(
+                    job,
+                    "Failed",
+                    "Payload",
+                    format!("The in-app template could not be rendered: {e}"),
+                    None,
+                );
+                let chain = if job.step.should_stop_on_fail {
+                    Chain::Stop
+                } else {
+                    Chain::Continue
+                };
+                return Ok((finished(status::FAILED, vec![d]), chain));
+            }
+        };
+        let text = |k: &str| rendered.get(k).and_then(Value::as_str).map(str::to_owned);
+        let action = |k: &str| rendered.get(k).filter(|a| a.is_object()).cloned();
+        let mut buttons = Vec::new();
+        for (key, kind) in [
+            ("primaryAction", "primary"),
+            ("secondaryAction", "secondary"),
+        ] {
+            if let Some(a) = action(key) {
+                buttons.push(json!({"type": kind, "content": a.get("label").cloned().unwrap_or(Value::Null)}));
+            }
+        }
+        // The message's own redirect, else its primary action's.
+        let redirect_url = rendered
+            .get("redirect")
+            .and_then(|r| r.get("url"))
+            .or_else(|| {
+                rendered
+                    .get("primaryAction")
+                    .and_then(|a| a.get("redirect"))
+                    .and_then(|r| r.get("url"))
+            })
+            .cloned();
+        let mut cta = json!({"type": "redirect", "data": {}});
+        if let Some(url) = redirect_url {
+            cta["data"]["url"] = url;
+        }
+        if !buttons.is_empty() {
+            cta["action"] = json!({"status": "pending", "buttons": buttons});
+        }
+        let now = Timestamp::now();
+        let message = Message {
+            id: new_object_id(),
+            organization_id: job.organization_id.clone(),
+            environment_id: job.environment_id.clone(),
+            notification_id: job.notification_id.clone(),
+            subscriber_ref: job.subscriber_ref.clone(),
+            subscriber_id: job.subscriber_id.clone(),
+            workflow_ref: job.workflow_ref.clone(),
+            workflow_identifier: n.workflow_identifier.clone(),
+            job_id: job.id.clone(),
+            transaction_id: job.transaction_id.clone(),
+            channel: Channel::InApp.as_str().to_owned(),
+            subject: text("subject"),
+            content: text("body").unwrap_or_default(),
+            avatar: text("avatar"),
+            cta,
+            data: rendered.get("data").filter(|d| d.is_object()).cloned(),
+            payload: job.payload.clone(),
+            overrides: job.overrides.clone(),
+            read: false,
+            seen: false,
+            last_read_date: None,
+            last_seen_date: None,
+            status: "sent".to_owned(),
+            provider_id: "svc".to_owned(),
+            context_keys: n.context_keys.clone(),
+            deleted: false,
+            created_at: now,
+            updated_at: now,
+        };
+        let d = detail(
+            job,
+            "Success",
+            "Internal",
+            "In-app message created",
+            Some(json!({"messageId": message.id}).to_string()),
+        );
+        let mut outcome = finished(status::COMPLETED, vec![d]);
+        outcome.message = Some(message);
+        Ok((outcome, Chain::Continue))
+    }
+
+    async fn throttle(&self, job: &Job) -> Result<(JobOutcome, Chain)> {
+        let c = &job.step.control_values;
+        let amount = c.get("amount").and_then(Value::as_f64).unwrap_or(1.0);
+        let unit = c.get("unit").and_then(Value::as_str).unwrap_or("minutes");
+        let threshold = c.get("threshold").and_then(Value::as_i64).unwrap_or(1);
+        let window = duration_ms(amount, unit).unwrap_or(60_000);
+        // This job is itself running, so it counts among the recent ones.
+        let recent = self
+            .store
+            .count_recent_jobs(job, Timestamp::now().0 - window)
+            .await?;
+        if recent > threshold {
+            let d = detail(
+                job,
+                "Warning",
+                "Internal",
+                format!(
+                    "Throttled: {recent} runs in the window exceed the threshold of {threshold}"
+                ),
+                None,
+            );
+            Ok((finished(status::SKIPPED, vec![d]), Chain::Stop))
+        } else {
+            let d = detail(
+                job,
+                "Success",
+                "Internal",
+                format!("Within the throttle limit ({recent} of {threshold})"),
+                None,
+            );
+            Ok((finished(status::COMPLETED, vec![d]), Chain::Continue))
+        }
+    }
+
+    /// Email, SMS, chat and push: the integration is chosen; real sending comes with the providers.
+    async fn channel(&self, job: &Job, env: &EnvironmentId) -> Result<(JobOutcome, Chain)> {
+        let channel = match job.step.step_type {
+            StepType::Email => Channel::Email,
+            StepType::Sms => Channel::Sms,
+            StepType::Chat => Channel::Chat,
+            _ => Channel::Push,
+        };
+        let active = self.store.list_integrations(env, true).await?;
+        let chosen = active
+            .iter()
+            .filter(|i| i.channel == Some(channel))
+            .max_by_key(|i| (i.primary, i.created_at));
+        let d = match chosen {
+            Some(i) => {
+                let mut d = detail(
+                    job,
+                    "Failed",
+                    "Credentials",
+                    format!("No provider is wired for {} yet: integration {} was selected but nothing was sent", i.provider_id.as_str(), i.identifier),
+                    None,
+                );
+                d.provider_id = Some(i.provider_id.as_str().to_owned());
+                d
+            }
+            None => detail(
+                job,
+                "Failed",
+                "Credentials",
+                format!(
+                    "No active {} integration in this environment",
+                    channel.as_str()
+                ),
+                None,
+            ),
+        };
+        let chain = if job.step.should_stop_on_fail {
+            Chain::Stop
+        } else {
+            Chain::Continue
+        };
+        Ok((finished(status::FAILED, vec![d]), chain))
+    }
+}
+
+/// When the next job was merged into an open digest, this job's event goes into that digest.
+fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
+    let open = outcome
+        .next
+        .as_ref()
+        .filter(|n| n.status == status::MERGED)
+        .and_then(|n| n.digest.as_ref())
+        .and_then(|d| d.get("mergedInto"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(open) = open {
+        let event = json!({"id": job.transaction_id, "time": Timestamp::now().to_iso(), "payload": job.payload});
+        outcome.merge_into = Some((open, event));
+    }
+}
+
+/// The subscriber as templates and filters see it (the API's field names).
+fn subscriber_vars(s: &Subscriber) -> Value {
+    json!({
+        "subscriberId": s.subscriber_id,
+        "firstName": s.first_name,
+        "lastName": s.last_name,
+        "email": s.email,
+        "phone": s.phone,
+        "avatar": s.avatar,
+        "locale": s.locale,
+        "timezone": s.timezone,
+        "data": s.data.clone().unwrap_or(Value::Object(Map::new())),
+    })
+}
+
+/// `steps.<digestStepId>.events` / `eventCount` for steps after a digest.
+fn steps_vars(job: &Job) -> Value {
+    let mut steps = Map::new();
+    if let Some(d) = &job.digest {
+        if let Some(events) = d.get("events").and_then(Value::as_array) {
+            let step_id = d
+                .get("stepId")
+                .and_then(Value::as_str)
+                .unwrap_or("digest")
+                .to_owned();
+            steps.insert(
+                step_id,
+                json!({"events": events, "eventCount": events.len()}),
+            );
+        }
+    }
+    Value::Object(steps)
+}

@@ -1,0 +1,232 @@
+//! `POST /v1/events/trigger` (and bulk) and `DELETE /v1/events/trigger/{transactionId}`: a trigger records
+//! one notification per recipient and the job of its first step, in one transaction.
+
+use serde_json::{Map, Value};
+
+use crate::domain::context::{context_keys, parse_context};
+use crate::domain::job::{status, Notification};
+use crate::domain::{new_object_id, Tenant, Timestamp};
+use crate::engine::{detail, job_for_step};
+use crate::error::{Error, Result, Validation};
+use crate::service::subscribers::{self, SubscriberFields};
+use crate::store::Store;
+
+/// A trigger request after JSON parsing.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerInput {
+    pub name: String,
+    pub to: Value,
+    pub payload: Option<Value>,
+    pub overrides: Option<Value>,
+    pub transaction_id: Option<String>,
+    pub actor: Option<Value>,
+    pub context: Option<Value>,
+}
+
+/// `{acknowledged, status, transactionId, error?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriggerResult {
+    pub status: &'static str,
+    pub transaction_id: String,
+    pub error: Vec<String>,
+}
+
+fn text_field(map: &Map<String, Value>, key: &str) -> Option<Option<String>> {
+    map.get(key).map(|v| v.as_str().map(str::to_owned))
+}
+
+/// One recipient: a subscriberId, or a subscriber object to upsert.
+async fn resolve_recipient(
+    store: &Store,
+    tenant: &Tenant,
+    to: &Value,
+) -> Result<crate::domain::subscriber::Subscriber> {
+    match to {
+        Value::String(id) => match store.get_subscriber(&tenant.environment_id, id).await? {
+            Some(s) => Ok(s),
+            None => Ok(
+                subscribers::create(store, tenant, id, SubscriberFields::default(), false)
+                    .await?
+                    .subscriber,
+            ),
+        },
+        Value::Object(map) => {
+            let id = map
+                .get("subscriberId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let fields = SubscriberFields {
+                first_name: text_field(map, "firstName"),
+                last_name: text_field(map, "lastName"),
+                email: text_field(map, "email"),
+                phone: text_field(map, "phone"),
+                avatar: text_field(map, "avatar"),
+                locale: text_field(map, "locale"),
+                timezone: text_field(map, "timezone"),
+                data: map
+                    .get("data")
+                    .map(|d| Some(d.clone()).filter(|d| !d.is_null())),
+            };
+            Ok(subscribers::create(store, tenant, &id, fields, false)
+                .await?
+                .subscriber)
+        }
+        other => Err(Error::invalid(
+            "to",
+            "each recipient is a subscriberId or a subscriber object",
+            other.clone(),
+        )),
+    }
+}
+
+pub async fn trigger(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<TriggerResult> {
+    let mut v = Validation::new();
+    if input.name.trim().is_empty() {
+        v.add(
+            "name",
+            "name (the workflow identifier) is required",
+            input.name.as_str(),
+        );
+    }
+    let recipients: Vec<Value> = match &input.to {
+        Value::Array(items) if !items.is_empty() => items.clone(),
+        Value::Array(_) | Value::Null => {
+            v.add(
+                "to",
+                "to must name at least one recipient",
+                input.to.clone(),
+            );
+            Vec::new()
+        }
+        one => vec![one.clone()],
+    };
+    if recipients.len() > 100 {
+        v.add("to", "at most 100 recipients per trigger", Value::Null);
+    }
+    for r in &recipients {
+        let ok = r.as_str().is_some_and(|s| !s.is_empty())
+            || r.get("subscriberId")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty());
+        if !ok {
+            v.add("to", "each recipient is a subscriberId or an object with a subscriberId (topics are not supported)", r.clone());
+        }
+    }
+    for (key, value) in [("payload", &input.payload), ("overrides", &input.overrides)] {
+        if let Some(x) = value.as_ref().filter(|x| !x.is_null() && !x.is_object()) {
+            v.add(key, format!("{key} must be an object"), x.clone());
+        }
+    }
+    if let Some(t) = &input.transaction_id {
+        if t.is_empty() || t.len() > 255 {
+            v.add(
+                "transactionId",
+                "transactionId must be 1 to 255 characters",
+                t.as_str(),
+            );
+        }
+    }
+    let contexts = match &input.context {
+        Some(c) if !c.is_null() => parse_context(&mut v, "context", c),
+        _ => Vec::new(),
+    };
+    v.finish()?;
+
+    let transaction_id = input
+        .transaction_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let result = |status, error: Vec<String>| TriggerResult {
+        status,
+        transaction_id: transaction_id.clone(),
+        error,
+    };
+    let workflow = store
+        .get_workflow(&tenant.environment_id, &input.name)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("Workflow not found: {}", input.name)))?;
+    if !workflow.active {
+        return Ok(result(
+            "trigger_not_active",
+            vec![format!("Workflow {} is not active", workflow.workflow_id)],
+        ));
+    }
+    let Some(first) = workflow.steps.first() else {
+        return Ok(result(
+            "no_workflow_steps_defined",
+            vec![format!("Workflow {} has no steps", workflow.workflow_id)],
+        ));
+    };
+    store
+        .ensure_contexts(&tenant.environment_id, &contexts)
+        .await?;
+    let keys = context_keys(&contexts);
+    let payload = input
+        .payload
+        .clone()
+        .filter(|p| p.is_object())
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let channels: Vec<String> = workflow
+        .steps
+        .iter()
+        .map(|s| s.step_type.as_str().to_owned())
+        .collect();
+    let now = Timestamp::now();
+    let mut batch = Vec::with_capacity(recipients.len());
+    for r in &recipients {
+        let s = resolve_recipient(store, tenant, r).await?;
+        let n = Notification {
+            id: new_object_id(),
+            organization_id: tenant.organization_id.0.clone(),
+            environment_id: tenant.environment_id.0.clone(),
+            subscriber_ref: s.id.clone(),
+            subscriber_id: s.subscriber_id.clone(),
+            workflow_ref: workflow.id.clone(),
+            workflow_identifier: workflow.workflow_id.clone(),
+            transaction_id: transaction_id.clone(),
+            channels: channels.clone(),
+            payload: payload.clone(),
+            overrides: input.overrides.clone().filter(|o| o.is_object()),
+            to: Some(r.clone()),
+            actor: input.actor.clone(),
+            tags: workflow.tags.clone(),
+            severity: workflow.severity.as_str().to_owned(),
+            critical: workflow.critical,
+            context_keys: keys.clone(),
+            digested_notification_id: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut job = job_for_step(&n, first, 0, None, now);
+        if let Some(key) = &job.digest_key {
+            if let Some(open) = store.open_digest_job(key).await? {
+                // The first step is a digest whose window is open: this event joins it.
+                job.status = status::MERGED.to_owned();
+                job.digest = Some(serde_json::json!({ "mergedInto": open }));
+            }
+        }
+        let queued = detail(&job, "Pending", "Internal", "Step queued", None);
+        batch.push((n, job, vec![queued]));
+    }
+    if !store
+        .insert_trigger(&tenant.environment_id, &transaction_id, &batch)
+        .await?
+    {
+        return Ok(result(
+            "error",
+            vec![format!(
+                "transactionId {transaction_id} was already used; the trigger did not run again"
+            )],
+        ));
+    }
+    Ok(result("processed", Vec::new()))
+}
+
+/// Cancels the pending (delayed, digesting, queued) jobs of a transaction. True when any was canceled.
+pub async fn cancel(store: &Store, tenant: &Tenant, transaction_id: &str) -> Result<bool> {
+    Ok(store
+        .cancel_transaction(&tenant.environment_id, transaction_id)
+        .await?
+        > 0)
+}
