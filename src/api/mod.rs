@@ -54,7 +54,7 @@ impl AppState {
     security(("ApiKey" = [])),
     tags(
         (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
-        (name = "Workflows"), (name = "Events"), (name = "Health"),
+        (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -91,6 +91,14 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(v1::events::trigger_event))
         .routes(routes!(v1::events::trigger_bulk))
         .routes(routes!(v1::events::cancel_trigger))
+        .routes(routes!(v1::notifications::list_notifications))
+        .routes(routes!(v1::notifications::get_notification))
+        .routes(routes!(v1::messages::list_messages))
+        .routes(routes!(v1::messages::delete_message))
+        .routes(routes!(v1::messages::subscriber_feed))
+        .routes(routes!(v1::messages::unseen_count))
+        .routes(routes!(v1::messages::mark_as))
+        .routes(routes!(v1::messages::mark_all))
         .routes(routes!(
             v2::workflows::list_workflows,
             v2::workflows::create_workflow

@@ -1,9 +1,11 @@
 //! One function per API operation: validate, call the store (in a transaction where several writes
 //! belong together), return domain values. No HTTP here.
 
+pub mod activity;
 pub mod channels;
 pub mod environments;
 pub mod events;
+pub mod inbox;
 pub mod integrations;
 pub mod subscribers;
 pub mod workflows;

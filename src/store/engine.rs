@@ -153,6 +153,32 @@ macro_rules! insert_message {
     };
 }
 
+/// Appends an event to the `digest.events` of a digest job that is still waiting.
+macro_rules! append_digest_event {
+    ($tx:expr, $job_id:expr, $event:expr, $now:expr) => {{
+        let current: Option<Json<Value>> =
+            sqlx::query_scalar("select digest from jobs where id = $1")
+                .bind($job_id)
+                .fetch_optional(&mut *$tx)
+                .await?
+                .flatten();
+        let mut digest = current
+            .map(|j| j.0)
+            .unwrap_or_else(|| serde_json::json!({}));
+        if let Some(events) = digest.get_mut("events").and_then(Value::as_array_mut) {
+            events.push($event.clone());
+        } else {
+            digest["events"] = Value::Array(vec![$event.clone()]);
+        }
+        sqlx::query("update jobs set digest = $1, updated_at = $2 where id = $3")
+            .bind(Json(&digest))
+            .bind($now)
+            .bind($job_id)
+            .execute(&mut *$tx)
+            .await?;
+    }};
+}
+
 impl Store {
     /// Records a trigger: its transaction id, and per recipient the notification, its first job and the
     /// job's first execution details, all in one transaction. False when the transaction id was seen before.
@@ -187,6 +213,12 @@ impl Store {
                         .bind(format!(",{},", n.channels.join(",")))
                         .execute(&mut *tx).await?;
                     insert_job!(&mut *tx, job).await?;
+                    if let Some(open) = job.digest.as_ref().and_then(|d| d.get("mergedInto")).and_then(Value::as_str) {
+                        let event = serde_json::json!({
+                            "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
+                        });
+                        append_digest_event!(&mut *tx, open, event, now);
+                    }
                     for d in details {
                         insert_detail!(&mut *tx, d).await?;
                     }
@@ -248,17 +280,7 @@ impl Store {
                     insert_message!(&mut *tx, m).await?;
                 }
                 if let Some((digest_job, event)) = &outcome.merge_into {
-                    // Append this event to the digest job that is still waiting.
-                    let current: Option<Json<Value>> = sqlx::query_scalar("select digest from jobs where id = $1")
-                        .bind(digest_job).fetch_optional(&mut *tx).await?.flatten();
-                    let mut digest = current.map(|j| j.0).unwrap_or_else(|| serde_json::json!({}));
-                    if let Some(events) = digest.get_mut("events").and_then(Value::as_array_mut) {
-                        events.push(event.clone());
-                    } else {
-                        digest["events"] = Value::Array(vec![event.clone()]);
-                    }
-                    sqlx::query("update jobs set digest = $1, updated_at = $2 where id = $3")
-                        .bind(Json(&digest)).bind(now).bind(digest_job).execute(&mut *tx).await?;
+                    append_digest_event!(&mut *tx, digest_job, event, now);
                 }
                 if let Some(next) = &outcome.next {
                     insert_job!(&mut *tx, next).await?;
@@ -636,6 +658,32 @@ pub struct MessageFilter {
     pub subscriber_id: Option<String>,
     pub channel: Option<String>,
     pub transaction_ids: Vec<String>,
+    pub read: Option<bool>,
+    pub seen: Option<bool>,
+}
+
+impl MessageFilter {
+    /// `environment_id = … and deleted = false and …` for this filter.
+    fn to_sql(&self, env: &EnvironmentId) -> Sql {
+        let mut q = Sql::new("environment_id = ");
+        q.bind(env.as_str()).push(" and deleted = false");
+        if let Some(s) = &self.subscriber_id {
+            q.push(" and subscriber_id = ").bind(s);
+        }
+        if let Some(c) = &self.channel {
+            q.push(" and channel = ").bind(c);
+        }
+        if !self.transaction_ids.is_empty() {
+            push_in(&mut q, "transaction_id", &self.transaction_ids);
+        }
+        if let Some(r) = self.read {
+            q.push(" and read = ").bind(r);
+        }
+        if let Some(v) = self.seen {
+            q.push(" and seen = ").bind(v);
+        }
+        q
+    }
 }
 
 /// What `mark-as` sets.
@@ -658,18 +706,8 @@ impl Store {
     ) -> Result<(Vec<Message>, bool)> {
         let mut q = Sql::new("select ");
         q.push(MESSAGE_COLUMNS)
-            .push(" from messages where environment_id = ")
-            .bind(env.as_str());
-        q.push(" and deleted = false");
-        if let Some(s) = &f.subscriber_id {
-            q.push(" and subscriber_id = ").bind(s);
-        }
-        if let Some(c) = &f.channel {
-            q.push(" and channel = ").bind(c);
-        }
-        if !f.transaction_ids.is_empty() {
-            push_in(&mut q, "transaction_id", &f.transaction_ids);
-        }
+            .push(" from messages where ")
+            .append(&f.to_sql(env));
         q.push(" order by created_at desc, id desc limit ")
             .bind(limit + 1)
             .push(" offset ")
@@ -698,16 +736,7 @@ impl Store {
         }
         let now = Timestamp::now().0;
         let mut q = Sql::new("update messages set ");
-        match mark {
-            MarkAs::Read => q
-                .push("read = true, seen = true, last_read_date = ")
-                .bind(now)
-                .push(", last_seen_date = ")
-                .bind(now),
-            MarkAs::Unread => q.push("read = false, last_read_date = ").bind(now),
-            MarkAs::Seen => q.push("seen = true, last_seen_date = ").bind(now),
-            MarkAs::Unseen => q.push("seen = false, last_seen_date = ").bind(now),
-        };
+        push_mark(&mut q, mark, now);
         q.push(", updated_at = ").bind(now);
         q.push(" where environment_id = ")
             .bind(env.as_str())
@@ -727,5 +756,68 @@ impl Store {
         s.push(" order by created_at, id");
         let rows: Vec<MessageRow> = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, MessageRow>(&s.text), s.args.clone()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())
+    }
+}
+
+impl Store {
+    /// Counts the messages matching `f` (capped like cursor totals).
+    pub async fn count_messages(&self, env: &EnvironmentId, f: &MessageFilter) -> Result<i64> {
+        super::page::count_capped(self.r(), "messages", &f.to_sql(env)).await
+    }
+
+    /// Marks every message of the subscriber on `channel`; returns how many changed.
+    pub async fn mark_all_messages(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+        channel: &str,
+        mark: MarkAs,
+    ) -> Result<u64> {
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update messages set ");
+        let unchanged = push_mark(&mut q, mark, now);
+        q.push(", updated_at = ").bind(now);
+        q.push(" where environment_id = ").bind(env.as_str());
+        q.push(" and subscriber_id = ").bind(subscriber_id);
+        q.push(" and channel = ")
+            .bind(channel)
+            .push(" and deleted = false and ")
+            .push(unchanged);
+        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+
+    /// Soft-deletes a message; false when there is none.
+    pub async fn delete_message(&self, env: &EnvironmentId, id: &str) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false")
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+}
+
+/// Appends the `set` assignments for `mark` at `now`; returns the condition of rows it would change.
+/// `read` also marks seen; `unread` leaves `seen` alone; `seen`/`unseen` leave `read` alone.
+fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
+    match mark {
+        MarkAs::Read => {
+            q.push("read = true, seen = true, last_read_date = ")
+                .bind(now);
+            q.push(", last_seen_date = ").bind(now);
+            "read = false"
+        }
+        MarkAs::Unread => {
+            q.push("read = false, last_read_date = ").bind(now);
+            "read = true"
+        }
+        MarkAs::Seen => {
+            q.push("seen = true, last_seen_date = ").bind(now);
+            "seen = false"
+        }
+        MarkAs::Unseen => {
+            q.push("seen = false, last_seen_date = ").bind(now);
+            "seen = true"
+        }
     }
 }

@@ -292,3 +292,40 @@ impl Store {
         Ok(res)
     }
 }
+
+impl Store {
+    /// Subscribers by `_id`, deleted ones included (activity records outlive them). One query.
+    pub async fn subscribers_by_refs(
+        &self,
+        env: &EnvironmentId,
+        refs: &[String],
+    ) -> Result<Vec<Subscriber>> {
+        if refs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select ");
+        q.push(COLUMNS)
+            .push(" from subscribers where environment_id = ")
+            .bind(env.as_str());
+        super::engine::push_in(&mut q, "id", refs);
+        let rows: Vec<SubscriberRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    /// subscriberIds of the environment's subscribers whose email is one of `emails` (exact).
+    pub async fn subscriber_ids_by_emails(
+        &self,
+        env: &EnvironmentId,
+        emails: &[String],
+    ) -> Result<Vec<String>> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select subscriber_id from subscribers where environment_id = ");
+        q.bind(env.as_str()).push(" and deleted = false");
+        super::engine::push_in(&mut q, "email", emails);
+        Ok(
+            on_db!(self.r(), p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_all(p).await)?,
+        )
+    }
+}

@@ -166,3 +166,23 @@ impl Store {
         Ok(n == 1)
     }
 }
+
+impl Store {
+    /// Workflows by `_id`, deleted ones included (activity records outlive them). One query.
+    pub async fn workflows_by_ids(
+        &self,
+        env: &EnvironmentId,
+        ids: &[String],
+    ) -> Result<Vec<Workflow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select ");
+        q.push(COLUMNS)
+            .push(" from workflows where environment_id = ")
+            .bind(env.as_str());
+        super::engine::push_in(&mut q, "id", ids);
+        let rows: Vec<WorkflowRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+}

@@ -3,4 +3,6 @@
 pub mod channels;
 pub mod events;
 pub mod integrations;
+pub mod messages;
+pub mod notifications;
 pub mod subscriber_credentials;

@@ -1,0 +1,318 @@
+//! In-app messages: `GET /v1/messages`, a subscriber's feed and unseen count, `mark-as` (spec §4.9),
+//! `mark-all`, and `DELETE /v1/messages/{messageId}`.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::api::error::ApiResult;
+use crate::api::extract::{AppJson, AppPath, QueryMap};
+use crate::api::wire::{Reply, WireName};
+use crate::api::AppState;
+use crate::domain::job::Message;
+use crate::domain::{Channel, Tenant};
+use crate::error::{Error, Validation};
+use crate::service::inbox::{self as service, parse_mark};
+use crate::store::engine::MessageFilter;
+
+/// Message (spec §2.6).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    #[serde(rename = "_templateId")]
+    pub template_id: Option<String>,
+    #[serde(rename = "_environmentId")]
+    pub environment_id: String,
+    #[serde(rename = "_messageTemplateId")]
+    pub message_template_id: Option<String>,
+    #[serde(rename = "_organizationId")]
+    pub organization_id: String,
+    #[serde(rename = "_notificationId")]
+    pub notification_id: String,
+    #[serde(rename = "_subscriberId")]
+    pub subscriber_ref: String,
+    #[serde(rename = "_feedId")]
+    pub feed_id: Option<String>,
+    pub subscriber_id: String,
+    pub template_identifier: String,
+    pub transaction_id: String,
+    pub channel: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
+    #[schema(value_type = Object)]
+    pub cta: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<Value>,
+    pub read: bool,
+    pub seen: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_read_date: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen_date: Option<String>,
+    pub status: String,
+    pub provider_id: WireName,
+    pub delivered_at: Vec<String>,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub overrides: Option<Value>,
+    pub context_keys: Vec<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<Message> for MessageOut {
+    fn from(m: Message) -> Self {
+        Self {
+            id: m.id,
+            template_id: Some(m.workflow_ref),
+            environment_id: m.environment_id,
+            message_template_id: None,
+            organization_id: m.organization_id,
+            notification_id: m.notification_id,
+            subscriber_ref: m.subscriber_ref,
+            feed_id: None,
+            subscriber_id: m.subscriber_id,
+            template_identifier: m.workflow_identifier,
+            transaction_id: m.transaction_id,
+            channel: m.channel,
+            subject: m.subject,
+            content: m.content,
+            avatar: m.avatar,
+            cta: m.cta,
+            data: m.data,
+            read: m.read,
+            seen: m.seen,
+            last_read_date: m.last_read_date.map(|t| t.to_iso()),
+            last_seen_date: m.last_seen_date.map(|t| t.to_iso()),
+            status: m.status,
+            provider_id: WireName(m.provider_id),
+            delivered_at: vec![m.created_at.to_iso()],
+            payload: m.payload,
+            overrides: m.overrides,
+            context_keys: m.context_keys,
+            created_at: m.created_at.to_iso(),
+            updated_at: m.updated_at.to_iso(),
+        }
+    }
+}
+
+/// `{hasMore, data, pageSize, page, totalCount}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessagePage {
+    pub has_more: bool,
+    pub data: Vec<MessageOut>,
+    pub page_size: i64,
+    pub page: i64,
+    pub total_count: i64,
+}
+
+fn page_params(v: &mut Validation, q: &QueryMap, max_limit: i64) -> (i64, i64) {
+    (
+        q.int(v, "page", 0, 1_000_000).unwrap_or(0),
+        q.int(v, "limit", 1, max_limit).unwrap_or(10),
+    )
+}
+
+fn page_body(
+    (messages, has_more, total): (Vec<Message>, bool, i64),
+    page: i64,
+    limit: i64,
+) -> MessagePage {
+    MessagePage {
+        has_more,
+        data: messages.into_iter().map(Into::into).collect(),
+        page_size: limit,
+        page,
+        total_count: total,
+    }
+}
+
+/// List messages, newest first.
+#[utoipa::path(get, path = "/v1/messages", tag = "Messages",
+    params(("subscriberId" = Option<String>, Query), ("channel" = Option<String>, Query), ("transactionId" = Option<Vec<String>>, Query),
+        ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..1000, default 10")),
+    responses((status = 200, body = MessagePage)))]
+pub async fn list_messages(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    let (page, limit) = page_params(&mut v, &q, 1000);
+    let channel = q.string("channel");
+    if let Some(c) = &channel {
+        if Channel::parse(c).is_none() {
+            v.add(
+                "channel",
+                "channel must be one of in_app, email, sms, chat, push",
+                c.as_str(),
+            );
+        }
+    }
+    v.finish()?;
+    let f = MessageFilter {
+        subscriber_id: q.string("subscriberId"),
+        channel,
+        transaction_ids: q.list("transactionId"),
+        ..Default::default()
+    };
+    let found = service::list(&state.store, &tenant, &f, page, limit).await?;
+    Ok(Reply::page(page_body(found, page, limit)).into_response())
+}
+
+/// A subscriber's in-app feed, newest first; filter by `read` / `seen`.
+#[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/feed", tag = "Messages",
+    params(("subscriberId" = String, Path), ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..100, default 10"),
+        ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query)),
+    responses((status = 200, body = MessagePage), (status = 404, description = "Unknown subscriber")))]
+pub async fn subscriber_feed(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(subscriber_id): AppPath<String>,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    let (page, limit) = page_params(&mut v, &q, 100);
+    let read = q.bool(&mut v, "read");
+    let seen = q.bool(&mut v, "seen");
+    v.finish()?;
+    let found = service::feed(
+        &state.store,
+        &tenant,
+        &subscriber_id,
+        read,
+        seen,
+        page,
+        limit,
+    )
+    .await?;
+    Ok(Reply::page(page_body(found, page, limit)).into_response())
+}
+
+/// `{count}`: the subscriber's unseen in-app messages (`seen=false`, default), or unread ones (`read=false`).
+#[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/unseen", tag = "Messages",
+    params(("subscriberId" = String, Path), ("read" = Option<bool>, Query, description = "false: count unread instead")),
+    responses((status = 200, description = "{count}"), (status = 404, description = "Unknown subscriber")))]
+pub async fn unseen_count(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(subscriber_id): AppPath<String>,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    let unread = q.bool(&mut v, "read") == Some(false);
+    v.finish()?;
+    let count = service::unseen_count(&state.store, &tenant, &subscriber_id, unread).await?;
+    Ok(Reply::ok(json!({ "count": count })).into_response())
+}
+
+/// Body of `POST …/messages/mark-as`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkAsIn {
+    /// A message id or an array of them.
+    #[schema(value_type = Object)]
+    pub message_id: Value,
+    /// read, seen, unread or unseen.
+    pub mark_as: String,
+}
+
+/// Mark the subscriber's messages as read, seen, unread or unseen. `read` also marks seen; `unread` leaves
+/// seen as it is; `seen` / `unseen` leave read as it is. Messages of other subscribers are not changed.
+#[utoipa::path(post, path = "/v1/subscribers/{subscriberId}/messages/mark-as", tag = "Messages", request_body = MarkAsIn,
+    params(("subscriberId" = String, Path)),
+    responses((status = 201, body = Vec<MessageOut>), (status = 404, description = "Unknown subscriber"), (status = 422, description = "Invalid body")))]
+pub async fn mark_as(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(subscriber_id): AppPath<String>,
+    AppJson(body): AppJson<MarkAsIn>,
+) -> ApiResult<Response> {
+    let mark = parse_mark(&body.mark_as).ok_or_else(|| {
+        Error::invalid(
+            "markAs",
+            "markAs must be read, seen, unread or unseen",
+            body.mark_as.as_str(),
+        )
+    })?;
+    let ids: Vec<String> = match &body.message_id {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or_default().to_owned())
+            .collect(),
+        other => {
+            return Err(Error::invalid(
+                "messageId",
+                "messageId must be a string or an array of strings",
+                other.clone(),
+            )
+            .into())
+        }
+    };
+    let updated = service::mark_as(&state.store, &tenant, &subscriber_id, &ids, mark).await?;
+    let out: Vec<MessageOut> = updated.into_iter().map(Into::into).collect();
+    Ok(Reply::created(out).into_response())
+}
+
+/// Body of `POST …/messages/mark-all`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkAllIn {
+    pub mark_as: String,
+}
+
+/// Mark all the subscriber's in-app messages; answers how many changed.
+#[utoipa::path(post, path = "/v1/subscribers/{subscriberId}/messages/mark-all", tag = "Messages", request_body = MarkAllIn,
+    params(("subscriberId" = String, Path)),
+    responses((status = 201, body = u64), (status = 404, description = "Unknown subscriber"), (status = 422, description = "Invalid body")))]
+pub async fn mark_all(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(subscriber_id): AppPath<String>,
+    AppJson(body): AppJson<MarkAllIn>,
+) -> ApiResult<Response> {
+    let mark = parse_mark(&body.mark_as).ok_or_else(|| {
+        Error::invalid(
+            "markAs",
+            "markAs must be read, seen, unread or unseen",
+            body.mark_as.as_str(),
+        )
+    })?;
+    let n = service::mark_all(&state.store, &tenant, &subscriber_id, mark).await?;
+    Ok(Reply::created(n).into_response())
+}
+
+/// `{acknowledged, status: "deleted"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageDeletedOut {
+    pub acknowledged: bool,
+    pub status: &'static str,
+}
+
+/// Delete a message (soft: it leaves every list).
+#[utoipa::path(delete, path = "/v1/messages/{messageId}", tag = "Messages", params(("messageId" = String, Path)),
+    responses((status = 200, body = MessageDeletedOut), (status = 404, description = "Unknown message")))]
+pub async fn delete_message(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Response> {
+    service::delete(&state.store, &tenant, &id).await?;
+    Ok(Reply::ok(MessageDeletedOut {
+        acknowledged: true,
+        status: "deleted",
+    })
+    .into_response())
+}

@@ -1,0 +1,306 @@
+//! `GET /v1/notifications` and `GET /v1/notifications/{notificationId}` (spec §4.11, §4.12): triggered-event
+//! records with their jobs and execution details.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::api::error::ApiResult;
+use crate::api::extract::{AppPath, QueryMap};
+use crate::api::wire::{Reply, WireName};
+use crate::api::AppState;
+use crate::domain::context::{context_set, parse_context_keys};
+use crate::domain::job::{ExecutionDetail, Job};
+use crate::domain::{Tenant, Timestamp};
+use crate::error::{Error, Validation};
+use crate::service::activity::{self as service, ActivityItem, ActivityQuery};
+use crate::store::engine::NotificationFilter;
+
+/// ExecutionDetail.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionDetailOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    #[serde(rename = "_jobId")]
+    pub job_id: String,
+    pub created_at: String,
+    pub status: String,
+    pub detail: String,
+    pub is_retry: bool,
+    pub is_test: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<WireName>,
+    pub raw: Option<String>,
+    pub source: String,
+}
+
+impl From<ExecutionDetail> for ExecutionDetailOut {
+    fn from(d: ExecutionDetail) -> Self {
+        Self {
+            id: d.id,
+            job_id: d.job_id,
+            created_at: d.created_at.to_iso(),
+            status: d.status,
+            detail: d.detail,
+            is_retry: d.is_retry,
+            is_test: d.is_test,
+            provider_id: d.provider_id.map(WireName),
+            raw: d.raw,
+            source: d.source,
+        }
+    }
+}
+
+/// Job.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    #[serde(rename = "type")]
+    pub job_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub digest: Option<Value>,
+    pub execution_details: Vec<ExecutionDetailOut>,
+    #[schema(value_type = Object)]
+    pub step: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub overrides: Option<Value>,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    pub provider_id: WireName,
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub run_at: String,
+    pub schedule_extensions_count: i64,
+}
+
+fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
+    let digest = job
+        .digest
+        .filter(|_| job.step.step_type == crate::domain::workflow::StepType::Digest);
+    JobOut {
+        id: job.id,
+        job_type: job.step.step_type.as_str().to_owned(),
+        digest,
+        execution_details: details.into_iter().map(Into::into).collect(),
+        step: json!({
+            "_id": job.step.id,
+            "stepId": job.step.step_id,
+            "name": job.step.name,
+            "active": true,
+            "filters": job.step.filters,
+            "_templateId": job.workflow_ref,
+            "_parentId": null,
+            "shouldStopOnFail": job.step.should_stop_on_fail,
+            "controlVariables": job.step.control_values,
+        }),
+        overrides: job.overrides,
+        payload: job.payload,
+        provider_id: WireName(job.provider_id),
+        status: job.status,
+        created_at: job.created_at.to_iso(),
+        updated_at: job.updated_at.to_iso(),
+        run_at: job.run_at.to_iso(),
+        schedule_extensions_count: job.schedule_extensions_count,
+    }
+}
+
+/// Activity notification (spec §2.7).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    #[serde(rename = "_environmentId")]
+    pub environment_id: String,
+    #[serde(rename = "_organizationId")]
+    pub organization_id: String,
+    #[serde(rename = "_subscriberId")]
+    pub subscriber_ref: String,
+    #[serde(rename = "_templateId")]
+    pub template_id: String,
+    #[serde(
+        rename = "_digestedNotificationId",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub digested_notification_id: Option<String>,
+    pub transaction_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub channels: Vec<String>,
+    #[schema(value_type = Object)]
+    pub subscriber: Value,
+    #[schema(value_type = Object)]
+    pub template: Value,
+    pub jobs: Vec<JobOut>,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    #[schema(value_type = Option<Object>)]
+    pub to: Option<Value>,
+    pub tags: Vec<String>,
+    pub topics: Vec<Value>,
+    pub severity: String,
+    pub critical: bool,
+    pub context_keys: Vec<String>,
+}
+
+impl From<ActivityItem> for ActivityOut {
+    fn from(a: ActivityItem) -> Self {
+        let n = a.notification;
+        let subscriber = match &a.subscriber {
+            Some(s) => json!({
+                "_id": s.id, "subscriberId": s.subscriber_id, "firstName": s.first_name, "lastName": s.last_name,
+                "email": s.email, "phone": s.phone,
+            }),
+            None => json!({"_id": n.subscriber_ref, "subscriberId": n.subscriber_id}),
+        };
+        let template = json!({
+            "_id": n.workflow_ref,
+            "name": a.workflow.as_ref().map(|w| w.name.clone()).unwrap_or_else(|| n.workflow_identifier.clone()),
+            "origin": WireName("svc-cloud".to_owned()),
+            "triggers": [{"type": "event", "identifier": n.workflow_identifier, "variables": []}],
+        });
+        Self {
+            id: n.id,
+            environment_id: n.environment_id,
+            organization_id: n.organization_id,
+            subscriber_ref: n.subscriber_ref,
+            template_id: n.workflow_ref,
+            digested_notification_id: n.digested_notification_id,
+            transaction_id: n.transaction_id,
+            created_at: n.created_at.to_iso(),
+            updated_at: n.updated_at.to_iso(),
+            channels: n.channels,
+            subscriber,
+            template,
+            jobs: a.jobs.into_iter().map(|(j, d)| job_out(j, d)).collect(),
+            payload: n.payload,
+            to: n.to,
+            tags: n.tags,
+            topics: Vec::new(),
+            severity: n.severity,
+            critical: n.critical,
+            context_keys: n.context_keys,
+        }
+    }
+}
+
+/// `{hasMore, data, pageSize, page}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityPage {
+    pub has_more: bool,
+    pub data: Vec<ActivityOut>,
+    pub page_size: i64,
+    pub page: i64,
+}
+
+fn parse_date(q: &QueryMap, key: &str) -> Result<Option<i64>, Error> {
+    match q.string(key) {
+        None => Ok(None),
+        Some(raw) => Timestamp::parse(&raw).map(|t| Some(t.0)).ok_or_else(|| {
+            Error::bad_request(format!(
+                "Invalid date format for parameter '{key}': {raw}. Please provide a valid ISO 8601 date string."
+            ))
+        }),
+    }
+}
+
+/// List triggered events, newest first (page-based).
+#[utoipa::path(get, path = "/v1/notifications", tag = "Notifications",
+    params(
+        ("channels" = Option<Vec<String>>, Query), ("templates" = Option<Vec<String>>, Query, description = "Workflow _ids"),
+        ("emails" = Option<Vec<String>>, Query), ("search" = Option<String>, Query, description = "Deprecated"),
+        ("subscriberIds" = Option<Vec<String>>, Query), ("severity" = Option<Vec<String>>, Query),
+        ("page" = Option<i64>, Query, description = "≥ 0, default 0"), ("limit" = Option<i64>, Query, description = "1..50, default 10"),
+        ("transactionId" = Option<String>, Query), ("topicKey" = Option<String>, Query), ("subscriptionId" = Option<String>, Query),
+        ("contextKeys" = Option<Vec<String>>, Query, description = "Exact set, type:id"),
+        ("after" = Option<String>, Query, description = "ISO 8601"), ("before" = Option<String>, Query, description = "ISO 8601"),
+    ),
+    responses((status = 200, body = ActivityPage), (status = 400, description = "Bad date or range"), (status = 422, description = "Bad page, limit or severity")))]
+pub async fn list_notifications(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    let page = q.int(&mut v, "page", 0, 1_000_000).unwrap_or(0);
+    let limit = q.int(&mut v, "limit", 1, 50).unwrap_or(10);
+    let severity = q.list("severity");
+    for s in &severity {
+        if !matches!(s.as_str(), "high" | "medium" | "low" | "none") {
+            v.add(
+                "severity",
+                "severity must be high, medium, low or none",
+                s.as_str(),
+            );
+        }
+    }
+    let channels = q.list("channels");
+    let context = if q.has("contextKeys") {
+        Some(context_set(&parse_context_keys(
+            &mut v,
+            "contextKeys",
+            &q.list("contextKeys"),
+        )))
+    } else {
+        None
+    };
+    v.finish()?;
+    let after = parse_date(&q, "after")?;
+    let before = parse_date(&q, "before")?;
+    if let (Some(a), Some(b)) = (after, before) {
+        if a > b {
+            return Err(Error::bad_request(
+                "Invalid date range: start date (after) must be earlier than end date (before)",
+            )
+            .into());
+        }
+    }
+    let query = ActivityQuery {
+        filter: NotificationFilter {
+            channels,
+            workflow_refs: q.list("templates"),
+            subscriber_ids: None,
+            severity,
+            transaction_id: q.string("transactionId"),
+            context_set: context,
+            after,
+            before,
+        },
+        emails: q.list("emails"),
+        subscriber_ids: q.list("subscriberIds"),
+        search: q.string("search"),
+        topic_filter: q.string("topicKey").is_some() || q.string("subscriptionId").is_some(),
+        page,
+        limit,
+    };
+    let (items, has_more, page) = service::list(&state.store, &tenant, query).await?;
+    let body = ActivityPage {
+        has_more,
+        data: items.into_iter().map(Into::into).collect(),
+        page_size: limit,
+        page,
+    };
+    Ok(Reply::page(body).into_response())
+}
+
+/// Retrieve one triggered event with its jobs and execution details.
+#[utoipa::path(get, path = "/v1/notifications/{notificationId}", tag = "Notifications",
+    params(("notificationId" = String, Path)),
+    responses((status = 200, body = ActivityOut), (status = 404, description = "Unknown notification"), (status = 422, description = "Not a database id")))]
+pub async fn get_notification(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Response> {
+    let item = service::get(&state.store, &tenant, &id).await?;
+    Ok(Reply::ok(ActivityOut::from(item)).into_response())
+}
