@@ -7,7 +7,7 @@ use serde_json::json;
 use tidings::store::engine::MessageFilter;
 
 use crate::db_test;
-use crate::support::TestApp;
+use crate::support::{Backend, TestApp};
 
 /// Polls until `f` returns Some, for up to 10 s.
 async fn eventually<T, F, Fut>(mut f: F) -> T
@@ -441,3 +441,188 @@ async fn inbox_mark_as(app: TestApp) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(inbox, inbox_mark_as);
+
+async fn one_step_workflow(app: &TestApp) {
+    workflow(
+        app,
+        json!({"name": "Ping", "workflowId": "ping", "steps": [
+            {"name": "One", "type": "in_app", "controlValues": {"body": "one {{ payload.i }}"}},
+            {"name": "Two", "type": "in_app", "controlValues": {"body": "two {{ payload.i }}"}}
+        ]}),
+    )
+    .await;
+}
+
+async fn lease_expiry(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    one_step_workflow(&app).await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "ping", "to": "lee", "payload": {"i": 1}, "transactionId": "lease"}),
+    )
+    .await;
+    // A worker claims the job with a short lease, then dies without finishing it.
+    let claimed = app.store.claim_jobs("dead-worker", 10, 300).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(
+        app.store
+            .claim_jobs("other", 10, 300)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the lease holds"
+    );
+    app.start_workers();
+    let items = settled(&app, "lease", 1).await;
+    let jobs = items[0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().all(|j| j["status"] == "completed"), "{jobs:?}");
+    let first = jobs[0]["executionDetails"].as_array().unwrap();
+    let success: Vec<&serde_json::Value> =
+        first.iter().filter(|d| d["status"] == "Success").collect();
+    assert_eq!(success.len(), 1, "finished exactly once: {first:?}");
+    assert_eq!(success[0]["isRetry"], true, "the second claim is a retry");
+    // The dead worker comes back: it no longer owns the job, so nothing it reports is written.
+    let outcome = tidings::store::engine::JobOutcome {
+        status: "completed".into(),
+        ..Default::default()
+    };
+    assert!(!app
+        .store
+        .complete_job(&claimed[0], "dead-worker", &outcome)
+        .await
+        .unwrap());
+    let (messages, _) = app
+        .store
+        .list_messages(
+            &app.tenant.environment_id,
+            &MessageFilter {
+                subscriber_id: Some("lee".into()),
+                ..Default::default()
+            },
+            0,
+            10,
+        )
+        .await
+        .unwrap();
+    let mut bodies: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["one 1", "two 1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_expiry_sqlite() {
+    lease_expiry(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_expiry_postgres() {
+    if crate::support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    lease_expiry(Backend::Postgres).await;
+}
+
+/// Two `tidings serve` processes on one PostgreSQL database share the queue; no job is done twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_the_queue_postgres() {
+    if crate::support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    let app = TestApp::spawn_without_workers(Backend::Postgres).await;
+    one_step_workflow(&app).await;
+    let schema = app.pg_schema.clone().unwrap();
+    let sep = if app.database_url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!(
+        "{}{sep}options=-c%20search_path%3D{schema}%2Cpublic",
+        app.database_url
+    );
+    let mut children = Vec::new();
+    for _ in 0..2 {
+        children.push(
+            std::process::Command::new(env!("CARGO_BIN_EXE_tidings"))
+                .arg("serve")
+                .env("DATABASE_URL", &url)
+                .env("TIDINGS_LISTEN", "127.0.0.1:0")
+                .env("TIDINGS_ENCRYPTION_KEY", &app.encryption_key)
+                .env("TIDINGS_WORKERS", "4")
+                .env_remove("TIDINGS_API_KEY")
+                .env("RUST_LOG", "info")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start tidings serve"),
+        );
+    }
+    // Wait until both serve (their workers run from then on).
+    for child in &mut children {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().unwrap();
+        let ready = tokio::task::spawn_blocking(move || {
+            std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .any(|l| l.contains("tidings is serving"))
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_secs(30), ready)
+                .await
+                .unwrap()
+                .unwrap(),
+            "serve did not start"
+        );
+    }
+    let events = 200;
+    let bulk: Vec<serde_json::Value> = (0..events)
+        .map(|i| json!({"name": "ping", "to": format!("s{}", i % 7), "payload": {"i": i}, "transactionId": format!("p{i}")}))
+        .collect();
+    for chunk in bulk.chunks(100) {
+        let (status, out) = app
+            .post("/v1/events/trigger/bulk", json!({ "events": chunk }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let done = eventually(|| {
+        let pool = pool.clone();
+        async move {
+            let (completed,): (i64,) =
+                sqlx::query_as("select count(*) from jobs where status = 'completed'")
+                    .fetch_one(&pool)
+                    .await
+                    .ok()?;
+            (completed == 2 * events).then_some(completed)
+        }
+    })
+    .await;
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(done, 2 * events);
+    let (messages,): (i64,) = sqlx::query_as("select count(*) from messages")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(messages, 2 * events, "one message per job");
+    let (successes,): (i64,) =
+        sqlx::query_as("select count(*) from execution_details where status = 'Success'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(successes, 2 * events, "each job finished once");
+    let (workers,): (i64,) = sqlx::query_as("select count(distinct locked_by) from jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(
+        workers >= 2,
+        "both processes took jobs (saw {workers} workers)"
+    );
+}

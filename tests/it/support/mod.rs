@@ -65,6 +65,11 @@ pub struct TestApp {
     _dir: Option<tempfile::TempDir>,
     server: tokio::task::JoinHandle<()>,
     workers: tokio_util::sync::CancellationToken,
+    wakeup: tidings::engine::Wakeup,
+    /// How to reach this app's database from another process.
+    pub database_url: String,
+    pub pg_schema: Option<String>,
+    pub encryption_key: String,
 }
 
 impl Drop for TestApp {
@@ -110,7 +115,17 @@ impl TestApp {
     }
 
     pub async fn spawn_with(backend: Backend, profile: WireProfile) -> Self {
-        let cipher = Cipher::from_base64(&Cipher::generate_base64()).unwrap();
+        Self::spawn_full(backend, profile, true).await
+    }
+
+    /// An app whose in-process workers are not running (start them with [`TestApp::start_workers`]).
+    pub async fn spawn_without_workers(backend: Backend) -> Self {
+        Self::spawn_full(backend, WireProfile::Spec, false).await
+    }
+
+    pub async fn spawn_full(backend: Backend, profile: WireProfile, with_workers: bool) -> Self {
+        let encryption_key = Cipher::generate_base64();
+        let cipher = Cipher::from_base64(&encryption_key).unwrap();
         let (opts, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
@@ -147,13 +162,20 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let state = AppState::new(store.clone(), profile);
         let workers = tokio_util::sync::CancellationToken::new();
-        tidings::engine::spawn_workers(store.clone(), 4, state.wakeup.clone(), workers.clone());
+        let wakeup = state.wakeup.clone();
+        if with_workers {
+            tidings::engine::spawn_workers(store.clone(), 4, wakeup.clone(), workers.clone());
+        }
         let app = router(state);
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
         Self {
             workers,
+            wakeup,
+            database_url: opts.url.clone(),
+            pg_schema: opts.pg_schema.clone(),
+            encryption_key,
             base: format!("http://{addr}"),
             key: created.api_key,
             tenant,
@@ -164,6 +186,16 @@ impl TestApp {
             _dir: dir,
             server,
         }
+    }
+
+    /// Starts this app's in-process workers (for apps spawned without them).
+    pub fn start_workers(&self) {
+        tidings::engine::spawn_workers(
+            self.store.clone(),
+            4,
+            self.wakeup.clone(),
+            self.workers.clone(),
+        );
     }
 
     /// Stops the HTTP server and starts a new one (fresh in-memory state) on the same database,
