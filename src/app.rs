@@ -100,6 +100,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let workers = crate::engine::spawn_workers(
         store.clone(),
         cfg.workers,
+        cfg.compat,
         state.wakeup.clone(),
         shutdown.clone(),
     );
@@ -129,6 +130,7 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     let workers = crate::engine::spawn_workers(
         store.clone(),
         cfg.workers,
+        cfg.compat,
         crate::engine::Wakeup::default(),
         shutdown.clone(),
     );

@@ -191,12 +191,13 @@ pub fn job_for_step(
 pub fn spawn_workers(
     store: Store,
     concurrency: usize,
+    profile: crate::config::WireProfile,
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let worker = format!("w-{}", new_object_id());
-        let runner = Arc::new(steps::Runner::new(store.clone()));
+        let runner = Arc::new(steps::Runner::new(store.clone(), profile));
         let batch = concurrency.clamp(1, 256) as i64;
         while !shutdown.is_cancelled() {
             let jobs = match store.claim_jobs(&worker, batch, LEASE_MS).await {

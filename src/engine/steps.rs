@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{detail, finished, job_for_step};
+use crate::config::WireProfile;
 use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{status, Job, Message, Notification};
 use crate::domain::subscriber::Subscriber;
@@ -13,12 +14,19 @@ use crate::render::Renderer;
 use crate::store::engine::JobOutcome;
 use crate::store::Store;
 
+/// How long an `http_request` step waits for the remote server.
+const HTTP_TIMEOUT_SECS: u64 = 10;
+/// How much of a response body an execution detail keeps.
+const RAW_LIMIT: usize = 4096;
+
 /// Attempts before a job that keeps failing on infrastructure errors is given up.
 const MAX_ATTEMPTS: i64 = 5;
 
 pub struct Runner {
     store: Store,
     renderer: Renderer,
+    http: reqwest::Client,
+    profile: WireProfile,
 }
 
 /// What a step decided about the rest of the chain.
@@ -28,10 +36,18 @@ enum Chain {
 }
 
 impl Runner {
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Store, profile: WireProfile) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(HTTP_TIMEOUT_SECS))
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .user_agent(concat!("tidings/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("the HTTP client configuration is static");
         Self {
             store,
             renderer: Renderer::default(),
+            http,
+            profile,
         }
     }
 
@@ -157,23 +173,7 @@ impl Runner {
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
                 self.channel(job, &env).await?
             }
-            StepType::HttpRequest => {
-                let d = detail(
-                    job,
-                    "Failed",
-                    "Internal",
-                    "http_request steps are not supported by this server yet",
-                    None,
-                );
-                (
-                    finished(status::FAILED, vec![d]),
-                    if job.step.should_stop_on_fail {
-                        Chain::Stop
-                    } else {
-                        Chain::Continue
-                    },
-                )
-            }
+            StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
         };
         if let Chain::Continue = chain {
             outcome.next = self.next_job(job, &notification).await?;
@@ -300,6 +300,115 @@ impl Runner {
         Ok((outcome, Chain::Continue))
     }
 
+    /// Calls the step's URL with the rendered headers and body, signed with `svc-signature`.
+    async fn http_request(
+        &self,
+        job: &Job,
+        env: &EnvironmentId,
+        vars: &Value,
+    ) -> Result<(JobOutcome, Chain)> {
+        let stop_or_go = if job.step.should_stop_on_fail {
+            Chain::Stop
+        } else {
+            Chain::Continue
+        };
+        let fail = |text: String, raw: Option<String>| {
+            let d = detail(job, "Failed", "Webhook", text, raw);
+            Ok((
+                finished(status::FAILED, vec![d]),
+                if job.step.should_stop_on_fail {
+                    Chain::Stop
+                } else {
+                    Chain::Continue
+                },
+            ))
+        };
+        let controls = Value::Object(job.step.control_values.clone());
+        let rendered = match self.renderer.render_value(&controls, vars) {
+            Ok(v) => v,
+            Err(e) => return fail(format!("The request could not be rendered: {e}"), None),
+        };
+        let method = rendered
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("POST")
+            .to_ascii_uppercase();
+        let Some(url) = rendered
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        else {
+            return fail("The step has no absolute http(s) url".to_owned(), None);
+        };
+        let body = request_body(&method, rendered.get("body"));
+        let body_json = serde_json::to_string(&body)?;
+        let Some(key) = self.store.first_api_key(env).await? else {
+            return fail(
+                "The environment has no API key to sign the request with".to_owned(),
+                None,
+            );
+        };
+        let signature = crate::crypto::svc_signature(&key, Timestamp::now().0, &body_json);
+        let header = match self.profile {
+            WireProfile::Spec => "svc-signature",
+            WireProfile::Novu => "novu-signature",
+        };
+        let parsed =
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
+        let mut req = self
+            .http
+            .request(parsed.clone(), url)
+            .header(header, signature);
+        for (name, value) in request_headers(rendered.get("headers")) {
+            req = req.header(name, value);
+        }
+        if !matches!(
+            parsed,
+            reqwest::Method::GET
+                | reqwest::Method::HEAD
+                | reqwest::Method::DELETE
+                | reqwest::Method::OPTIONS
+        ) {
+            req = req
+                .header("content-type", "application/json")
+                .body(body_json);
+        }
+        match req.send().await {
+            Err(e) => fail(format!("{method} {url} failed: {e}"), None),
+            Ok(resp) => {
+                let code = resp.status();
+                let mut text = resp.text().await.unwrap_or_default();
+                if text.len() > RAW_LIMIT {
+                    let mut cut = RAW_LIMIT;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                }
+                let raw = Some(json!({"status": code.as_u16(), "body": text}).to_string());
+                if code.is_success() {
+                    let d = detail(
+                        job,
+                        "Success",
+                        "Webhook",
+                        format!("{method} {url} answered {code}"),
+                        raw,
+                    );
+                    Ok((finished(status::COMPLETED, vec![d]), Chain::Continue))
+                } else {
+                    let d = detail(
+                        job,
+                        "Failed",
+                        "Webhook",
+                        format!("{method} {url} answered {code}"),
+                        raw,
+                    );
+                    Ok((finished(status::FAILED, vec![d]), stop_or_go))
+                }
+            }
+        }
+    }
+
     async fn throttle(&self, job: &Job) -> Result<(JobOutcome, Chain)> {
         let c = &job.step.control_values;
         let amount = c.get("amount").and_then(Value::as_f64).unwrap_or(1.0);
@@ -376,6 +485,46 @@ impl Runner {
             Chain::Continue
         };
         Ok((finished(status::FAILED, vec![d]), chain))
+    }
+}
+
+/// The JSON body an `http_request` step sends (and signs): the rendered body as an object — given as an
+/// object or as `[{key, value}]` pairs — for methods with a body, else `{}`.
+pub fn request_body(method: &str, body: Option<&Value>) -> Value {
+    if matches!(method, "GET" | "DELETE" | "HEAD" | "OPTIONS") {
+        return json!({});
+    }
+    match body {
+        Some(Value::Object(m)) => Value::Object(m.clone()),
+        Some(Value::Array(pairs)) => Value::Object(
+            pairs
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get("key")?.as_str()?.to_owned(),
+                        p.get("value").cloned().unwrap_or(Value::Null),
+                    ))
+                })
+                .collect(),
+        ),
+        _ => json!({}),
+    }
+}
+
+/// Header pairs from `{name: value}` or `[{key, value}]`.
+fn request_headers(headers: Option<&Value>) -> Vec<(String, String)> {
+    let text = |v: &Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string())
+    };
+    match headers {
+        Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), text(v))).collect(),
+        Some(Value::Array(pairs)) => pairs
+            .iter()
+            .filter_map(|p| Some((p.get("key")?.as_str()?.to_owned(), text(p.get("value")?))))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

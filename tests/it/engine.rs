@@ -626,3 +626,92 @@ async fn two_processes_share_the_queue_postgres() {
         "both processes took jobs (saw {workers} workers)"
     );
 }
+
+/// A local HTTP receiver recording every request (headers and body); answers `status`.
+async fn receiver(
+    status: u16,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, String)>>>,
+) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap, body: String| {
+        let store = store.clone();
+        async move {
+            store.lock().unwrap().push((headers, body));
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                "{\"ok\":true}",
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), seen)
+}
+
+async fn http_request_steps_are_signed(app: TestApp) {
+    let (url, seen) = receiver(200).await;
+    let (bad_url, _) = receiver(500).await;
+    workflow(
+        &app,
+        json!({"name": "Hook", "workflowId": "hook", "steps": [
+            {"name": "Call", "type": "http_request", "controlValues": {"method": "POST", "url": format!("{url}/orders/{{{{ payload.id }}}}"),
+                "headers": {"x-tenant": "{{ subscriber.subscriberId }}"}, "body": {"order": "{{ payload.id }}", "who": "{{ subscriber.firstName }}"}}},
+            {"name": "Fail", "type": "http_request", "shouldStopOnFail": true, "controlValues": {"method": "POST", "url": bad_url}},
+            {"name": "Never", "type": "in_app", "controlValues": {"body": "not reached"}}
+        ]}),
+    )
+    .await;
+    app.post("/v1/events/trigger", json!({"name": "hook", "to": {"subscriberId": "hh", "firstName": "Hal"}, "payload": {"id": 42}, "transactionId": "h1"}))
+        .await;
+    let items = settled(&app, "h1", 1).await;
+    let jobs = items[0]["jobs"].as_array().unwrap();
+    let summary: Vec<&str> = jobs.iter().map(|j| j["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        summary,
+        ["completed", "failed"],
+        "shouldStopOnFail stops the chain"
+    );
+    let ok = jobs[0]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(ok["status"], "Success");
+    assert!(
+        ok["raw"].as_str().unwrap().contains("\"status\":200"),
+        "{ok}"
+    );
+    let failed = jobs[1]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        failed["detail"].as_str().unwrap().contains("500"),
+        "{failed}"
+    );
+
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    let (headers, body) = &requests[0];
+    assert_eq!(headers["x-tenant"], "hh");
+    let body_json: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body_json, json!({"order": "42", "who": "Hal"}));
+    // Verify the signature independently: t=<ms>,v1=HMAC-SHA256(api key, "<t>." + body).
+    let sig = headers["svc-signature"].to_str().unwrap();
+    let (t, v1) = sig.split_once(",v1=").unwrap();
+    let t = t.strip_prefix("t=").unwrap();
+    use hmac::Mac;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(app.key.as_bytes()).unwrap();
+    mac.update(format!("{t}.{body}").as_bytes());
+    assert_eq!(v1, hex::encode(mac.finalize().into_bytes()));
+    let age = chrono::Utc::now().timestamp_millis() - t.parse::<i64>().unwrap();
+    assert!((0..60_000).contains(&age), "t is the send time in ms");
+}
+db_test!(http_request, http_request_steps_are_signed);

@@ -164,7 +164,13 @@ impl TestApp {
         let workers = tokio_util::sync::CancellationToken::new();
         let wakeup = state.wakeup.clone();
         if with_workers {
-            tidings::engine::spawn_workers(store.clone(), 4, wakeup.clone(), workers.clone());
+            tidings::engine::spawn_workers(
+                store.clone(),
+                4,
+                profile,
+                wakeup.clone(),
+                workers.clone(),
+            );
         }
         let app = router(state);
         let server = tokio::spawn(async move {
@@ -193,6 +199,7 @@ impl TestApp {
         tidings::engine::spawn_workers(
             self.store.clone(),
             4,
+            self.profile,
             self.wakeup.clone(),
             self.workers.clone(),
         );
