@@ -84,6 +84,19 @@ pub enum Command {
         #[arg(long, default_value = "slack-bench")]
         integration_identifier: String,
     },
+    /// Benchmark and test helper: bulk-insert finished notifications (each with one completed in-app job and
+    /// two execution details) of workflow `bench-notice`, created when missing.
+    #[command(hide = true)]
+    SeedNotifications {
+        #[arg(long)]
+        api_key: String,
+        #[arg(long)]
+        count: i64,
+        #[arg(long, default_value_t = 100_000)]
+        subscribers: i64,
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -89,6 +89,45 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("inserted {n} channel endpoints");
             Ok(())
         }
+        Command::SeedNotifications {
+            api_key,
+            count,
+            subscribers,
+            prefix,
+        } => {
+            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+            let workflow = match store
+                .get_workflow(&tenant.environment_id, "bench-notice")
+                .await?
+            {
+                Some(w) => w,
+                None => {
+                    let step = service::workflows::StepInput {
+                        step_type: "in_app".into(),
+                        name: Some("Inbox".into()),
+                        control_values: Some(
+                            serde_json::json!({"body": "Hello {{ subscriber.firstName }}"}),
+                        ),
+                        ..Default::default()
+                    };
+                    let input = service::workflows::WorkflowInput {
+                        name: "Bench notice".into(),
+                        workflow_id: Some("bench-notice".into()),
+                        steps: vec![step],
+                        ..Default::default()
+                    };
+                    service::workflows::create(&store, &tenant, input)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?
+                }
+            };
+            let n = store
+                .seed_notifications(&tenant, &workflow, &prefix, count, subscribers)
+                .await?;
+            store.close().await;
+            eprintln!("inserted {n} notifications");
+            Ok(())
+        }
     }
 }
 

@@ -821,3 +821,84 @@ fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
         }
     }
 }
+
+impl Store {
+    /// Bulk-inserts `count` finished notifications of `workflow` (one completed in-app job with two execution
+    /// details each) for subscribers `<prefix><n % subscribers>`, for tests and the benchmark.
+    pub async fn seed_notifications(
+        &self,
+        tenant: &crate::domain::Tenant,
+        workflow: &crate::domain::workflow::Workflow,
+        prefix: &str,
+        count: i64,
+        subscribers: i64,
+    ) -> Result<u64> {
+        let now = Timestamp::now().0;
+        let salt = format!(
+            "{:08x}{:06x}",
+            now / 1000,
+            rand::random::<u32>() & 0x00ff_ffff
+        );
+        let step = workflow
+            .steps
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("the workflow has no steps"))?;
+        // Ids: notifications <salt>0<9 hex>, jobs <salt>1<9 hex>, details <salt>2/3<9 hex>.
+        // JSON literals need a cast on PostgreSQL (jsonb columns) and none on SQLite (text columns).
+        let json_cast = match self.dialect() {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => "::jsonb",
+        };
+        let (series, hex9, to_text) = match self.dialect() {
+            Dialect::Sqlite => (
+                "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)",
+                "printf('%09x', i)",
+                "i",
+            ),
+            Dialect::Postgres => (
+                "with n(i) as (select generate_series(1, $1::bigint))",
+                "lpad(to_hex(i), 9, '0')",
+                "i::text",
+            ),
+        };
+        let notifications = format!(
+            "{series} insert into notifications (id, organization_id, environment_id, subscriber_ref, subscriber_id,
+               workflow_ref, workflow_identifier, transaction_id, channels, channel_set, payload, overrides, to_value,
+               actor, tags, severity, critical, context_keys, context_set, digested_notification_id, created_at,
+               updated_at)
+             select $2 || '0' || {hex9}, $3, $4, 'seed', $5 || (i % $6), $7, $8, 'seed-' || {to_text}, '[\"in_app\"]'{json_cast},
+               ',in_app,', '{{}}'{json_cast}, null, null, null, '[]'{json_cast}, 'none', false, '[]'{json_cast}, '', null,
+               $9 - $1 + i, $9 - $1 + i from n"
+        );
+        let jobs = format!(
+            "{series} insert into jobs (id, organization_id, environment_id, notification_id, subscriber_ref,
+               subscriber_id, workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload,
+               overrides, digest, digest_key, run_at, attempts, dedupe_key, schedule_extensions_count, created_at,
+               updated_at)
+             select $2 || '1' || {hex9}, $3, $4, $2 || '0' || {hex9}, 'seed', $5 || (i % $6), $7,
+               'seed-' || {to_text}, 0, $8, 'in_app', 'completed', 'svc', '{{}}'{json_cast}, null, null, null, $9 - $1 + i, 1,
+               $2 || '0' || {hex9} || ':0', 0, $9 - $1 + i, $9 - $1 + i from n"
+        );
+        let details = format!(
+            "{series} insert into execution_details (id, environment_id, job_id, notification_id, status, detail,
+               source, is_retry, is_test, provider_id, raw, created_at)
+             select $2 || $3 || {hex9}, $4, $2 || '1' || {hex9}, $2 || '0' || {hex9}, $5, $6, 'Internal', false, false,
+               'svc', null, $7 - $1 + i from n"
+        );
+        let n = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let n = sqlx::query(&notifications).bind(count).bind(&salt).bind(tenant.organization_id.as_str())
+                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(&workflow.id)
+                .bind(&workflow.workflow_id).bind(now).execute(&mut *tx).await?.rows_affected();
+            sqlx::query(&jobs).bind(count).bind(&salt).bind(tenant.organization_id.as_str())
+                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(&workflow.id)
+                .bind(Json(step)).bind(now).execute(&mut *tx).await?;
+            for (kind, status, text) in [("2", "Pending", "Step queued"), ("3", "Success", "In-app message created")] {
+                sqlx::query(&details).bind(count).bind(&salt).bind(kind).bind(tenant.environment_id.as_str())
+                    .bind(status).bind(text).bind(now).execute(&mut *tx).await?;
+            }
+            tx.commit().await.map(|_| n)
+        })?;
+        Ok(n)
+    }
+}

@@ -715,3 +715,205 @@ async fn http_request_steps_are_signed(app: TestApp) {
     assert!((0..60_000).contains(&age), "t is the send time in ms");
 }
 db_test!(http_request, http_request_steps_are_signed);
+
+async fn events_list_filters(app: TestApp) {
+    workflow(&app, json!({"name": "A", "workflowId": "wa", "severity": "high", "steps": [{"name": "Inbox", "type": "in_app", "controlValues": {"body": "a"}}]})).await;
+    workflow(
+        &app,
+        json!({"name": "B", "workflowId": "wb", "steps": [
+        {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}},
+        {"name": "Mail", "type": "email", "controlValues": {"subject": "s", "body": "b"}}]}),
+    )
+    .await;
+    let (_, wa) = app.get("/v2/workflows/wa").await;
+    let wa_id = wa["_id"].as_str().unwrap().to_owned();
+    app.subscriber("amy", json!({"email": "amy@example.com"}))
+        .await;
+    app.subscriber("bo", json!({"email": "bo@example.org"}))
+        .await;
+    let triggers = [
+        ("t1", "wa", "amy", json!({"tenant": "acme"})),
+        ("t2", "wb", "amy", json!({})),
+        ("t3", "wa", "bo", json!({"tenant": "acme", "region": "eu"})),
+        ("t4", "wb", "bo", json!({"region": "eu", "tenant": "acme"})),
+        ("t5", "wa", "bo", json!({})),
+    ];
+    for (tx, wf, to, ctx) in triggers {
+        let (_, out) = app
+            .post(
+                "/v1/events/trigger",
+                json!({"name": wf, "to": to, "transactionId": tx, "context": ctx}),
+            )
+            .await;
+        assert_eq!(out["status"], "processed", "{out}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let app_ref = &app;
+    let q = |query: String| async move {
+        let (status, page) = app_ref.get(&format!("/v1/notifications?{query}")).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {page}");
+        let mut tx: Vec<String> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["transactionId"].as_str().unwrap().to_owned())
+            .collect();
+        tx.sort();
+        (tx, page)
+    };
+    assert_eq!(q(String::new()).await.0, ["t1", "t2", "t3", "t4", "t5"]);
+    assert_eq!(q("channels=email".into()).await.0, ["t2", "t4"]);
+    assert_eq!(
+        q("channels=email&channels=in_app".into()).await.0.len(),
+        5,
+        "any overlap"
+    );
+    assert_eq!(q(format!("templates={wa_id}")).await.0, ["t1", "t3", "t5"]);
+    assert_eq!(q("emails=amy@example.com".into()).await.0, ["t1", "t2"]);
+    assert_eq!(q("subscriberIds=bo".into()).await.0, ["t3", "t4", "t5"]);
+    assert_eq!(
+        q("subscriberIds=bo&subscriberIds=amy&emails=nobody@x.io".into())
+            .await
+            .0
+            .len(),
+        5
+    );
+    assert_eq!(q("emails=nobody@x.io".into()).await.0, Vec::<String>::new());
+    assert_eq!(q("search=example.org".into()).await.0, ["t3", "t4", "t5"]);
+    assert_eq!(q("severity=high".into()).await.0, ["t1", "t3", "t5"]);
+    assert_eq!(q("severity=none".into()).await.0, ["t2", "t4"]);
+    assert_eq!(q("transactionId=t4".into()).await.0, ["t4"]);
+    assert_eq!(
+        q("contextKeys=region:eu&contextKeys=tenant:acme".into())
+            .await
+            .0,
+        ["t3", "t4"]
+    );
+    assert_eq!(q("contextKeys=tenant:acme".into()).await.0, ["t1"]);
+    assert_eq!(
+        q("contextKeys=".into()).await.0,
+        ["t2", "t5"],
+        "empty means no context"
+    );
+    assert_eq!(
+        q("subscriberIds=bo&channels=in_app&severity=high".into())
+            .await
+            .0,
+        ["t3", "t5"],
+        "AND"
+    );
+    assert_eq!(
+        q("topicKey=news".into()).await.0,
+        Vec::<String>::new(),
+        "no topics exist"
+    );
+    // Time window.
+    let (_, all) = q(String::new()).await;
+    let mut times: Vec<&str> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["createdAt"].as_str().unwrap())
+        .collect();
+    times.sort();
+    assert_eq!(q(format!("after={}", times[2])).await.0.len(), 3);
+    assert_eq!(q(format!("before={}", times[1])).await.0.len(), 2);
+    assert_eq!(
+        q("after=2000-01-01&before=2000-01-02".into()).await.0.len(),
+        0
+    );
+    // Pages: newest first; hasMore exact even on an exact last page.
+    let (_, p0) = q("limit=2&page=0".into()).await;
+    let order: Vec<&str> = p0["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["transactionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["t5", "t4"]);
+    assert_eq!(
+        (
+            p0["hasMore"].as_bool(),
+            p0["pageSize"].as_i64(),
+            p0["page"].as_i64()
+        ),
+        (Some(true), Some(2), Some(0))
+    );
+    let (_, p2) = q("limit=2&page=2".into()).await;
+    assert_eq!(p2["data"].as_array().unwrap().len(), 1);
+    assert_eq!(p2["hasMore"], false);
+    let (_, exact) = q("limit=5".into()).await;
+    assert_eq!(exact["hasMore"], false, "5 of 5: nothing more");
+    let (_, float) = q("limit=2.0&page=1.0".into()).await;
+    assert_eq!(float["page"], 1);
+    // Bad parameters.
+    for (query, status) in [
+        ("limit=0", StatusCode::UNPROCESSABLE_ENTITY),
+        ("limit=51", StatusCode::UNPROCESSABLE_ENTITY),
+        ("page=-1", StatusCode::UNPROCESSABLE_ENTITY),
+        ("severity=urgent", StatusCode::UNPROCESSABLE_ENTITY),
+        ("after=yesterday", StatusCode::BAD_REQUEST),
+        (
+            "after=2026-02-01&before=2026-01-01",
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let (got, body) = app.get(&format!("/v1/notifications?{query}")).await;
+        assert_eq!(got, status, "{query}: {body}");
+    }
+    // Another environment sees none of it.
+    let other = app.second_environment("Other").await;
+    let (_, page) =
+        crate::support::send(app.req_as(&other, reqwest::Method::GET, "/v1/notifications")).await;
+    assert_eq!(page["data"], json!([]));
+    let id = all["data"][0]["_id"].as_str().unwrap();
+    let (status, _) = crate::support::send(app.req_as(
+        &other,
+        reqwest::Method::GET,
+        &format!("/v1/notifications/{id}"),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+db_test!(events_list, events_list_filters);
+
+async fn seeded_notifications_read_back(app: TestApp) {
+    workflow(&app, json!({"name": "Seed", "workflowId": "seed", "steps": [{"name": "Inbox", "type": "in_app", "controlValues": {"body": "x"}}]})).await;
+    let w = app
+        .store
+        .get_workflow(&app.tenant.environment_id, "seed")
+        .await
+        .unwrap()
+        .unwrap();
+    let n = app
+        .store
+        .seed_notifications(&app.tenant, &w, "sd", 30, 4)
+        .await
+        .unwrap();
+    assert_eq!(n, 30);
+    let (status, page) = app.get("/v1/notifications?limit=50").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let data = page["data"].as_array().unwrap();
+    assert_eq!(data.len(), 30);
+    assert_eq!(page["hasMore"], false);
+    assert!(data
+        .iter()
+        .all(|n| n["jobs"].as_array().unwrap().len() == 1));
+    assert_eq!(
+        data[0]["jobs"][0]["executionDetails"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(data[0]["jobs"][0]["status"], "completed");
+    let (_, page) = app
+        .get("/v1/notifications?subscriberIds=sd1&limit=50")
+        .await;
+    assert_eq!(
+        page["data"].as_array().unwrap().len(),
+        8,
+        "n % 4 == 1 for 8 of 1..=30"
+    );
+}
+db_test!(seeded_notifications, seeded_notifications_read_back);
