@@ -8,6 +8,7 @@ pub mod engine;
 pub mod idempotency;
 pub mod integrations;
 pub mod page;
+pub mod search;
 pub mod sql;
 pub mod subscribers;
 pub mod tenants;
@@ -77,6 +78,8 @@ pub struct Store {
     /// Writes. On SQLite a single connection, so writers queue in-process instead of fighting for the lock.
     write: Db,
     cipher: Cipher,
+    /// SQLite only: trigram frequencies that steer substring search (see `search`).
+    search_stats: std::sync::Arc<search::TrigramStats>,
 }
 
 impl Store {
@@ -99,6 +102,7 @@ impl Store {
                     read: Db::Sqlite(read),
                     write: Db::Sqlite(write),
                     cipher,
+                    search_stats: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -127,6 +131,7 @@ impl Store {
                     read: Db::Postgres(pool.clone()),
                     write: Db::Postgres(pool),
                     cipher,
+                    search_stats: Default::default(),
                 })
             }
         }

@@ -229,16 +229,36 @@ impl Store {
     /// A case-sensitive substring condition served by the trigram index of each database.
     fn push_substring(&self, filter: &mut Sql, column: &str, term: &str) {
         match self.dialect() {
-            // SQLite: the FTS5 trigram index (case_sensitive 1) answers GLOB for terms of 3+ characters.
-            // Shorter terms have no trigram; `instr` on the row is exact and the keyset scan stops at a page.
+            // SQLite, terms of 3+ characters: the FTS5 trigram index (case_sensitive 1). With trigram
+            // statistics, match the two rarest trigrams and recheck exactly; until they are read, GLOB.
+            // Shorter terms have no trigram: `instr` on the row, and the keyset scan stops after a page.
             Dialect::Sqlite if term.chars().count() >= 3 => {
+                let index = format!("subscribers_{column}_search");
                 filter
-                    .push(" and seq in (select rowid from subscribers_search where ")
-                    .push(column);
-                filter
-                    .push(" glob ")
-                    .bind(format!("*{}*", glob_escape(term)))
-                    .push(")");
+                    .push(" and seq in (select rowid from ")
+                    .push(&index)
+                    .push(" where ");
+                match self.search_stats_snapshot() {
+                    Some(stats) => {
+                        filter.push(&index).push(" match ");
+                        filter
+                            .bind(super::search::rare_trigram_query(column, term, &stats))
+                            .push(")");
+                        filter
+                            .push(" and instr(")
+                            .push(column)
+                            .push(", ")
+                            .bind(term)
+                            .push(") > 0");
+                    }
+                    None => {
+                        filter
+                            .push(column)
+                            .push(" glob ")
+                            .bind(format!("*{}*", glob_escape(term)))
+                            .push(")");
+                    }
+                }
             }
             Dialect::Sqlite => {
                 filter
@@ -327,5 +347,56 @@ impl Store {
         Ok(
             on_db!(self.r(), p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_all(p).await)?,
         )
+    }
+}
+
+impl Store {
+    /// The trigram statistics if loaded; starts a background refresh when they are missing or old.
+    fn search_stats_snapshot(&self) -> Option<std::sync::Arc<super::search::Frequencies>> {
+        let (stats, stale) = self.search_stats.snapshot();
+        if stale && self.search_stats.begin_refresh() {
+            let store = self.clone();
+            tokio::spawn(async move {
+                let table = match store.read_search_stats().await {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "reading trigram statistics failed");
+                        None
+                    }
+                };
+                store.search_stats.finish_refresh(table);
+            });
+        }
+        stats
+    }
+
+    async fn read_search_stats(&self) -> Result<super::search::Frequencies> {
+        let mut table = std::collections::HashMap::new();
+        for column in ["email", "phone", "full_name"] {
+            let sql = format!("select term, doc from subscribers_{column}_vocab");
+            let rows: Vec<(String, i64)> =
+                on_db!(self.r(), p => sqlx::query_as(&sql).fetch_all(p).await)?;
+            table.extend(
+                rows.into_iter()
+                    .map(|(term, doc)| ((column.to_owned(), term), doc)),
+            );
+        }
+        Ok(table)
+    }
+
+    /// Whether trigram statistics are loaded (SQLite).
+    pub fn search_stats_loaded(&self) -> bool {
+        self.search_stats.snapshot().0.is_some()
+    }
+
+    /// Reads the trigram statistics now (SQLite; a no-op on PostgreSQL). Searches refresh them by themselves.
+    pub async fn refresh_search_stats(&self) -> Result<()> {
+        if self.dialect() == Dialect::Sqlite && self.search_stats.begin_refresh() {
+            let table = self.read_search_stats().await;
+            self.search_stats
+                .finish_refresh(table.as_ref().ok().cloned());
+            table?;
+        }
+        Ok(())
     }
 }
