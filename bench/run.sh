@@ -35,7 +35,8 @@
 #   BENCH_SUBSCRIBERS   subscribers to seed                   (default 1000000)
 #   BENCH_ENDPOINTS     channel endpoints to seed             (default 1000000)
 #   BENCH_NOTIFICATIONS notifications to seed                 (default 1000000)
-#   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row)
+#   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row;
+#                       the bulk row uses one connection per wrk thread: each request already carries many events)
 #   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored (default 300)
 #   BENCH_DURATION      seconds per measured workload         (default 15)
 #   BENCH_WARMUP        seconds of warm-up per workload       (default 3)
@@ -335,6 +336,7 @@ declare -A LABEL=() SCRIPT=() ARGS=() RESULT=() SAMPLE=()
 # Trigger workloads only: events per request (marks a workload as one), stored messages before the measured
 # run, load start and end (ms since the epoch), the drain's outcome and its bench/sample.py line.
 declare -A EVENTS=() BASELINE=() LOAD_START=() LOAD_END=() DRAIN=() DRAIN_SAMPLE=()
+declare -A CONNS=()         # wrk connections of a workload, when not BENCH_CONNECTIONS
 
 add_workload() {
     local name="$1"
@@ -371,7 +373,7 @@ run_wrk() {
     cat "$BENCH_DIR/wrk/report.lua" "$BENCH_DIR/wrk/${SCRIPT[$name]}" >"$script"
     local -a args=()
     read -r -a args <<<"${ARGS[$name]}"
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${seconds}s" --timeout "${TIMEOUT}s" --latency -s "$script" \
+    wrk -t"$THREADS" -c"${CONNS[$name]:-$CONNECTIONS}" -d"${seconds}s" --timeout "${TIMEOUT}s" --latency -s "$script" \
         "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 &
     CLIENT_PID=$!
     if [[ -n "$samples" ]]; then
@@ -405,7 +407,7 @@ wait_for_messages() {
         read -r count newest <<<"$line"
         [[ -n "$first" ]] || first="$count"
         if ((count == last)); then still=$((still + 1)); else still=0; last="$count"; fi
-        if ((count >= target && still >= 1)); then
+        if ((count >= target && still >= 2)); then
             drained=1
             break
         fi
@@ -636,9 +638,11 @@ if selected triggers; then
     add_workload trigger "POST /v1/events/trigger" trigger.lua "$API_KEY $TRIGGER_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
     EVENTS[trigger]=1
     if ((TRIGGER_BULK > 0)); then
-        add_workload trigger_bulk "POST /v1/events/trigger/bulk ($TRIGGER_BULK events)" trigger.lua \
+        add_workload trigger_bulk "POST /v1/events/trigger/bulk ($TRIGGER_BULK events, -c$THREADS)" trigger.lua \
             "$API_KEY $TRIGGER_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX $TRIGGER_BULK"
         EVENTS[trigger_bulk]="$TRIGGER_BULK"
+        # Each request carries many events: one connection per thread keeps the events in flight comparable.
+        CONNS[trigger_bulk]="$THREADS"
     fi
 fi
 
@@ -663,7 +667,7 @@ for name in "${WORKLOADS[@]}"; do
                 "$WORK_DIR/$name.warmup.drain")"
         fi
     fi
-    log "$name: measuring ${DURATION}s (-t$THREADS -c$CONNECTIONS)"
+    log "$name: measuring ${DURATION}s (-t$THREADS -c${CONNS[$name]:-$CONNECTIONS})"
     LOAD_START[$name]="$(now_ms)"
     run_wrk "$name" "$DURATION" "$WORK_DIR/$name.txt" "$WORK_DIR/$name.samples"
     LOAD_END[$name]="$(now_ms)"
@@ -758,6 +762,8 @@ trigger_row() {
     if ((errors > 0)); then
         result="FAIL (errors)"
         VALID=0
+    elif ((accepted == 0)); then
+        result="FAIL (no answer within ${DURATION}s)"
     elif [[ "$(drain_field "$name" drained)" != 1 ]]; then
         result="FAIL (not all stored)"
         INCOMPLETE=1
@@ -819,7 +825,7 @@ REPORT="$WORK_DIR/report.md"
             if [[ -n "${EVENTS[$name]:-}" ]]; then trigger_row "$name"; fi
         done
         echo
-        echo "Triggers: req/s, events/s accepted and latency are the API's (201 once the event is queued). *End to end* = events stored as in-app messages ÷ time from the start of the load until the newest message was stored; *drain* = how long storing went on after the load stopped. The server's workers run in the same process."
+        echo "Triggers: req/s, events/s accepted and latency are the API's (201 once the event is queued; a bulk request's latency covers all its events). *End to end* = events stored as in-app messages ÷ time from the start of the load until the newest message was stored; *drain* = how long storing went on after the load stopped. The server's workers run in the same process."
         echo
     fi
     echo "| memory (server RSS) | measured | target | result |"

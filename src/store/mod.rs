@@ -5,6 +5,7 @@
 
 pub mod channels;
 pub mod engine;
+mod fast;
 pub mod idempotency;
 pub mod integrations;
 pub mod page;
@@ -78,6 +79,8 @@ pub struct Store {
     /// Writes. On SQLite a single connection, so writers queue in-process instead of fighting for the lock.
     write: Db,
     cipher: Cipher,
+    /// SQLite only: the database file, for inline point reads (see `fast`).
+    sqlite_path: Option<std::path::PathBuf>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
 }
@@ -87,6 +90,9 @@ impl Store {
         match Self::dialect_of(&opts.url)? {
             Dialect::Sqlite => {
                 let connect = sqlite_options(&opts.url)?;
+                let file = connect.get_filename().to_path_buf();
+                let sqlite_path = (!file.as_os_str().is_empty() && file.as_os_str() != ":memory:")
+                    .then_some(file);
                 // Readers beyond a few per core only add memory (each has its own page cache).
                 let read = SqlitePoolOptions::new()
                     .max_connections(opts.max_connections.clamp(2, 8))
@@ -102,6 +108,7 @@ impl Store {
                     read: Db::Sqlite(read),
                     write: Db::Sqlite(write),
                     cipher,
+                    sqlite_path,
                     search_stats: Default::default(),
                 })
             }
@@ -131,6 +138,7 @@ impl Store {
                     read: Db::Postgres(pool.clone()),
                     write: Db::Postgres(pool),
                     cipher,
+                    sqlite_path: None,
                     search_stats: Default::default(),
                 })
             }
