@@ -468,6 +468,28 @@ async fn fetch<R: PortableRow>(store: &Store, q: Sql) -> Result<Vec<R>> {
     )
 }
 
+/// Runs `q` (a select without ordering) as page `page` of `limit` rows, newest first; `has_more` is exact
+/// (reads `limit + 1`).
+async fn newest_first_page<R: PortableRow + Into<T>, T>(
+    store: &Store,
+    mut q: Sql,
+    page: i64,
+    limit: i64,
+) -> Result<(Vec<T>, bool)> {
+    q.push(" order by created_at desc, id desc limit ")
+        .bind(limit + 1)
+        .push(" offset ")
+        .bind(page * limit);
+    let mut rows: Vec<T> = fetch::<R>(store, q)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, has_more))
+}
+
 impl Store {
     pub async fn get_notification(
         &self,
@@ -532,18 +554,7 @@ impl Store {
         if let Some(b) = f.before {
             q.push(" and created_at <= ").bind(b);
         }
-        q.push(" order by created_at desc, id desc limit ")
-            .bind(limit + 1)
-            .push(" offset ")
-            .bind(page * limit);
-        let mut rows: Vec<Notification> = fetch::<NotificationRow>(self, q)
-            .await?
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        let has_more = rows.len() as i64 > limit;
-        rows.truncate(limit as usize);
-        Ok((rows, has_more))
+        newest_first_page::<NotificationRow, Notification>(self, q, page, limit).await
     }
 
     /// The jobs of several notifications, in step order (one query for a whole page).
@@ -708,18 +719,7 @@ impl Store {
         q.push(MESSAGE_COLUMNS)
             .push(" from messages where ")
             .append(&f.to_sql(env));
-        q.push(" order by created_at desc, id desc limit ")
-            .bind(limit + 1)
-            .push(" offset ")
-            .bind(page * limit);
-        let mut rows: Vec<Message> = fetch::<MessageRow>(self, q)
-            .await?
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        let has_more = rows.len() as i64 > limit;
-        rows.truncate(limit as usize);
-        Ok((rows, has_more))
+        newest_first_page::<MessageRow, Message>(self, q, page, limit).await
     }
 
     /// Marks the subscriber's messages among `ids`; others are left alone. Returns the updated messages.

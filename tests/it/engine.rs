@@ -24,6 +24,23 @@ where
     panic!("condition not reached in 10 s");
 }
 
+/// Waits until the subscriber has at least one message; returns them, newest first.
+async fn messages_of(app: &TestApp, subscriber_id: &str) -> Vec<tidings::domain::job::Message> {
+    let filter = MessageFilter {
+        subscriber_id: Some(subscriber_id.into()),
+        ..Default::default()
+    };
+    eventually(|| async {
+        let (messages, _) = app
+            .store
+            .list_messages(&app.tenant.environment_id, &filter, 0, 10)
+            .await
+            .ok()?;
+        (!messages.is_empty()).then_some(messages)
+    })
+    .await
+}
+
 async fn trigger_creates_in_app_message(app: TestApp) {
     let (status, _) = app
         .post(
@@ -56,24 +73,7 @@ async fn trigger_creates_in_app_message(app: TestApp) {
     let (_, s) = app.get("/v2/subscribers/reader").await;
     assert_eq!(s["firstName"], "Ada");
 
-    let filter = MessageFilter {
-        subscriber_id: Some("reader".into()),
-        ..Default::default()
-    };
-    let store = app.store.clone();
-    let env = app.tenant.environment_id.clone();
-    let messages = eventually(|| {
-        let (store, env, filter) = (store.clone(), env.clone(), filter.clone());
-        async move {
-            store
-                .list_messages(&env, &filter, 0, 10)
-                .await
-                .ok()
-                .filter(|(m, _)| !m.is_empty())
-                .map(|(m, _)| m)
-        }
-    })
-    .await;
+    let messages = messages_of(&app, "reader").await;
     assert_eq!(messages.len(), 1);
     let m = &messages[0];
     assert_eq!(m.subject.as_deref(), Some("New comment from GRACE"));
@@ -101,12 +101,7 @@ async fn trigger_creates_in_app_message(app: TestApp) {
     assert_eq!(jobs[0].status, "completed");
     assert_eq!(jobs[0].provider_id, "svc");
     assert_eq!(jobs[1].status, "skipped");
-    let (all, _) = app
-        .store
-        .list_messages(&app.tenant.environment_id, &filter, 0, 10)
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 1);
+    assert_eq!(messages_of(&app, "reader").await.len(), 1);
 
     // A repeated transactionId does not run again.
     let (status, out) = app
@@ -118,12 +113,7 @@ async fn trigger_creates_in_app_message(app: TestApp) {
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(out["status"], "error");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (all, _) = app
-        .store
-        .list_messages(&app.tenant.environment_id, &filter, 0, 10)
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 1);
+    assert_eq!(messages_of(&app, "reader").await.len(), 1);
 
     // Unknown workflow and bad bodies.
     let (status, _) = app
@@ -290,24 +280,7 @@ async fn digest_collapses_triggers(app: TestApp) {
         let (_, out) = app.post("/v1/events/trigger", json!({"name": "digest", "to": "dora", "payload": {"n": i}, "transactionId": format!("d{i}")})).await;
         assert_eq!(out["status"], "processed");
     }
-    let filter = MessageFilter {
-        subscriber_id: Some("dora".into()),
-        ..Default::default()
-    };
-    let store = app.store.clone();
-    let env = app.tenant.environment_id.clone();
-    let messages = eventually(|| {
-        let (store, env, filter) = (store.clone(), env.clone(), filter.clone());
-        async move {
-            store
-                .list_messages(&env, &filter, 0, 10)
-                .await
-                .ok()
-                .filter(|(m, _)| !m.is_empty())
-                .map(|(m, _)| m)
-        }
-    })
-    .await;
+    let messages = messages_of(&app, "dora").await;
     assert_eq!(messages.len(), 1, "three triggers, one digest, one message");
     assert_eq!(messages[0].content, "3 comments: 1 2 3 ");
     // The later triggers' digest jobs were merged into the first.
