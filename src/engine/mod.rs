@@ -227,13 +227,39 @@ pub fn spawn_workers(
                 }
                 continue;
             }
+            // Run the batch concurrently, then complete it in one transaction.
             let mut set = tokio::task::JoinSet::new();
             for job in jobs {
                 let runner = runner.clone();
                 let worker = worker.clone();
-                set.spawn(async move { runner.run(job, &worker).await });
+                set.spawn(async move {
+                    let outcome = runner.run(&job, &worker).await;
+                    (job, outcome)
+                });
             }
-            while set.join_next().await.is_some() {}
+            let mut finished = Vec::new();
+            while let Some(result) = set.join_next().await {
+                match result {
+                    Ok((job, Some(outcome))) => finished.push((job, outcome)),
+                    Ok((_, None)) => {}
+                    Err(e) => {
+                        tracing::error!(error = ?e, "a job task panicked; its lease will expire")
+                    }
+                }
+            }
+            let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
+            match store.complete_jobs(&worker, &items).await {
+                Ok(owned) => {
+                    for ((job, _), ok) in finished.iter().zip(owned) {
+                        if !ok {
+                            tracing::info!(job = %job.id, "lease lost; another worker owns the job");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")
+                }
+            }
         }
         tracing::debug!("worker stopped");
     })

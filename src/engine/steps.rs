@@ -51,39 +51,28 @@ impl Runner {
         }
     }
 
-    /// Runs one claimed job to completion (or schedules a retry on an infrastructure error).
-    pub async fn run(&self, job: Job, worker: &str) {
-        match self.execute(&job).await {
-            Ok(outcome) => match self.store.complete_job(&job, worker, &outcome).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!(job = %job.id, "lease lost; another worker owns the job")
-                }
-                Err(e) => {
-                    tracing::warn!(job = %job.id, error = ?e, "completing job failed; it will be claimed again")
-                }
-            },
+    /// Runs one claimed job and returns what completes it. On an infrastructure error the job is put back
+    /// with backoff (or, after the last attempt, completed as failed) and `None` is returned.
+    pub async fn run(&self, job: &Job, worker: &str) -> Option<JobOutcome> {
+        match self.execute(job).await {
+            Ok(outcome) => Some(outcome),
             Err(e) => {
                 tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
                 if job.attempts >= MAX_ATTEMPTS {
-                    let d = detail(
-                        &job,
-                        "Failed",
-                        "Internal",
-                        format!("Gave up after {MAX_ATTEMPTS} attempts"),
-                        None,
-                    );
-                    let _ = self
-                        .store
-                        .complete_job(&job, worker, &finished(status::FAILED, vec![d]))
-                        .await;
-                } else {
-                    // Exponential backoff with jitter: 1 s, 2 s, 4 s, … ± 25 %.
-                    let base = 1000i64 << (job.attempts.clamp(1, 10) - 1);
-                    let jitter = (rand::random::<f64>() - 0.5) * 0.5 * base as f64;
-                    let at = Timestamp::now().0 + base + jitter as i64;
-                    let _ = self.store.retry_job(&job, worker, at).await;
+                    let text = format!("Gave up after {MAX_ATTEMPTS} attempts");
+                    return Some(finished(
+                        status::FAILED,
+                        vec![detail(job, "Failed", "Internal", text, None)],
+                    ));
                 }
+                // Exponential backoff with jitter: 1 s, 2 s, 4 s, … ± 25 %.
+                let base = 1000i64 << (job.attempts.clamp(1, 10) - 1);
+                let jitter = (rand::random::<f64>() - 0.5) * 0.5 * base as f64;
+                let at = Timestamp::now().0 + base + jitter as i64;
+                if let Err(e) = self.store.retry_job(job, worker, at).await {
+                    tracing::warn!(job = %job.id, error = ?e, "rescheduling failed; the lease will expire");
+                }
+                None
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::engine::{detail, job_for_step};
 use crate::error::{Error, Result, Validation};
 use crate::service::subscribers::{self, SubscriberFields};
+use crate::store::engine::TriggerRecord;
 use crate::store::Store;
 
 /// A trigger request after JSON parsing.
@@ -80,7 +81,65 @@ async fn resolve_recipient(
     }
 }
 
+/// A validated trigger: either ready to record, or already answered (inactive workflow, no steps).
+enum Prepared {
+    Ready(TriggerRecord),
+    Answered(TriggerResult),
+}
+
+fn already_used(transaction_id: &str) -> TriggerResult {
+    TriggerResult {
+        status: "error",
+        transaction_id: transaction_id.to_owned(),
+        error: vec![format!(
+            "transactionId {transaction_id} was already used; the trigger did not run again"
+        )],
+    }
+}
+
+/// Triggers one event: the notifications and first jobs are recorded in one transaction.
 pub async fn trigger(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<TriggerResult> {
+    Ok(trigger_many(store, tenant, vec![input]).await?.remove(0))
+}
+
+/// Triggers several events (bulk): each is validated on its own, and all are recorded in one transaction.
+pub async fn trigger_many(
+    store: &Store,
+    tenant: &Tenant,
+    inputs: Vec<TriggerInput>,
+) -> Result<Vec<TriggerResult>> {
+    // Answers in input order: `None` where the event waits for the insert below.
+    let mut answers: Vec<Option<TriggerResult>> = Vec::with_capacity(inputs.len());
+    let mut records = Vec::new();
+    for input in inputs {
+        match prepare(store, tenant, input).await? {
+            Prepared::Ready(r) => {
+                answers.push(None);
+                records.push(r);
+            }
+            Prepared::Answered(a) => answers.push(Some(a)),
+        }
+    }
+    let fresh = store.insert_triggers(&records).await?;
+    let mut recorded = records.into_iter().zip(fresh);
+    Ok(answers
+        .into_iter()
+        .map(|a| match a {
+            Some(answer) => answer,
+            None => match recorded.next() {
+                Some((r, true)) => TriggerResult {
+                    status: "processed",
+                    transaction_id: r.transaction_id,
+                    error: Vec::new(),
+                },
+                Some((r, false)) => already_used(&r.transaction_id),
+                None => already_used(""),
+            },
+        })
+        .collect())
+}
+
+async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<Prepared> {
     let mut v = Validation::new();
     if input.name.trim().is_empty() {
         v.add(
@@ -147,16 +206,16 @@ pub async fn trigger(store: &Store, tenant: &Tenant, input: TriggerInput) -> Res
         .await?
         .ok_or_else(|| Error::NotFound(format!("Workflow not found: {}", input.name)))?;
     if !workflow.active {
-        return Ok(result(
+        return Ok(Prepared::Answered(result(
             "trigger_not_active",
             vec![format!("Workflow {} is not active", workflow.workflow_id)],
-        ));
+        )));
     }
     let Some(first) = workflow.steps.first() else {
-        return Ok(result(
+        return Ok(Prepared::Answered(result(
             "no_workflow_steps_defined",
             vec![format!("Workflow {} has no steps", workflow.workflow_id)],
-        ));
+        )));
     };
     store
         .ensure_contexts(&tenant.environment_id, &contexts)
@@ -209,18 +268,11 @@ pub async fn trigger(store: &Store, tenant: &Tenant, input: TriggerInput) -> Res
         let queued = detail(&job, "Pending", "Internal", "Step queued", None);
         batch.push((n, job, vec![queued]));
     }
-    if !store
-        .insert_trigger(&tenant.environment_id, &transaction_id, &batch)
-        .await?
-    {
-        return Ok(result(
-            "error",
-            vec![format!(
-                "transactionId {transaction_id} was already used; the trigger did not run again"
-            )],
-        ));
-    }
-    Ok(result("processed", Vec::new()))
+    Ok(Prepared::Ready(TriggerRecord {
+        environment_id: tenant.environment_id.clone(),
+        transaction_id,
+        batch,
+    }))
 }
 
 /// Cancels the pending (delayed, digesting, queued) jobs of a transaction. True when any was canceled.

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::page::PortableRow;
-use super::sql::{bind_args, Sql};
+use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::context::context_set;
 use crate::domain::job::{ExecutionDetail, Job, Message, Notification};
@@ -98,59 +98,195 @@ pub struct NotificationFilter {
     pub before: Option<i64>,
 }
 
-macro_rules! insert_job {
-    ($conn:expr, $j:expr) => {
-        sqlx::query(
-            "insert into jobs (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id,
-               workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload, overrides, digest,
-               digest_key, run_at, attempts, dedupe_key, schedule_extensions_count, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, 0, $19, $20, $21, $22)
-             on conflict (dedupe_key) do nothing",
-        )
-        .bind(&$j.id).bind(&$j.organization_id).bind(&$j.environment_id).bind(&$j.notification_id)
-        .bind(&$j.subscriber_ref).bind(&$j.subscriber_id).bind(&$j.workflow_ref).bind(&$j.transaction_id)
-        .bind($j.step_index).bind(Json(&$j.step)).bind($j.step.step_type.as_str()).bind(&$j.status)
-        .bind(&$j.provider_id).bind(Json(&$j.payload)).bind($j.overrides.as_ref().map(Json))
-        .bind($j.digest.as_ref().map(Json)).bind(&$j.digest_key).bind($j.run_at.0).bind(&$j.dedupe_key)
-        .bind($j.schedule_extensions_count).bind($j.created_at.0).bind($j.updated_at.0)
-        .execute($conn)
-    };
+/// Rows per multi-row `insert`: well under both databases' limits on bound values.
+const ROWS_PER_INSERT: usize = 200;
+
+/// `head values (…), (…), … tail`, in statements of at most [`ROWS_PER_INSERT`] rows.
+fn insert_rows(head: &str, tail: &str, rows: Vec<Vec<Arg>>) -> Vec<Sql> {
+    let mut out = Vec::new();
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let mut q = Sql::new(head);
+        q.push(" values ");
+        for (i, row) in rows.by_ref().take(ROWS_PER_INSERT).enumerate() {
+            q.push(if i == 0 { "(" } else { ", (" });
+            for (k, arg) in row.into_iter().enumerate() {
+                if k > 0 {
+                    q.push(", ");
+                }
+                q.bind(arg);
+            }
+            q.push(")");
+        }
+        q.push(" ").push(tail);
+        out.push(q);
+    }
+    out
 }
 
-macro_rules! insert_detail {
-    ($conn:expr, $d:expr) => {
-        sqlx::query(
-            "insert into execution_details (id, environment_id, job_id, notification_id, status, detail, source, is_retry,
-               is_test, provider_id, raw, created_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(&$d.id).bind(&$d.environment_id).bind(&$d.job_id).bind(&$d.notification_id).bind(&$d.status)
-        .bind(&$d.detail).bind(&$d.source).bind($d.is_retry).bind($d.is_test).bind(&$d.provider_id).bind(&$d.raw)
-        .bind($d.created_at.0)
-        .execute($conn)
-    };
+fn json(v: impl serde::Serialize) -> Arg {
+    Arg::Json(serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
-macro_rules! insert_message {
-    ($conn:expr, $m:expr) => {
-        sqlx::query(
-            "insert into messages (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id,
-               workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data,
-               payload, overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted,
-               created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-               $23, $24, $25, false, $26, $27)
-             on conflict (job_id) do nothing",
-        )
-        .bind(&$m.id).bind(&$m.organization_id).bind(&$m.environment_id).bind(&$m.notification_id)
-        .bind(&$m.subscriber_ref).bind(&$m.subscriber_id).bind(&$m.workflow_ref).bind(&$m.workflow_identifier)
-        .bind(&$m.job_id).bind(&$m.transaction_id).bind(&$m.channel).bind(&$m.subject).bind(&$m.content)
-        .bind(&$m.avatar).bind(Json(&$m.cta)).bind($m.data.as_ref().map(Json)).bind(Json(&$m.payload))
-        .bind($m.overrides.as_ref().map(Json)).bind($m.read).bind($m.seen).bind($m.last_read_date.map(|t| t.0))
-        .bind($m.last_seen_date.map(|t| t.0)).bind(&$m.status).bind(&$m.provider_id).bind(Json(&$m.context_keys))
-        .bind($m.created_at.0).bind($m.updated_at.0)
-        .execute($conn)
-    };
+fn insert_jobs(jobs: &[&Job]) -> Vec<Sql> {
+    let rows = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                Arg::from(&j.id),
+                Arg::from(&j.organization_id),
+                Arg::from(&j.environment_id),
+                Arg::from(&j.notification_id),
+                Arg::from(&j.subscriber_ref),
+                Arg::from(&j.subscriber_id),
+                Arg::from(&j.workflow_ref),
+                Arg::from(&j.transaction_id),
+                Arg::Int(j.step_index),
+                json(&j.step),
+                Arg::from(j.step.step_type.as_str()),
+                Arg::from(&j.status),
+                Arg::from(&j.provider_id),
+                Arg::Json(j.payload.clone()),
+                Arg::OptJson(j.overrides.clone()),
+                Arg::OptJson(j.digest.clone()),
+                Arg::OptText(j.digest_key.clone()),
+                Arg::Int(j.run_at.0),
+                Arg::Int(0),
+                Arg::from(&j.dedupe_key),
+                Arg::Int(j.schedule_extensions_count),
+                Arg::Int(j.created_at.0),
+                Arg::Int(j.updated_at.0),
+            ]
+        })
+        .collect();
+    insert_rows(
+        "insert into jobs (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
+         workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload, overrides, digest, \
+         digest_key, run_at, attempts, dedupe_key, schedule_extensions_count, created_at, updated_at)",
+        "on conflict (dedupe_key) do nothing",
+        rows,
+    )
+}
+
+fn insert_details(details: &[&ExecutionDetail]) -> Vec<Sql> {
+    let rows = details
+        .iter()
+        .map(|d| {
+            vec![
+                Arg::from(&d.id),
+                Arg::from(&d.environment_id),
+                Arg::from(&d.job_id),
+                Arg::from(&d.notification_id),
+                Arg::from(&d.status),
+                Arg::from(&d.detail),
+                Arg::from(&d.source),
+                Arg::Bool(d.is_retry),
+                Arg::Bool(d.is_test),
+                Arg::OptText(d.provider_id.clone()),
+                Arg::OptText(d.raw.clone()),
+                Arg::Int(d.created_at.0),
+            ]
+        })
+        .collect();
+    insert_rows(
+        "insert into execution_details (id, environment_id, job_id, notification_id, status, detail, source, \
+         is_retry, is_test, provider_id, raw, created_at)",
+        "",
+        rows,
+    )
+}
+
+fn insert_messages(messages: &[&Message]) -> Vec<Sql> {
+    let rows = messages
+        .iter()
+        .map(|m| {
+            vec![
+                Arg::from(&m.id),
+                Arg::from(&m.organization_id),
+                Arg::from(&m.environment_id),
+                Arg::from(&m.notification_id),
+                Arg::from(&m.subscriber_ref),
+                Arg::from(&m.subscriber_id),
+                Arg::from(&m.workflow_ref),
+                Arg::from(&m.workflow_identifier),
+                Arg::from(&m.job_id),
+                Arg::from(&m.transaction_id),
+                Arg::from(&m.channel),
+                Arg::OptText(m.subject.clone()),
+                Arg::from(&m.content),
+                Arg::OptText(m.avatar.clone()),
+                Arg::Json(m.cta.clone()),
+                Arg::OptJson(m.data.clone()),
+                Arg::Json(m.payload.clone()),
+                Arg::OptJson(m.overrides.clone()),
+                Arg::Bool(m.read),
+                Arg::Bool(m.seen),
+                Arg::OptInt(m.last_read_date.map(|t| t.0)),
+                Arg::OptInt(m.last_seen_date.map(|t| t.0)),
+                Arg::from(&m.status),
+                Arg::from(&m.provider_id),
+                json(&m.context_keys),
+                Arg::Bool(m.deleted),
+                Arg::Int(m.created_at.0),
+                Arg::Int(m.updated_at.0),
+            ]
+        })
+        .collect();
+    insert_rows(
+        "insert into messages (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
+         workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data, \
+         payload, overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, \
+         created_at, updated_at)",
+        "on conflict (job_id) do nothing",
+        rows,
+    )
+}
+
+fn insert_notifications(notifications: &[&Notification]) -> Vec<Sql> {
+    let rows = notifications
+        .iter()
+        .map(|n| {
+            vec![
+                Arg::from(&n.id),
+                Arg::from(&n.organization_id),
+                Arg::from(&n.environment_id),
+                Arg::from(&n.subscriber_ref),
+                Arg::from(&n.subscriber_id),
+                Arg::from(&n.workflow_ref),
+                Arg::from(&n.workflow_identifier),
+                Arg::from(&n.transaction_id),
+                json(&n.channels),
+                Arg::from(format!(",{},", n.channels.join(","))),
+                Arg::Json(n.payload.clone()),
+                Arg::OptJson(n.overrides.clone()),
+                Arg::OptJson(n.to.clone()),
+                Arg::OptJson(n.actor.clone()),
+                json(&n.tags),
+                Arg::from(&n.severity),
+                Arg::Bool(n.critical),
+                json(&n.context_keys),
+                Arg::from(context_set(&n.context_keys)),
+                Arg::OptText(n.digested_notification_id.clone()),
+                Arg::Int(n.created_at.0),
+                Arg::Int(n.updated_at.0),
+            ]
+        })
+        .collect();
+    insert_rows(
+        "insert into notifications (id, organization_id, environment_id, subscriber_ref, subscriber_id, workflow_ref, \
+         workflow_identifier, transaction_id, channels, channel_set, payload, overrides, to_value, actor, tags, \
+         severity, critical, context_keys, context_set, digested_notification_id, created_at, updated_at)",
+        "",
+        rows,
+    )
+}
+
+/// One trigger to record: its transaction id and, per recipient, the notification, the first job and the
+/// job's first execution details.
+pub struct TriggerRecord {
+    pub environment_id: EnvironmentId,
+    pub transaction_id: String,
+    pub batch: Vec<(Notification, Job, Vec<ExecutionDetail>)>,
 }
 
 /// Appends an event to the `digest.events` of a digest job that is still waiting.
@@ -180,53 +316,52 @@ macro_rules! append_digest_event {
 }
 
 impl Store {
-    /// Records a trigger: its transaction id, and per recipient the notification, its first job and the
-    /// job's first execution details, all in one transaction. False when the transaction id was seen before.
-    pub async fn insert_trigger(
-        &self,
-        env: &EnvironmentId,
-        transaction_id: &str,
-        batch: &[(Notification, Job, Vec<ExecutionDetail>)],
-    ) -> Result<bool> {
+    /// Records triggers in one transaction, with multi-row inserts. Per record: true when it was recorded,
+    /// false when its transaction id was seen before (then nothing of it is written).
+    pub async fn insert_triggers(&self, records: &[TriggerRecord]) -> Result<Vec<bool>> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = Timestamp::now().0;
-        let inserted = on_db!(self.w(), p => {
+        let keys = insert_rows(
+            "insert into trigger_transactions (environment_id, transaction_id, created_at)",
+            "on conflict (environment_id, transaction_id) do nothing returning environment_id, transaction_id",
+            records
+                .iter()
+                .map(|r| vec![Arg::from(r.environment_id.as_str()), Arg::from(&r.transaction_id), Arg::Int(now)])
+                .collect(),
+        );
+        let fresh = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let fresh = sqlx::query(
-                "insert into trigger_transactions (environment_id, transaction_id, created_at) values ($1, $2, $3)
-                 on conflict (environment_id, transaction_id) do nothing")
-                .bind(env.as_str()).bind(transaction_id).bind(now).execute(&mut *tx).await?.rows_affected() == 1;
-            if fresh {
-                for (n, job, details) in batch {
-                    sqlx::query(
-                        "insert into notifications (id, organization_id, environment_id, subscriber_ref, subscriber_id,
-                           workflow_ref, workflow_identifier, transaction_id, channels, payload, overrides, to_value, actor,
-                           tags, severity, critical, context_keys, context_set, digested_notification_id, created_at,
-                           updated_at, channel_set)
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                           $20, $21, $22)")
-                        .bind(&n.id).bind(&n.organization_id).bind(&n.environment_id).bind(&n.subscriber_ref)
-                        .bind(&n.subscriber_id).bind(&n.workflow_ref).bind(&n.workflow_identifier).bind(&n.transaction_id)
-                        .bind(Json(&n.channels)).bind(Json(&n.payload)).bind(n.overrides.as_ref().map(Json))
-                        .bind(n.to.as_ref().map(Json)).bind(n.actor.as_ref().map(Json)).bind(Json(&n.tags))
-                        .bind(&n.severity).bind(n.critical).bind(Json(&n.context_keys)).bind(context_set(&n.context_keys))
-                        .bind(&n.digested_notification_id).bind(n.created_at.0).bind(n.updated_at.0)
-                        .bind(format!(",{},", n.channels.join(",")))
-                        .execute(&mut *tx).await?;
-                    insert_job!(&mut *tx, job).await?;
-                    if let Some(open) = job.digest.as_ref().and_then(|d| d.get("mergedInto")).and_then(Value::as_str) {
-                        let event = serde_json::json!({
-                            "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
-                        });
-                        append_digest_event!(&mut *tx, open, event, now);
-                    }
-                    for d in details {
-                        insert_detail!(&mut *tx, d).await?;
-                    }
+            let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+            for q in &keys {
+                let rows: Vec<(String, String)> =
+                    bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
+                inserted.extend(rows);
+            }
+            // A transaction id repeated within this call counts once.
+            let fresh: Vec<bool> = records
+                .iter()
+                .map(|r| inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())))
+                .collect();
+            let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
+            let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
+            let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.1)).collect();
+            let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
+            for q in insert_notifications(&notifications).iter().chain(&insert_jobs(&jobs)).chain(&insert_details(&details)) {
+                bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+            }
+            for job in &jobs {
+                if let Some(open) = job.digest.as_ref().and_then(|d| d.get("mergedInto")).and_then(Value::as_str) {
+                    let event = serde_json::json!({
+                        "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
+                    });
+                    append_digest_event!(&mut *tx, open, event, now);
                 }
             }
             tx.commit().await.map(|_| fresh)
         })?;
-        Ok(inserted)
+        Ok(fresh)
     }
 
     /// Claims up to `limit` due jobs for `worker` with a lease; jobs whose lease expired are claimed again.
@@ -265,30 +400,68 @@ impl Store {
         worker: &str,
         outcome: &JobOutcome,
     ) -> Result<bool> {
+        Ok(self
+            .complete_jobs(worker, &[(job, outcome)])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Finishes several jobs this worker holds in one transaction, with multi-row inserts. Per job: false when
+    /// its lease was lost (then nothing of it is written).
+    pub async fn complete_jobs(
+        &self,
+        worker: &str,
+        items: &[(&Job, &JobOutcome)],
+    ) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = Timestamp::now().0;
-        let done = on_db!(self.w(), p => {
+        // One status update per distinct final status, each guarded by the lease.
+        let mut updates = Vec::new();
+        let mut statuses: Vec<&str> = items.iter().map(|(_, o)| o.status.as_str()).collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        for status in statuses {
+            let ids: Vec<String> = items
+                .iter()
+                .filter(|(_, o)| o.status == status)
+                .map(|(j, _)| j.id.clone())
+                .collect();
+            let mut q = Sql::new("update jobs set status = ");
+            q.bind(status)
+                .push(", locked_until = null, updated_at = ")
+                .bind(now);
+            q.push(" where status = 'running' and locked_by = ")
+                .bind(worker);
+            push_in(&mut q, "id", &ids);
+            q.push(" returning id");
+            updates.push(q);
+        }
+        let owned = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let owned = sqlx::query(
-                "update jobs set status = $1, locked_until = null, updated_at = $2
-                 where id = $3 and status = 'running' and locked_by = $4")
-                .bind(&outcome.status).bind(now).bind(&job.id).bind(worker).execute(&mut *tx).await?.rows_affected() == 1;
-            if owned {
-                for d in &outcome.details {
-                    insert_detail!(&mut *tx, d).await?;
-                }
-                if let Some(m) = &outcome.message {
-                    insert_message!(&mut *tx, m).await?;
-                }
-                if let Some((digest_job, event)) = &outcome.merge_into {
+            let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
+            for q in &updates {
+                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
+                owned.extend(ids);
+            }
+            let done: Vec<&JobOutcome> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(_, o)| *o).collect();
+            let details: Vec<&ExecutionDetail> = done.iter().flat_map(|o| &o.details).collect();
+            let messages: Vec<&Message> = done.iter().filter_map(|o| o.message.as_ref()).collect();
+            let next: Vec<&Job> = done.iter().filter_map(|o| o.next.as_ref()).collect();
+            for q in insert_details(&details).iter().chain(&insert_messages(&messages)).chain(&insert_jobs(&next)) {
+                bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+            }
+            for o in &done {
+                if let Some((digest_job, event)) = &o.merge_into {
                     append_digest_event!(&mut *tx, digest_job, event, now);
-                }
-                if let Some(next) = &outcome.next {
-                    insert_job!(&mut *tx, next).await?;
                 }
             }
             tx.commit().await.map(|_| owned)
         })?;
-        Ok(done)
+        Ok(items.iter().map(|(j, _)| owned.contains(&j.id)).collect())
     }
 
     /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
@@ -337,7 +510,9 @@ impl Store {
                     raw: None,
                     created_at: now,
                 };
-                insert_detail!(&mut *tx, d).await?;
+                for q in insert_details(&[&d]) {
+                    bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+                }
             }
             tx.commit().await.map(|_| ids.len() as u64)
         })?;
@@ -345,8 +520,9 @@ impl Store {
     }
 
     pub async fn insert_details(&self, details: &[ExecutionDetail]) -> Result<()> {
-        for d in details {
-            on_db!(self.w(), p => insert_detail!(p, d).await.map(|_| ()))?;
+        let refs: Vec<&ExecutionDetail> = details.iter().collect();
+        for q in insert_details(&refs) {
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         }
         Ok(())
     }

@@ -108,12 +108,12 @@ pub async fn trigger_bulk(
         )
         .into());
     }
-    let mut out = Vec::with_capacity(body.events.len());
-    for e in body.events {
-        out.push(TriggerOut::from(
-            service::trigger(&state.store, &tenant, e.into()).await?,
-        ));
-    }
+    let inputs = body.events.into_iter().map(Into::into).collect();
+    let out: Vec<TriggerOut> = service::trigger_many(&state.store, &tenant, inputs)
+        .await?
+        .into_iter()
+        .map(TriggerOut::from)
+        .collect();
     state.wakeup.notify();
     Ok(Reply::created(out).into_response())
 }
