@@ -108,6 +108,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v2::workflows::update_workflow,
             v2::workflows::delete_workflow
         ))
+        .routes(routes!(v2::preview::preview_step))
         .routes(routes!(
             v1::channels::list_channel_connections,
             v1::channels::create_channel_connection

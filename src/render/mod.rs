@@ -12,6 +12,7 @@
 //! Filters are Liquid's standard library (`liquid::ParserBuilder::with_stdlib()`), with `date`
 //! also reading ISO 8601 timestamps and LiquidJS's `json` added (see `filters`). No I/O here.
 
+pub mod email_blocks;
 mod error;
 mod filters;
 mod variables;

@@ -10,5 +10,6 @@ mod idempotency;
 mod integrations;
 mod novu_sdk;
 mod pagination;
+mod preview;
 mod subscribers;
 mod workflows;

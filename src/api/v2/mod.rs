@@ -1,4 +1,5 @@
 //! `/v2/…` routes.
 
+pub mod preview;
 pub mod subscribers;
 pub mod workflows;
