@@ -266,10 +266,9 @@ cleanup() {
 
 # ---------------------------------------------------------------------------------------------------------
 # Database backends. Each provides db_<kind>_setup (sets DB_URL), db_<kind>_size (a human-readable size of
-# the seeded data), db_<kind>_prewarm (brings the data into memory the way a long-running server would
-# have it) and db_<kind>_messages (prints "<count> <newest created_at, ms>" of the in-app messages stored in
-# the run's environment, for the trigger workloads). Add a backend by adding these functions and a case in
-# select_backend.
+# the seeded data) and db_<kind>_prewarm (brings the data into memory the way a long-running server would
+# have it). Add a backend by adding these functions and a case in select_backend (and, for the trigger
+# workloads, a way to count stored messages in bench/messages.py).
 # ---------------------------------------------------------------------------------------------------------
 
 DB_KIND=""
@@ -295,28 +294,11 @@ db_sqlite_prewarm() {
     done
 }
 
-# A read-only connection next to the server's: in WAL mode it neither blocks nor waits for the writer.
-db_sqlite_messages() {
-    python3 - "$WORK_DIR/tidings.db" "$ENV_ID" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=30)
-n, newest = db.execute(
-    "select count(*), coalesce(max(created_at), 0) from messages where environment_id = ?", (sys.argv[2],)
-).fetchone()
-print(n, newest)
-PY
-}
-
 db_postgres_setup() { DB_URL="$DATABASE_URL_OVERRIDE"; }
 
 db_postgres_size() { echo "n/a"; }
 
 db_postgres_prewarm() { :; }   # the server's own cache; pg_prewarm could be used here
-
-db_postgres_messages() {
-    psql "$DB_URL" -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -v env="$ENV_ID" <<<"select count(*),
-        coalesce(max(created_at), 0) from messages where environment_id = :'env'"
-}
 
 select_backend() {
     case "$DATABASE_URL_OVERRIDE" in
@@ -373,8 +355,8 @@ run_wrk() {
     cat "$BENCH_DIR/wrk/report.lua" "$BENCH_DIR/wrk/${SCRIPT[$name]}" >"$script"
     local -a args=()
     read -r -a args <<<"${ARGS[$name]}"
-    wrk -t"$THREADS" -c"${CONNS[$name]:-$CONNECTIONS}" -d"${seconds}s" --timeout "${TIMEOUT}s" --latency -s "$script" \
-        "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 &
+    wrk -t"$THREADS" -c"${CONNS[$name]:-$CONNECTIONS}" -d"${seconds}s" --timeout "${TIMEOUT}s" --latency \
+        -s "$script" "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 &
     CLIENT_PID=$!
     if [[ -n "$samples" ]]; then
         python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$samples"
@@ -386,7 +368,7 @@ run_wrk() {
 }
 
 # Trigger workloads: the API answers 201 once the event is queued; the in-app message is stored later by the
-# server's workers. The events are counted where they end up, in the messages table (db_<kind>_messages).
+# server's workers. The events are counted where they end up, in the messages table (bench/messages.py).
 
 # accepted_events WRK_OUTPUT EVENTS_PER_REQUEST: events the API accepted in one wrk run (2xx answers).
 accepted_events() {
@@ -395,31 +377,16 @@ accepted_events() {
     echo $((($(kv_field "$line" requests) - $(kv_field "$line" status_errors)) * $2))
 }
 
-# wait_for_messages TARGET OUTPUT: polls the stored messages until there are at least TARGET and the count
-# stopped growing (requests cut off at the end of a load may still land), or until it stalls for DRAIN_STALL
-# seconds or BENCH_DRAIN_TIMEOUT passes. Writes one line to OUTPUT:
+# wait_for_messages TARGET OUTPUT: waits until at least TARGET messages are stored and their count stopped
+# growing, or it stalls for DRAIN_STALL seconds, or BENCH_DRAIN_TIMEOUT passes. Writes one line to OUTPUT:
 #   first=<count at the first poll> count=<final count> newest_ms=<newest created_at> drained=<1 or 0>
 wait_for_messages() {
-    local target="$1" out="$2" line count=0 newest=0 first="" last=-1 still=0 drained=0
-    local deadline=$((SECONDS + DRAIN_TIMEOUT))
-    while :; do
-        line="$("db_${DB_KIND}_messages")" || return 1
-        read -r count newest <<<"$line"
-        [[ -n "$first" ]] || first="$count"
-        if ((count == last)); then still=$((still + 1)); else still=0; last="$count"; fi
-        if ((count >= target && still >= 2)); then
-            drained=1
-            break
-        fi
-        if ((still >= 2 * DRAIN_STALL || SECONDS >= deadline)); then break; fi
-        sleep 0.5
-    done
-    echo "first=$first count=$count newest_ms=$newest drained=$drained" >"$out"
+    python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" "$1" "$DRAIN_TIMEOUT" "$DRAIN_STALL" >"$2"
 }
 
 message_count() {
     local line
-    line="$("db_${DB_KIND}_messages")" || die "could not count the stored messages"
+    line="$(python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID")" || die "could not count the stored messages"
     echo "${line%% *}"
 }
 
@@ -429,13 +396,14 @@ settle_messages() {
     kv_field "$(cat "$2")" count
 }
 
-# measure_drain NAME: after a trigger workload's load stopped, waits until its events are stored while
-# bench/sample.py watches the server (the poller stands in for the client), and keeps the figures.
+# measure_drain NAME: after a trigger workload's load stopped, waits (as wait_for_messages) until its events
+# are stored while bench/sample.py watches the server (the message poller takes the load generator's place),
+# and keeps the figures.
 measure_drain() {
     local name="$1" target out="$WORK_DIR/$1.drain" status=0
     target=$((BASELINE[$name] + $(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")))
     log "$name: waiting for $((target - BASELINE[$name])) accepted events to be stored"
-    wait_for_messages "$target" "$out" &
+    python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" "$target" "$DRAIN_TIMEOUT" "$DRAIN_STALL" >"$out" &
     CLIENT_PID=$!
     python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$WORK_DIR/$name.drain.samples"
     wait "$CLIENT_PID" || status=$?
@@ -461,13 +429,16 @@ ONLY="${ONLY// /}"
 declare -a only_groups=()
 IFS=, read -r -a only_groups <<<"$ONLY"
 for g in "${only_groups[@]}"; do
-    [[ " $WORKLOAD_GROUPS " == *" $g "* ]] || die "BENCH_ONLY: unknown workload group '$g' (expected some of: ${WORKLOAD_GROUPS// /, })"
+    [[ " $WORKLOAD_GROUPS " == *" $g "* ]] \
+        || die "BENCH_ONLY: unknown workload group '$g' (expected some of: ${WORKLOAD_GROUPS// /, })"
 done
 ((SUBSCRIBERS >= 1)) || die "BENCH_SUBSCRIBERS must be at least 1"
 ((ENDPOINTS >= 1)) || die "BENCH_ENDPOINTS must be at least 1"
 ((NOTIFICATIONS >= 1)) || die "BENCH_NOTIFICATIONS must be at least 1"
 ((TRIGGER_BULK <= 100)) || die "BENCH_TRIGGER_BULK must be at most 100 (the API's limit per request)"
 ((DRAIN_TIMEOUT >= 1)) || die "BENCH_DRAIN_TIMEOUT must be at least 1"
+((DURATION >= 1)) || die "BENCH_DURATION must be at least 1"
+((CONNECTIONS >= THREADS)) || die "BENCH_CONNECTIONS must be >= BENCH_THREADS"
 
 # Smaller seeds keep the full run's page shapes: 10 endpoints per owner, 100 per context, 200 pages of 50
 # notifications, triggers to existing subscribers.
@@ -477,14 +448,13 @@ ENDPOINT_OWNERS="$(min "$ENDPOINT_OWNERS" "$(max 1 $((ENDPOINTS / 10)))")"
 ENDPOINT_CONTEXTS="$(min "$ENDPOINT_CONTEXTS" "$(max 1 $((ENDPOINTS / 100)))")"
 NOTIFICATION_PAGES="$(min "$NOTIFICATION_PAGES" "$(max 1 $((NOTIFICATIONS / NOTIFICATION_LIMIT)))")"
 TRIGGER_SUBSCRIBERS="$(min "$TRIGGER_SUBSCRIBERS" "$SUBSCRIBERS")"
-((DURATION >= 1)) || die "BENCH_DURATION must be at least 1"
-((CONNECTIONS >= THREADS)) || die "BENCH_CONNECTIONS must be >= BENCH_THREADS"
 
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 command -v cargo >/dev/null 2>&1 || die "cargo (the Rust toolchain) is required"
 select_backend
 if selected triggers && [[ "$DB_KIND" == postgres ]]; then
-    command -v psql >/dev/null 2>&1 || die "psql is required to count stored messages on PostgreSQL (BENCH_ONLY without triggers avoids it)"
+    command -v psql >/dev/null 2>&1 \
+        || die "psql is required to count stored messages on PostgreSQL (BENCH_ONLY without triggers avoids it)"
 fi
 ensure_wrk
 
@@ -601,7 +571,8 @@ if selected endpoints; then
         "$(min 100 "$(endpoints_of_first "$ENDPOINTS" "$ENDPOINT_CONTEXTS")")"
 fi
 if selected notifications; then
-    check_page "$BASE_URL/v1/notifications?limit=$NOTIFICATION_LIMIT" - - "$(min "$NOTIFICATION_LIMIT" "$NOTIFICATIONS")"
+    check_page "$BASE_URL/v1/notifications?limit=$NOTIFICATION_LIMIT" - - \
+        "$(min "$NOTIFICATION_LIMIT" "$NOTIFICATIONS")"
     check_page "$BASE_URL/v1/notifications?limit=$NOTIFICATION_LIMIT&page=$((NOTIFICATION_PAGES - 1))" - - \
         "$(min "$NOTIFICATION_LIMIT" $((NOTIFICATIONS - (NOTIFICATION_PAGES - 1) * NOTIFICATION_LIMIT)))"
 fi
@@ -623,10 +594,10 @@ if selected subscribers; then
     add_workload email "GET /v2/subscribers?email=user<N>@" email_search.lua "$API_KEY $SUBSCRIBERS"
 fi
 if selected endpoints; then
-    add_workload ep_subscriber "GET /v1/channel-endpoints?limit=100&subscriberId=bench<N>" endpoints_by_subscriber.lua \
-        "$API_KEY $ENDPOINT_OWNERS $PREFIX"
-    add_workload ep_context "GET /v1/channel-endpoints?limit=100&contextKeys=tenant:t<N>" endpoints_by_context.lua \
-        "$API_KEY $ENDPOINT_CONTEXTS"
+    add_workload ep_subscriber "GET /v1/channel-endpoints?limit=100&subscriberId=bench<N>" \
+        endpoints_by_subscriber.lua "$API_KEY $ENDPOINT_OWNERS $PREFIX"
+    add_workload ep_context "GET /v1/channel-endpoints?limit=100&contextKeys=tenant:t<N>" \
+        endpoints_by_context.lua "$API_KEY $ENDPOINT_CONTEXTS"
 fi
 if selected notifications; then
     add_workload notif_first "GET /v1/notifications?limit=$NOTIFICATION_LIMIT" notifications.lua \
@@ -635,7 +606,8 @@ if selected notifications; then
         notifications.lua "$API_KEY $NOTIFICATION_LIMIT $NOTIFICATION_PAGES"
 fi
 if selected triggers; then
-    add_workload trigger "POST /v1/events/trigger" trigger.lua "$API_KEY $TRIGGER_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
+    add_workload trigger "POST /v1/events/trigger" trigger.lua \
+        "$API_KEY $TRIGGER_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
     EVENTS[trigger]=1
     if ((TRIGGER_BULK > 0)); then
         add_workload trigger_bulk "POST /v1/events/trigger/bulk ($TRIGGER_BULK events, -c$THREADS)" trigger.lua \
@@ -677,7 +649,15 @@ for name in "${WORKLOADS[@]}"; do
     if [[ -n "${EVENTS[$name]:-}" ]]; then
         measure_drain "$name"
     fi
-    { printf '### %s\n\n```\n' "${LABEL[$name]}"; cat "$WORK_DIR/$name.txt"; printf '```\n\n'; } >>"$RAW"
+    {
+        printf '### %s\n\n```\n' "${LABEL[$name]}"
+        cat "$WORK_DIR/$name.txt"
+        if [[ -n "${EVENTS[$name]:-}" ]]; then
+            printf 'stored messages: baseline=%s %s load_start_ms=%s load_end_ms=%s\n' "${BASELINE[$name]}" \
+                "${DRAIN[$name]}" "${LOAD_START[$name]}" "${LOAD_END[$name]}"
+        fi
+        printf '```\n\n'
+    } >>"$RAW"
 done
 
 RSS_HWM_KB="$(rss_kb VmHWM)"
@@ -751,14 +731,16 @@ trigger_row() {
     stored=$(($(drain_field "$name" count) - BASELINE[$name]))
     backlog="$(max 0 $((accepted - $(drain_field "$name" first) + BASELINE[$name])))"
     newest="$(drain_field "$name" newest_ms)"
-    drain_s="$(awk -v t="$newest" -v end="${LOAD_END[$name]}" 'BEGIN { printf "%.1f", (t > end ? (t - end) / 1000 : 0) }')"
+    drain_s="$(awk -v t="$newest" -v end="${LOAD_END[$name]}" \
+        'BEGIN { printf "%.1f", (t > end ? (t - end) / 1000 : 0) }')"
     e2e="$(awk -v n="$stored" -v t="$newest" -v start="${LOAD_START[$name]}" \
         'BEGIN { printf "%.0f", (t > start ? n / ((t - start) / 1000) : 0) }')"
     other="$(sample_field "$name" other_cpu_pct)"
     drain_other="$(drain_sample_field "$name" other_cpu_pct)"
     ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
     cpu="$(sample_field "$name" server_cpu_pct) / $(sample_field "$name" client_cpu_pct) / $other %"
-    drain_cpu="$(drain_sample_field "$name" server_cpu_pct) / $drain_other %"
+    drain_cpu="$(drain_sample_field "$name" server_cpu_pct) / $(drain_sample_field "$name" client_cpu_pct)"
+    drain_cpu="$drain_cpu / $drain_other %"
     if ((errors > 0)); then
         result="FAIL (errors)"
         VALID=0
@@ -819,7 +801,7 @@ REPORT="$WORK_DIR/report.md"
     fi
     echo
     if selected triggers; then
-        echo "| trigger → stored in-app message | req/s | events/s accepted | p50 | p99 | errors | events stored | backlog at load end | drain | end to end, events/s | CPU server / wrk / other | CPU draining: server / other | target | result |"
+        echo "| trigger → stored in-app message | req/s | events/s accepted | p50 | p99 | errors | events stored | backlog at load end | drain | end to end, events/s | CPU server / wrk / other | CPU draining: server / poller / other | target | result |"
         echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
         for name in trigger trigger_bulk; do
             if [[ -n "${EVENTS[$name]:-}" ]]; then trigger_row "$name"; fi
@@ -834,7 +816,7 @@ REPORT="$WORK_DIR/report.md"
     echo "| peak under load (VmHWM) | $hwm_mb MB | < $TARGET_RSS_LOAD_MB MB | **$(verdict lt "$hwm_mb" "$TARGET_RSS_LOAD_MB")** |"
     echo "| idle, 3 s after load | $(kb_to_mb "$RSS_AFTER_KB") MB | — | — |"
     echo
-    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers, while the backlog drained; the message-count poller is among *other* there)."
+    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers, while the backlog drained)."
     if ((VALID == 0)); then
         echo
         echo "**Some requests failed (non-2xx or socket errors): see the raw wrk output below.**"
