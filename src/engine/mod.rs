@@ -198,7 +198,11 @@ pub fn spawn_workers(
     tokio::spawn(async move {
         let worker = format!("w-{}", new_object_id());
         let runner = Arc::new(steps::Runner::new(store.clone(), profile));
-        let batch = concurrency.clamp(1, 256) as i64;
+        // A claimed batch completes in one transaction, so batches are larger than the number of jobs
+        // running at once (`concurrency`) — but small enough that a batch of slow steps (HTTP calls of up to
+        // 10 s, `concurrency` at a time) finishes well inside the lease.
+        let batch = (concurrency * 4).clamp(8, 256) as i64;
+        let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
         while !shutdown.is_cancelled() {
             let jobs = match store.claim_jobs(&worker, batch, LEASE_MS).await {
                 Ok(jobs) => jobs,
@@ -232,7 +236,9 @@ pub fn spawn_workers(
             for job in jobs {
                 let runner = runner.clone();
                 let worker = worker.clone();
+                let running = running.clone();
                 set.spawn(async move {
+                    let _permit = running.acquire_owned().await;
                     let outcome = runner.run(&job, &worker).await;
                     (job, outcome)
                 });

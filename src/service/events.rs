@@ -120,19 +120,20 @@ pub async fn trigger_many(
             Prepared::Answered(a) => answers.push(Some(a)),
         }
     }
-    let fresh = store.insert_triggers(&records).await?;
-    let mut recorded = records.into_iter().zip(fresh);
+    let transaction_ids: Vec<String> = records.iter().map(|r| r.transaction_id.clone()).collect();
+    let fresh = store.insert_triggers(records).await?;
+    let mut recorded = transaction_ids.into_iter().zip(fresh);
     Ok(answers
         .into_iter()
         .map(|a| match a {
             Some(answer) => answer,
             None => match recorded.next() {
-                Some((r, true)) => TriggerResult {
+                Some((transaction_id, true)) => TriggerResult {
                     status: "processed",
-                    transaction_id: r.transaction_id,
+                    transaction_id,
                     error: Vec::new(),
                 },
-                Some((r, false)) => already_used(&r.transaction_id),
+                Some((transaction_id, false)) => already_used(&transaction_id),
                 None => already_used(""),
             },
         })

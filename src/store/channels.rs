@@ -182,7 +182,7 @@ impl Store {
         identifier: &str,
     ) -> Result<Option<ChannelConnection>> {
         let sql = format!("select {CONNECTION_COLUMNS} from channel_connections where environment_id = $1 and identifier = $2");
-        let row: Option<ConnectionRow> = on_db!(self.w(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
+        let row: Option<ConnectionRow> = on_db!(self.r(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
             .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
         row.map(|r| self.connection_from_row(r)).transpose()
     }

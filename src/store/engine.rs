@@ -281,6 +281,57 @@ fn insert_notifications(notifications: &[&Notification]) -> Vec<Sql> {
     )
 }
 
+/// A request to the group-commit writer: the records and where to send their outcome.
+pub(crate) type TriggerRequest = (
+    Vec<TriggerRecord>,
+    tokio::sync::oneshot::Sender<Result<Vec<bool>>>,
+);
+
+/// Most triggers one group commit takes.
+const GROUP_COMMIT_MAX: usize = 1000;
+
+/// The writer behind [`Store::insert_triggers`]: takes every request waiting, records them in one
+/// transaction, and answers each with its share of the outcome.
+async fn group_commit(store: Store, mut rx: tokio::sync::mpsc::UnboundedReceiver<TriggerRequest>) {
+    while let Some(first) = rx.recv().await {
+        let mut requests = vec![first];
+        let mut count = requests[0].0.len();
+        while count < GROUP_COMMIT_MAX {
+            match rx.try_recv() {
+                Ok(more) => {
+                    count += more.0.len();
+                    requests.push(more);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut sizes = Vec::with_capacity(requests.len());
+        let mut all = Vec::with_capacity(count);
+        let mut replies = Vec::with_capacity(requests.len());
+        for (records, reply) in requests {
+            sizes.push(records.len());
+            all.extend(records);
+            replies.push(reply);
+        }
+        match store.insert_triggers_now(&all).await {
+            Ok(fresh) => {
+                let mut fresh = fresh.into_iter();
+                for (size, reply) in sizes.into_iter().zip(replies) {
+                    let _ = reply.send(Ok(fresh.by_ref().take(size).collect()));
+                }
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                for reply in replies {
+                    let _ = reply.send(Err(crate::error::Error::Internal(anyhow::anyhow!(
+                        "{message}"
+                    ))));
+                }
+            }
+        }
+    }
+}
+
 /// One trigger to record: its transaction id and, per recipient, the notification, the first job and the
 /// job's first execution details.
 pub struct TriggerRecord {
@@ -316,9 +367,29 @@ macro_rules! append_digest_event {
 }
 
 impl Store {
-    /// Records triggers in one transaction, with multi-row inserts. Per record: true when it was recorded,
-    /// false when its transaction id was seen before (then nothing of it is written).
-    pub async fn insert_triggers(&self, records: &[TriggerRecord]) -> Result<Vec<bool>> {
+    /// Records triggers, grouped with the triggers other requests are recording at the same moment into one
+    /// transaction (group commit: the writer is the bottleneck, not the rows). Per record: true when it was
+    /// recorded, false when its transaction id was seen before (then nothing of it is written).
+    pub async fn insert_triggers(&self, records: Vec<TriggerRecord>) -> Result<Vec<bool>> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let queue = self.trigger_queue.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(group_commit(self.clone(), rx));
+            tx
+        });
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        queue
+            .send((records, done_tx))
+            .map_err(|_| anyhow::anyhow!("the trigger writer has stopped"))?;
+        done_rx
+            .await
+            .map_err(|_| anyhow::anyhow!("the trigger writer dropped the request"))?
+    }
+
+    /// Records triggers in one transaction, with multi-row inserts (see [`Store::insert_triggers`]).
+    async fn insert_triggers_now(&self, records: &[TriggerRecord]) -> Result<Vec<bool>> {
         if records.is_empty() {
             return Ok(Vec::new());
         }

@@ -81,6 +81,10 @@ pub struct Store {
     cipher: Cipher,
     /// SQLite only: the database file, for inline point reads (see `fast`).
     sqlite_path: Option<std::path::PathBuf>,
+    /// The group-commit writer of triggers, started on first use (see `engine`).
+    trigger_queue: std::sync::Arc<
+        std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<engine::TriggerRequest>>,
+    >,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
 }
@@ -110,6 +114,7 @@ impl Store {
                     cipher,
                     sqlite_path,
                     search_stats: Default::default(),
+                    trigger_queue: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -140,6 +145,7 @@ impl Store {
                     cipher,
                     sqlite_path: None,
                     search_stats: Default::default(),
+                    trigger_queue: Default::default(),
                 })
             }
         }

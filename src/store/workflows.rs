@@ -113,7 +113,8 @@ impl Store {
         q.push(" order by workflow_id = ")
             .bind(id_or_identifier)
             .push(" limit 1");
-        let row: Option<WorkflowRow> = on_db!(self.w(), p =>
+        // The read pool: on SQLite the write connection is kept for writes (updates re-check `version`).
+        let row: Option<WorkflowRow> = on_db!(self.r(), p =>
             bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
         Ok(row.map(Into::into))
     }
