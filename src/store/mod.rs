@@ -99,11 +99,13 @@ impl Store {
                     .then_some(file);
                 // Readers beyond a few per core only add memory (each has its own page cache).
                 let read = SqlitePoolOptions::new()
+                    .test_before_acquire(false)
                     .max_connections(opts.max_connections.clamp(2, 8))
                     .min_connections(1)
                     .connect_with(connect.clone().read_only(false))
                     .await?;
                 let write = SqlitePoolOptions::new()
+                    .test_before_acquire(false)
                     .max_connections(1)
                     .min_connections(1)
                     .connect_with(connect)
