@@ -517,16 +517,30 @@ fn request_headers(headers: Option<&Value>) -> Vec<(String, String)> {
     }
 }
 
-/// When the next job was merged into an open digest, this job's event goes into that digest.
+/// Links the next job into the outcome: its first execution detail (`Queued`, or how it joined an open
+/// digest) and, when it was merged into an open digest, this job's event for that digest.
 fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
-    let open = outcome
-        .next
+    let Some(next) = outcome.next.as_ref() else {
+        return;
+    };
+    let open = next
+        .digest
         .as_ref()
-        .filter(|n| n.status == status::MERGED)
-        .and_then(|n| n.digest.as_ref())
+        .filter(|_| next.status == status::MERGED)
         .and_then(|d| d.get("mergedInto"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let text = match &open {
+        Some(open) => format!("Event added to the open digest of job {open}"),
+        None if next.run_at.0 > Timestamp::now().0 => {
+            format!("Step queued; runs at {}", next.run_at.to_iso())
+        }
+        None => "Step queued".to_owned(),
+    };
+    let status = if open.is_some() { "Success" } else { "Queued" };
+    let mut queued = detail(next, status, "Internal", text, None);
+    queued.is_retry = false;
+    outcome.details.push(queued);
     if let Some(open) = open {
         let event = json!({"id": job.transaction_id, "time": Timestamp::now().to_iso(), "payload": job.payload});
         outcome.merge_into = Some((open, event));

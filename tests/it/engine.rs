@@ -235,7 +235,21 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
         .map(|d| d["status"].as_str().unwrap())
         .collect();
     assert_eq!(in_app, ["Pending", "Success"]);
-    let email = &jobs[2]["executionDetails"][0];
+    let statuses = |j: &serde_json::Value| -> Vec<String> {
+        j["executionDetails"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["status"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(statuses(&jobs[1]), ["Queued", "Success"]);
+    assert!(jobs[1]["executionDetails"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("Step queued; runs at "));
+    assert_eq!(statuses(&jobs[2]), ["Queued", "Failed"]);
+    let email = &jobs[2]["executionDetails"][1];
     assert_eq!(email["status"], "Failed");
     assert_eq!(email["source"], "Credentials");
     assert_eq!(email["providerId"], "sendgrid");
