@@ -73,13 +73,18 @@ pub async fn unseen_count(
     store.count_messages(&tenant.environment_id, &f).await
 }
 
-pub fn parse_mark(s: &str) -> Option<MarkAs> {
+/// `read`, `seen`, `unread` or `unseen`; anything else is a 422 on `markAs`.
+pub fn parse_mark(s: &str) -> Result<MarkAs> {
     match s {
-        "read" => Some(MarkAs::Read),
-        "seen" => Some(MarkAs::Seen),
-        "unread" => Some(MarkAs::Unread),
-        "unseen" => Some(MarkAs::Unseen),
-        _ => None,
+        "read" => Ok(MarkAs::Read),
+        "seen" => Ok(MarkAs::Seen),
+        "unread" => Ok(MarkAs::Unread),
+        "unseen" => Ok(MarkAs::Unseen),
+        _ => Err(Error::invalid(
+            "markAs",
+            "markAs must be read, seen, unread or unseen",
+            s,
+        )),
     }
 }
 

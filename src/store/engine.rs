@@ -507,7 +507,7 @@ impl Store {
                 .bind(now);
             q.push(" where status = 'running' and locked_by = ")
                 .bind(worker);
-            push_in(&mut q, "id", &ids);
+            q.push_in("id", &ids);
             q.push(" returning id");
             updates.push(q);
         }
@@ -606,17 +606,6 @@ impl Store {
             .bind(run_at).bind(Timestamp::now().0).bind(&job.id).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }
-}
-/// Helper for building `in (…)` lists.
-pub(crate) fn push_in(q: &mut Sql, column: &str, values: &[String]) {
-    q.push(" and ").push(column).push(" in (");
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            q.push(", ");
-        }
-        q.bind(v);
-    }
-    q.push(")");
 }
 
 const NOTIFICATION_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, workflow_ref, \
@@ -771,13 +760,13 @@ impl Store {
             if ids.is_empty() {
                 return Ok((Vec::new(), false));
             }
-            push_in(&mut q, "subscriber_id", ids);
+            q.push_in("subscriber_id", ids);
         }
         if !f.workflow_refs.is_empty() {
-            push_in(&mut q, "workflow_ref", &f.workflow_refs);
+            q.push_in("workflow_ref", &f.workflow_refs);
         }
         if !f.severity.is_empty() {
-            push_in(&mut q, "severity", &f.severity);
+            q.push_in("severity", &f.severity);
         }
         if !f.channels.is_empty() {
             q.push(" and (");
@@ -811,7 +800,7 @@ impl Store {
         }
         let mut q = Sql::new("select ");
         q.push(JOB_COLUMNS).push(" from jobs where 1 = 1");
-        push_in(&mut q, "notification_id", notification_ids);
+        q.push_in("notification_id", notification_ids);
         q.push(" order by step_index, created_at");
         Ok(fetch::<JobRow>(self, q)
             .await?
@@ -829,7 +818,7 @@ impl Store {
             "select id, environment_id, job_id, notification_id, status, detail, source, is_retry, is_test, provider_id, \
              raw, created_at from execution_details where 1 = 1",
         );
-        push_in(&mut q, "notification_id", notification_ids);
+        q.push_in("notification_id", notification_ids);
         q.push(" order by created_at, id");
         Ok(fetch::<DetailRow>(self, q)
             .await?
@@ -932,7 +921,7 @@ impl MessageFilter {
             q.push(" and channel = ").bind(c);
         }
         if !self.transaction_ids.is_empty() {
-            push_in(&mut q, "transaction_id", &self.transaction_ids);
+            q.push_in("transaction_id", &self.transaction_ids);
         }
         if let Some(r) = self.read {
             q.push(" and read = ").bind(r);
@@ -990,7 +979,7 @@ impl Store {
             .push(" and subscriber_id = ")
             .bind(subscriber_id);
         q.push(" and deleted = false");
-        push_in(&mut q, "id", ids);
+        q.push_in("id", ids);
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         let mut s = Sql::new("select ");
         s.push(MESSAGE_COLUMNS)
@@ -999,7 +988,7 @@ impl Store {
         s.push(" and subscriber_id = ")
             .bind(subscriber_id)
             .push(" and deleted = false");
-        push_in(&mut s, "id", ids);
+        s.push_in("id", ids);
         s.push(" order by created_at, id");
         let rows: Vec<MessageRow> = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, MessageRow>(&s.text), s.args.clone()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())

@@ -95,6 +95,18 @@ impl Sql {
         self
     }
 
+    /// Appends ` and <column> in ($n, …)` with one placeholder per value.
+    pub fn push_in(&mut self, column: &str, values: &[String]) -> &mut Self {
+        self.push(" and ").push(column).push(" in (");
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.bind(v);
+        }
+        self.push(")")
+    }
+
     /// Appends another fragment, renumbering its placeholders after ours.
     pub fn append(&mut self, other: &Sql) -> &mut Self {
         let offset = self.args.len();

@@ -341,7 +341,7 @@ impl Store {
         q.push(COLUMNS)
             .push(" from subscribers where environment_id = ")
             .bind(env.as_str());
-        super::engine::push_in(&mut q, "id", refs);
+        q.push_in("id", refs);
         let rows: Vec<SubscriberRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
@@ -357,7 +357,7 @@ impl Store {
         }
         let mut q = Sql::new("select subscriber_id from subscribers where environment_id = ");
         q.bind(env.as_str()).push(" and deleted = false");
-        super::engine::push_in(&mut q, "email", emails);
+        q.push_in("email", emails);
         Ok(
             on_db!(self.r(), p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_all(p).await)?,
         )

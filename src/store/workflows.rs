@@ -182,7 +182,7 @@ impl Store {
         q.push(COLUMNS)
             .push(" from workflows where environment_id = ")
             .bind(env.as_str());
-        super::engine::push_in(&mut q, "id", ids);
+        q.push_in("id", ids);
         let rows: Vec<WorkflowRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())
     }

@@ -239,13 +239,7 @@ pub async fn mark_as(
     AppPath(subscriber_id): AppPath<String>,
     AppJson(body): AppJson<MarkAsIn>,
 ) -> ApiResult<Response> {
-    let mark = parse_mark(&body.mark_as).ok_or_else(|| {
-        Error::invalid(
-            "markAs",
-            "markAs must be read, seen, unread or unseen",
-            body.mark_as.as_str(),
-        )
-    })?;
+    let mark = parse_mark(&body.mark_as)?;
     let ids: Vec<String> = match &body.message_id {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) => items
@@ -283,13 +277,7 @@ pub async fn mark_all(
     AppPath(subscriber_id): AppPath<String>,
     AppJson(body): AppJson<MarkAllIn>,
 ) -> ApiResult<Response> {
-    let mark = parse_mark(&body.mark_as).ok_or_else(|| {
-        Error::invalid(
-            "markAs",
-            "markAs must be read, seen, unread or unseen",
-            body.mark_as.as_str(),
-        )
-    })?;
+    let mark = parse_mark(&body.mark_as)?;
     let n = service::mark_all(&state.store, &tenant, &subscriber_id, mark).await?;
     Ok(Reply::created(n).into_response())
 }
