@@ -904,3 +904,70 @@ async fn seeded_notifications_read_back(app: TestApp) {
     );
 }
 db_test!(seeded_notifications, seeded_notifications_read_back);
+
+async fn throttle_and_scheduled_delay(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Limited", "workflowId": "limited", "steps": [
+            {"name": "Gate", "type": "throttle", "controlValues": {"amount": 1, "unit": "minutes", "threshold": 1}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "hi {{ payload.i }}"}}
+        ]}),
+    )
+    .await;
+    for i in 1..=3 {
+        app.post("/v1/events/trigger", json!({"name": "limited", "to": "tom", "payload": {"i": i}, "transactionId": format!("th{i}")}))
+            .await;
+        settled(&app, &format!("th{i}"), 1).await;
+    }
+    let messages = messages_of(&app, "tom").await;
+    assert_eq!(messages.len(), 1, "one run per minute gets through");
+    assert_eq!(messages[0].content, "hi 1");
+    let items = settled(&app, "th3", 1).await;
+    let gate = &items[0]["jobs"][0];
+    assert_eq!(gate["status"], "skipped");
+    let last = gate["executionDetails"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["status"], "Warning");
+    assert!(
+        last["detail"].as_str().unwrap().starts_with("Throttled"),
+        "{last}"
+    );
+    assert_eq!(
+        items[0]["jobs"].as_array().unwrap().len(),
+        1,
+        "the chain stops at the throttle"
+    );
+
+    // A scheduled delay waits until the date found at delayPath in the payload.
+    workflow(
+        &app,
+        json!({"name": "Timed", "workflowId": "timed", "steps": [
+            {"name": "Until", "type": "delay", "controlValues": {"type": "scheduled", "delayPath": "payload.sendAt"}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "on time"}}
+        ]}),
+    )
+    .await;
+    let at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let at_iso = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    app.post("/v1/events/trigger", json!({"name": "timed", "to": "una", "payload": {"sendAt": at_iso}, "transactionId": "sch"}))
+        .await;
+    let items = settled(&app, "sch", 1).await;
+    let jobs = items[0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(
+        jobs[0]["runAt"],
+        at_iso.as_str(),
+        "the delay runs at the payload's date"
+    );
+    let message = messages_of(&app, "una").await;
+    assert_eq!(message[0].content, "on time");
+    assert!(
+        message[0].created_at.0 >= at.timestamp_millis(),
+        "not before the scheduled time"
+    );
+}
+db_test!(throttle_schedule, throttle_and_scheduled_delay);
