@@ -68,6 +68,19 @@ impl From<SubscriberRow> for Subscriber {
     }
 }
 
+/// A non-deleted subscriber by subscriberId, read through `db`.
+async fn subscriber_on(
+    db: &super::Db,
+    env: &EnvironmentId,
+    subscriber_id: &str,
+) -> Result<Option<Subscriber>> {
+    let sql =
+        format!("select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false");
+    let row: Option<SubscriberRow> = on_db!(db, p => sqlx::query_as::<_, SubscriberRow>(&sql)
+        .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
+    Ok(row.map(Into::into))
+}
+
 /// Filters of `GET /v2/subscribers`, combined with AND. `email`, `phone`, `name` are case-sensitive substrings.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SubscriberSearch {
@@ -86,12 +99,7 @@ impl Store {
         if let Some(path) = &self.sqlite_path {
             return get_subscriber_inline(path, env, subscriber_id);
         }
-        let sql = format!(
-            "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
-        );
-        let row: Option<SubscriberRow> = on_db!(self.r(), p => sqlx::query_as::<_, SubscriberRow>(&sql)
-            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
-        Ok(row.map(Into::into))
+        subscriber_on(self.r(), env, subscriber_id).await
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
@@ -100,12 +108,7 @@ impl Store {
         env: &EnvironmentId,
         subscriber_id: &str,
     ) -> Result<Option<Subscriber>> {
-        let sql = format!(
-            "select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
-        );
-        let row: Option<SubscriberRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberRow>(&sql)
-            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
-        Ok(row.map(Into::into))
+        subscriber_on(self.w(), env, subscriber_id).await
     }
 
     /// Inserts a new subscriber; `Err(Conflict)` when the subscriberId is taken in the environment.
