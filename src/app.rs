@@ -99,8 +99,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let state = AppState::new(store.clone(), cfg.compat);
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        cfg.workers,
-        cfg.compat,
+        crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),
         state.wakeup.clone(),
         shutdown.clone(),
     );
@@ -129,8 +128,7 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        cfg.workers,
-        cfg.compat,
+        crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),
         crate::engine::Wakeup::default(),
         shutdown.clone(),
     );

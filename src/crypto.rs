@@ -114,12 +114,19 @@ mod tests {
 /// The `svc-signature` header value: `t=<unix ms>,v1=<hex HMAC-SHA256(key, "<t>." + body)>`, where `body`
 /// is the JSON text of the request body. The step preview shows the same value as `svcSignature`.
 pub fn svc_signature(key: &str, t_ms: i64, body_json: &str) -> String {
+    let v1 = hmac_sha256_hex(key, &[format!("{t_ms}.").as_bytes(), body_json.as_bytes()]);
+    format!("t={t_ms},v1={v1}")
+}
+
+/// Hex HMAC-SHA256 of the concatenated `parts` keyed with `key`.
+pub fn hmac_sha256_hex(key: &str, parts: &[&[u8]]) -> String {
     use hmac::{Hmac, Mac};
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes())
         .expect("HMAC accepts keys of any length");
-    mac.update(format!("{t_ms}.").as_bytes());
-    mac.update(body_json.as_bytes());
-    format!("t={t_ms},v1={}", hex::encode(mac.finalize().into_bytes()))
+    for p in parts {
+        mac.update(p);
+    }
+    hex::encode(mac.finalize().into_bytes())
 }
 
 #[cfg(test)]

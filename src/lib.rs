@@ -10,6 +10,7 @@ pub mod crypto;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod providers;
 pub mod render;
 pub mod service;
 pub mod store;

@@ -65,6 +65,8 @@ pub struct Job {
     pub attempts: i64,
     pub dedupe_key: String,
     pub schedule_extensions_count: i64,
+    /// Retry and failover state of a channel step (`engine::deliver`); `None` before its first attempt.
+    pub delivery: Option<Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -122,6 +124,20 @@ pub struct Message {
     pub provider_id: String,
     pub context_keys: Vec<String>,
     pub deleted: bool,
+    /// Where a channel message went and how its delivery ended (empty for in-app messages).
+    pub delivery: MessageDelivery,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// The delivery record of an email, SMS, chat or push message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MessageDelivery {
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub direct_webhook_url: Option<String>,
+    pub device_tokens: Option<Vec<String>>,
+    pub delivered_at: Option<Timestamp>,
+    pub error_id: Option<String>,
+    pub error_text: Option<String>,
 }

@@ -2,7 +2,10 @@
 //! a lease; everything a job produces (message, execution details, the next step's job) is written in the
 //! transaction that completes it, so a crashed worker's job is simply claimed again and never finishes twice.
 
+mod deliver;
 pub mod steps;
+
+pub use deliver::MAX_RETRIES;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,6 +168,7 @@ pub fn job_for_step(
         attempts: 0,
         dedupe_key: Job::dedupe(&n.id, index),
         schedule_extensions_count: 0,
+        delivery: None,
         created_at: now,
         updated_at: now,
     };
@@ -187,17 +191,42 @@ pub fn job_for_step(
     job
 }
 
+/// How a process runs its workers.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerOptions {
+    /// Jobs running at once.
+    pub concurrency: usize,
+    pub profile: crate::config::WireProfile,
+    /// First backoff of a provider retry; doubled on each further retry, ±25 % jitter.
+    pub retry_base: Duration,
+}
+
+impl WorkerOptions {
+    /// `concurrency` jobs at once, provider retries after 1 s, 2 s, 4 s.
+    pub fn new(concurrency: usize, profile: crate::config::WireProfile) -> Self {
+        Self {
+            concurrency,
+            profile,
+            retry_base: Duration::from_secs(1),
+        }
+    }
+}
+
 /// Runs workers until `shutdown`: each claims a batch of due jobs, runs them, sleeps when idle.
 pub fn spawn_workers(
     store: Store,
-    concurrency: usize,
-    profile: crate::config::WireProfile,
+    options: WorkerOptions,
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    let WorkerOptions {
+        concurrency,
+        profile,
+        retry_base,
+    } = options;
     tokio::spawn(async move {
         let worker = format!("w-{}", new_object_id());
-        let runner = Arc::new(steps::Runner::new(store.clone(), profile));
+        let runner = Arc::new(steps::Runner::new(store.clone(), profile, retry_base));
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs
         // running at once (`concurrency`) — but small enough that a batch of slow steps (HTTP calls of up to
         // 10 s, `concurrency` at a time) finishes well inside the lease.

@@ -23,20 +23,22 @@ const RAW_LIMIT: usize = 4096;
 const MAX_ATTEMPTS: i64 = 5;
 
 pub struct Runner {
-    store: Store,
-    renderer: Renderer,
-    http: reqwest::Client,
-    profile: WireProfile,
+    pub(super) store: Store,
+    pub(super) renderer: Renderer,
+    pub(super) http: reqwest::Client,
+    pub(super) profile: WireProfile,
+    /// First backoff of a provider retry (doubled on each further retry).
+    pub(super) retry_base: std::time::Duration,
 }
 
 /// What a step decided about the rest of the chain.
-enum Chain {
+pub(super) enum Chain {
     Continue,
     Stop,
 }
 
 impl Runner {
-    pub fn new(store: Store, profile: WireProfile) -> Self {
+    pub fn new(store: Store, profile: WireProfile, retry_base: std::time::Duration) -> Self {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(HTTP_TIMEOUT_SECS))
             .redirect(reqwest::redirect::Policy::limited(3))
@@ -48,6 +50,7 @@ impl Runner {
             renderer: Renderer::default(),
             http,
             profile,
+            retry_base,
         }
     }
 
@@ -160,7 +163,8 @@ impl Runner {
                 (finished(status::COMPLETED, vec![d]), Chain::Continue)
             }
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
-                self.channel(job, &env).await?
+                self.channel(job, &notification, subscriber.as_ref(), &vars)
+                    .await?
             }
             StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
         };
@@ -274,6 +278,7 @@ impl Runner {
             provider_id: "svc".to_owned(),
             context_keys: n.context_keys.clone(),
             deleted: false,
+            delivery: Default::default(),
             created_at: now,
             updated_at: now,
         };
@@ -430,50 +435,6 @@ impl Runner {
             );
             Ok((finished(status::COMPLETED, vec![d]), Chain::Continue))
         }
-    }
-
-    /// Email, SMS, chat and push: the integration is chosen; real sending comes with the providers.
-    async fn channel(&self, job: &Job, env: &EnvironmentId) -> Result<(JobOutcome, Chain)> {
-        let channel = match job.step.step_type {
-            StepType::Email => Channel::Email,
-            StepType::Sms => Channel::Sms,
-            StepType::Chat => Channel::Chat,
-            _ => Channel::Push,
-        };
-        let active = self.store.list_integrations(env, true).await?;
-        let chosen = active
-            .iter()
-            .filter(|i| i.channel == Some(channel))
-            .max_by_key(|i| (i.primary, i.created_at));
-        let d = match chosen {
-            Some(i) => {
-                let mut d = detail(
-                    job,
-                    "Failed",
-                    "Credentials",
-                    format!("No provider is wired for {} yet: integration {} was selected but nothing was sent", i.provider_id.as_str(), i.identifier),
-                    None,
-                );
-                d.provider_id = Some(i.provider_id.as_str().to_owned());
-                d
-            }
-            None => detail(
-                job,
-                "Failed",
-                "Credentials",
-                format!(
-                    "No active {} integration in this environment",
-                    channel.as_str()
-                ),
-                None,
-            ),
-        };
-        let chain = if job.step.should_stop_on_fail {
-            Chain::Stop
-        } else {
-            Chain::Continue
-        };
-        Ok((finished(status::FAILED, vec![d]), chain))
     }
 }
 

@@ -361,6 +361,30 @@ impl Store {
             .map(Into::into))
     }
 
+    /// The endpoints a chat or SMS delivery through `integration_identifier` goes to: the subscriber's, for
+    /// exactly the trigger's context set (empty when the trigger had no context), oldest first.
+    pub async fn delivery_endpoints(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+        integration_identifier: Option<&str>,
+        context_set: &str,
+    ) -> Result<Vec<ChannelEndpoint>> {
+        let mut q = Sql::new(&format!(
+            "select {ENDPOINT_COLUMNS} from channel_endpoints where environment_id = "
+        ));
+        q.bind(env.as_str())
+            .push(" and subscriber_id = ")
+            .bind(subscriber_id);
+        q.push(" and context_set = ").bind(context_set);
+        if let Some(i) = integration_identifier {
+            q.push(" and integration_identifier = ").bind(i);
+        }
+        q.push(" order by created_at, id limit 50");
+        let rows: Vec<EndpointRow> = on_db!(self.r(), p => super::sql::bind_args!(sqlx::query_as::<_, EndpointRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// Bulk-inserts `count` synthetic `slack_channel` endpoints for tests and the benchmark: endpoint `n`
     /// belongs to subscriber `<prefix><n % subscribers>` and context `tenant:t<n % contexts>`.
     pub async fn seed_channel_endpoints(

@@ -8,14 +8,14 @@ use super::page::PortableRow;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::context::context_set;
-use crate::domain::job::{ExecutionDetail, Job, Message, Notification};
+use crate::domain::job::{ExecutionDetail, Job, Message, MessageDelivery, Notification};
 use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
 const JOB_COLUMNS: &str = "id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
     workflow_ref, transaction_id, step_index, step, status, provider_id, payload, overrides, digest, digest_key, run_at, \
-    attempts, dedupe_key, schedule_extensions_count, created_at, updated_at";
+    attempts, dedupe_key, schedule_extensions_count, delivery, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct JobRow {
@@ -39,6 +39,7 @@ struct JobRow {
     attempts: i64,
     dedupe_key: String,
     schedule_extensions_count: i64,
+    delivery: Option<Json<Value>>,
     created_at: i64,
     updated_at: i64,
 }
@@ -66,6 +67,7 @@ impl From<JobRow> for Job {
             attempts: r.attempts,
             dedupe_key: r.dedupe_key,
             schedule_extensions_count: r.schedule_extensions_count,
+            delivery: r.delivery.map(|j| j.0),
             created_at: Timestamp(r.created_at),
             updated_at: Timestamp(r.updated_at),
         }
@@ -83,6 +85,16 @@ pub struct JobOutcome {
     pub next: Option<Job>,
     /// A digest job that absorbs this job's event instead of running it separately.
     pub merge_into: Option<(String, Value)>,
+    /// Instead of finishing, the job goes back to the queue (a provider retry or failover): its details are
+    /// written and it runs again at `run_at` with this delivery state.
+    pub retry: Option<Requeue>,
+}
+
+/// When and with which delivery state a job runs again.
+#[derive(Debug, Clone)]
+pub struct Requeue {
+    pub run_at: i64,
+    pub delivery: Value,
 }
 
 /// Filters of `GET /v1/notifications`, combined with AND.
@@ -229,6 +241,18 @@ fn insert_messages(messages: &[&Message]) -> Vec<Sql> {
                 Arg::Bool(m.deleted),
                 Arg::Int(m.created_at.0),
                 Arg::Int(m.updated_at.0),
+                Arg::OptText(m.delivery.email.clone()),
+                Arg::OptText(m.delivery.phone.clone()),
+                Arg::OptText(m.delivery.direct_webhook_url.clone()),
+                Arg::OptJson(
+                    m.delivery
+                        .device_tokens
+                        .as_ref()
+                        .map(|t| serde_json::json!(t)),
+                ),
+                Arg::OptInt(m.delivery.delivered_at.map(|t| t.0)),
+                Arg::OptText(m.delivery.error_id.clone()),
+                Arg::OptText(m.delivery.error_text.clone()),
             ]
         })
         .collect();
@@ -236,7 +260,7 @@ fn insert_messages(messages: &[&Message]) -> Vec<Sql> {
         "insert into messages (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
          workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data, \
          payload, overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, \
-         created_at, updated_at)",
+         created_at, updated_at, email, phone, direct_webhook_url, device_tokens, delivered_at, error_id, error_text)",
         "on conflict (job_id) do nothing",
         rows,
     )
@@ -492,13 +516,33 @@ impl Store {
         let now = Timestamp::now().0;
         // One status update per distinct final status, each guarded by the lease.
         let mut updates = Vec::new();
-        let mut statuses: Vec<&str> = items.iter().map(|(_, o)| o.status.as_str()).collect();
+        let mut statuses: Vec<&str> = items
+            .iter()
+            .filter(|(_, o)| o.retry.is_none())
+            .map(|(_, o)| o.status.as_str())
+            .collect();
         statuses.sort_unstable();
         statuses.dedup();
+        for (job, o) in items {
+            if let Some(r) = &o.retry {
+                let mut q = Sql::new("update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = ");
+                q.bind(r.run_at)
+                    .push(", delivery = ")
+                    .bind(Arg::Json(r.delivery.clone()));
+                q.push(", updated_at = ")
+                    .bind(now)
+                    .push(" where id = ")
+                    .bind(&job.id);
+                q.push(" and status = 'running' and locked_by = ")
+                    .bind(worker);
+                q.push(" returning id");
+                updates.push(q);
+            }
+        }
         for status in statuses {
             let ids: Vec<String> = items
                 .iter()
-                .filter(|(_, o)| o.status == status)
+                .filter(|(_, o)| o.status == status && o.retry.is_none())
                 .map(|(j, _)| j.id.clone())
                 .collect();
             let mut q = Sql::new("update jobs set status = ");
@@ -830,7 +874,8 @@ impl Store {
 
 const MESSAGE_COLUMNS: &str = "id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
     workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data, payload, \
-    overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, created_at, updated_at";
+    overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, created_at, updated_at, \
+    email, phone, direct_webhook_url, device_tokens, delivered_at, error_id, error_text";
 
 #[derive(sqlx::FromRow)]
 struct MessageRow {
@@ -862,6 +907,13 @@ struct MessageRow {
     deleted: bool,
     created_at: i64,
     updated_at: i64,
+    email: Option<String>,
+    phone: Option<String>,
+    direct_webhook_url: Option<String>,
+    device_tokens: Option<Json<Vec<String>>>,
+    delivered_at: Option<i64>,
+    error_id: Option<String>,
+    error_text: Option<String>,
 }
 
 impl From<MessageRow> for Message {
@@ -893,6 +945,15 @@ impl From<MessageRow> for Message {
             provider_id: r.provider_id,
             context_keys: r.context_keys.0,
             deleted: r.deleted,
+            delivery: MessageDelivery {
+                email: r.email,
+                phone: r.phone,
+                direct_webhook_url: r.direct_webhook_url,
+                device_tokens: r.device_tokens.map(|j| j.0),
+                delivered_at: r.delivered_at.map(Timestamp),
+                error_id: r.error_id,
+                error_text: r.error_text,
+            },
             created_at: Timestamp(r.created_at),
             updated_at: Timestamp(r.updated_at),
         }

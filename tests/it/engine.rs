@@ -7,22 +7,7 @@ use serde_json::json;
 use tidings::store::engine::MessageFilter;
 
 use crate::db_test;
-use crate::support::{Backend, TestApp};
-
-/// Polls until `f` returns Some, for up to 10 s.
-async fn eventually<T, F, Fut>(mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..200 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("condition not reached in 10 s");
-}
+use crate::support::{eventually, settled, Backend, TestApp};
 
 /// Waits until the subscriber has at least one message; returns them, newest first.
 async fn messages_of(app: &TestApp, subscriber_id: &str) -> Vec<tidings::domain::job::Message> {
@@ -161,40 +146,15 @@ async fn delayed_jobs_can_be_canceled(app: TestApp) {
 }
 db_test!(cancel, delayed_jobs_can_be_canceled);
 
-/// Polls the activity feed until every job of `transaction_id` has finished; returns the activity items.
-async fn settled(
-    app: &TestApp,
-    transaction_id: &str,
-    notifications: usize,
-) -> Vec<serde_json::Value> {
-    let path = format!("/v1/notifications?transactionId={transaction_id}");
-    eventually(|| async {
-        let (status, page) = app.get(&path).await;
-        assert_eq!(status, StatusCode::OK, "{page}");
-        let items = page["data"].as_array()?.clone();
-        let done = items.len() == notifications
-            && items.iter().all(|n| {
-                n["jobs"].as_array().is_some_and(|jobs| {
-                    !jobs.is_empty()
-                        && jobs
-                            .iter()
-                            .all(|j| !matches!(j["status"].as_str(), Some("queued" | "running")))
-                })
-            });
-        done.then_some(items)
-    })
-    .await
-}
-
 async fn workflow(app: &TestApp, body: serde_json::Value) {
     let (status, out) = app.post("/v2/workflows", body).await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
 }
 
 async fn in_app_delay_email_end_to_end(app: TestApp) {
-    app.integration(
-        json!({"providerId": "sendgrid", "channel": "email", "active": true, "identifier": "sg"}),
-    )
+    let receiver = crate::support::receiver::Receiver::start().await;
+    app.integration(json!({"providerId": "email-webhook", "channel": "email", "active": true, "identifier": "hook",
+        "credentials": {"webhookUrl": format!("{}/mail", receiver.url), "from": "app@example.com"}}))
     .await;
     workflow(
         &app,
@@ -205,8 +165,13 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
         ]}),
     )
     .await;
-    let (_, out) =
-        app.post("/v1/events/trigger", json!({"name": "chain", "to": "ann", "payload": {"name": "Ann"}, "transactionId": "t-chain"})).await;
+    let (_, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "chain", "to": {"subscriberId": "ann", "email": "ann@example.com"},
+            "payload": {"name": "Ann"}, "transactionId": "t-chain"}),
+        )
+        .await;
     assert_eq!(out["status"], "processed");
     let items = settled(&app, "t-chain", 1).await;
     let n = &items[0];
@@ -224,7 +189,7 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
         [
             ("in_app", "completed"),
             ("delay", "completed"),
-            ("email", "failed")
+            ("email", "completed")
         ]
     );
     // Execution details for every transition, in order.
@@ -248,18 +213,15 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
         .as_str()
         .unwrap()
         .starts_with("Step queued; runs at "));
-    assert_eq!(statuses(&jobs[2]), ["Queued", "Failed"]);
+    assert_eq!(statuses(&jobs[2]), ["Queued", "Success"]);
     let email = &jobs[2]["executionDetails"][1];
-    assert_eq!(email["status"], "Failed");
     assert_eq!(email["source"], "Credentials");
-    assert_eq!(email["providerId"], "sendgrid");
-    assert!(
-        email["detail"]
-            .as_str()
-            .unwrap()
-            .contains("No provider is wired for sendgrid"),
-        "{email}"
-    );
+    assert_eq!(email["providerId"], "email-webhook");
+    assert_eq!(email["detail"], "Message sent by email-webhook (id msg-1)");
+    let sent = receiver.wait_for(1).await;
+    assert_eq!(sent[0].path, "/mail");
+    assert_eq!(sent[0].json()["to"], json!(["ann@example.com"]));
+    assert_eq!(sent[0].json()["subject"], "Hi");
     assert_eq!(jobs[0]["providerId"], "svc");
     // The delay really waited: the email job ran at least a second after the in-app one.
     let ran = |j: &serde_json::Value| {

@@ -59,7 +59,20 @@ pub struct MessageOut {
     pub last_seen_date: Option<String>,
     pub status: String,
     pub provider_id: WireName,
+    /// When the message reached its provider (in-app: when it was created); empty when it was not delivered.
     pub delivered_at: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct_webhook_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_tokens: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
     #[schema(value_type = Object)]
     pub payload: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +85,11 @@ pub struct MessageOut {
 
 impl From<Message> for MessageOut {
     fn from(m: Message) -> Self {
+        let delivered_at = if m.channel == Channel::InApp.as_str() {
+            vec![m.created_at.to_iso()]
+        } else {
+            m.delivery.delivered_at.iter().map(|t| t.to_iso()).collect()
+        };
         Self {
             id: m.id,
             template_id: Some(m.workflow_ref),
@@ -96,7 +114,13 @@ impl From<Message> for MessageOut {
             last_seen_date: m.last_seen_date.map(|t| t.to_iso()),
             status: m.status,
             provider_id: WireName(m.provider_id),
-            delivered_at: vec![m.created_at.to_iso()],
+            delivered_at,
+            email: m.delivery.email,
+            phone: m.delivery.phone,
+            direct_webhook_url: m.delivery.direct_webhook_url,
+            device_tokens: m.delivery.device_tokens,
+            error_id: m.delivery.error_id,
+            error_text: m.delivery.error_text,
             payload: m.payload,
             overrides: m.overrides,
             context_keys: m.context_keys,

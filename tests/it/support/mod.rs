@@ -15,6 +15,7 @@ use tidings::service::environments;
 use tidings::store::{Store, StoreOptions};
 use tokio::sync::OnceCell;
 
+pub mod receiver;
 pub mod sdk;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,13 @@ macro_rules! db_test {
             }
         }
     };
+}
+
+/// Workers as tests run them: provider retries after 100 ms, 200 ms, 400 ms instead of seconds.
+pub fn worker_options(profile: WireProfile) -> tidings::engine::WorkerOptions {
+    let mut o = tidings::engine::WorkerOptions::new(4, profile);
+    o.retry_base = std::time::Duration::from_millis(100);
+    o
 }
 
 pub struct TestApp {
@@ -166,8 +174,7 @@ impl TestApp {
         if with_workers {
             tidings::engine::spawn_workers(
                 store.clone(),
-                4,
-                profile,
+                worker_options(profile),
                 wakeup.clone(),
                 workers.clone(),
             );
@@ -198,8 +205,7 @@ impl TestApp {
     pub fn start_workers(&self) {
         tidings::engine::spawn_workers(
             self.store.clone(),
-            4,
-            self.profile,
+            worker_options(self.profile),
             self.wakeup.clone(),
             self.workers.clone(),
         );
@@ -312,4 +318,75 @@ pub fn assert_error(body: &Value, status: u16) {
     );
     assert!(body["message"].is_string(), "{body}");
     assert!(body["error"].is_string(), "{body}");
+}
+
+/// Polls until `f` returns Some, for up to 20 s.
+pub async fn eventually<T, F, Fut>(mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("condition not reached in 20 s");
+}
+
+/// Polls the activity feed until every job of `transaction_id` has finished; returns the activity items.
+pub async fn settled(app: &TestApp, transaction_id: &str, notifications: usize) -> Vec<Value> {
+    let path = format!("/v1/notifications?transactionId={transaction_id}");
+    eventually(|| async {
+        let (status, page) = app.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let items = page["data"].as_array()?.clone();
+        let done = items.len() == notifications
+            && items.iter().all(|n| {
+                n["jobs"].as_array().is_some_and(|jobs| {
+                    !jobs.is_empty()
+                        && jobs
+                            .iter()
+                            .all(|j| !matches!(j["status"].as_str(), Some("queued" | "running")))
+                })
+            });
+        done.then_some(items)
+    })
+    .await
+}
+
+/// Creates a one-step workflow `workflow_id` of `step_type` with `controls`, triggers it with `trigger`
+/// (its `name` and `transactionId` are filled in), waits until it settles, and returns the step's job
+/// (with its `executionDetails`) and the step's message from `GET /v1/messages` (null when none).
+pub async fn deliver_one(
+    app: &TestApp,
+    step_type: &str,
+    controls: Value,
+    mut trigger: Value,
+) -> (Value, Value) {
+    let workflow_id = format!("wf-{}", tidings::domain::new_object_id());
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            serde_json::json!({"name": workflow_id, "workflowId": workflow_id,
+                "steps": [{"name": "Send", "type": step_type, "controlValues": controls}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let transaction_id = format!("t-{}", tidings::domain::new_object_id());
+    trigger["name"] = Value::from(workflow_id);
+    trigger["transactionId"] = Value::from(transaction_id.clone());
+    let (status, out) = app.post("/v1/events/trigger", trigger).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let items = settled(app, &transaction_id, 1).await;
+    let job = items[0]["jobs"][0].clone();
+    let (status, page) = app
+        .get(&format!(
+            "/v1/messages?transactionId={transaction_id}&channel={step_type}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let message = page["data"].get(0).cloned().unwrap_or(Value::Null);
+    (job, message)
 }

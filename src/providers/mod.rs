@@ -1,0 +1,424 @@
+//! Delivery providers: one small module per provider, each calling the provider's real API (HTTP through
+//! `reqwest`, SMTP through `lettre`) with the integration's decrypted credentials.
+//!
+//! The engine (`engine::deliver`) decides *what* to send and *where* (rendered content, destination,
+//! integration, retries and failover); a provider only turns one [`Outbound`] message into one API call and
+//! classifies the answer: delivered, a transient failure worth retrying, or a permanent one.
+//!
+//! Every HTTP provider honours a `baseUrl` credential in place of its public API address, so tests (and
+//! regional or self-hosted deployments) can point it elsewhere.
+
+pub mod chat;
+pub mod email;
+pub mod http;
+pub mod push;
+pub mod sms;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::config::WireProfile;
+use crate::domain::endpoint::EndpointType;
+use crate::domain::Channel;
+
+/// A delivery provider: turns one message into one call of the provider's API.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider id as stored (`sendgrid`, `twilio`, `slack`, …).
+    fn id(&self) -> &'static str;
+    /// The channel it delivers on.
+    fn channel(&self) -> Channel;
+    /// Sends `msg`; `Ok` once the provider accepted it.
+    async fn send(&self, ctx: &SendContext<'_>, msg: &Outbound)
+        -> Result<Delivered, ProviderError>;
+}
+
+/// The provider registered under `id`, or `None` when this server does not support it.
+pub fn provider(id: &str) -> Option<&'static dyn Provider> {
+    email::lookup(id)
+        .or_else(|| sms::lookup(id))
+        .or_else(|| chat::lookup(id))
+        .or_else(|| push::lookup(id))
+}
+
+/// Every supported provider id, for the README and the startup log.
+pub fn supported() -> Vec<&'static str> {
+    [email::ALL, sms::ALL, chat::ALL, push::ALL]
+        .into_iter()
+        .flatten()
+        .map(|p| p.id())
+        .collect()
+}
+
+/// What a provider call has at hand besides the message.
+pub struct SendContext<'a> {
+    pub http: &'a reqwest::Client,
+    pub credentials: &'a Credentials,
+    /// Provider-specific trigger overrides (`overrides.providers.<id>`, e.g. FCM `data`, `android`, `apns`);
+    /// an empty object when none were given.
+    pub overrides: &'a Value,
+    /// The integration's identifier, for providers that report it.
+    pub integration_identifier: &'a str,
+    /// The wire profile: webhook providers spell their signature header `x-svc-signature` or
+    /// `x-novu-signature` with it.
+    pub profile: WireProfile,
+}
+
+impl SendContext<'_> {
+    /// The signature header of the webhook providers (`email-webhook`, `chat-webhook`, `push-webhook`).
+    pub fn signature_header(&self) -> &'static str {
+        match self.profile {
+            WireProfile::Spec => "x-svc-signature",
+            WireProfile::Novu => "x-novu-signature",
+        }
+    }
+}
+
+/// One message to deliver, by channel.
+#[derive(Debug, Clone)]
+pub enum Outbound {
+    Email(EmailMessage),
+    Sms(SmsMessage),
+    Chat(ChatMessage),
+    Push(PushMessage),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EmailMessage {
+    pub to: Vec<String>,
+    /// Sender address: the trigger's `overrides.email.from`, else the `from` credential.
+    pub from: Option<String>,
+    /// Sender display name: `overrides.email.senderName`, else the `senderName` credential.
+    pub sender_name: Option<String>,
+    pub subject: String,
+    pub html: String,
+    /// A plain-text alternative, when the step has one.
+    pub text: Option<String>,
+    pub reply_to: Option<String>,
+    pub cc: Vec<String>,
+    pub bcc: Vec<String>,
+    pub attachments: Vec<Attachment>,
+    /// Extra headers from `overrides.email.headers`.
+    pub headers: Vec<(String, String)>,
+    /// The trigger payload, for webhook providers that forward it.
+    pub payload: Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    pub name: String,
+    pub mime: String,
+    pub content: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SmsMessage {
+    /// E.164 phone number.
+    pub to: String,
+    /// `overrides.sms.from`, else the `from` credential.
+    pub from: Option<String>,
+    pub content: String,
+    pub payload: Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatMessage {
+    pub content: String,
+    pub target: ChatTarget,
+    pub payload: Value,
+}
+
+/// Where a chat message goes.
+#[derive(Debug, Clone)]
+pub enum ChatTarget {
+    /// The subscriber's `webhookUrl` credential (incoming webhook of Slack, Discord, Teams, Mattermost, …),
+    /// with the optional `channel` credential.
+    Webhook {
+        url: String,
+        channel: Option<String>,
+    },
+    /// A channel endpoint (spec §2.2); `access_token` comes from its channel connection, when it has one.
+    Endpoint {
+        endpoint_type: EndpointType,
+        /// The endpoint data: `{channelId}`, `{userId}`, `{url}`, `{teamId, channelId}`, `{chatId}`, …
+        data: Value,
+        access_token: Option<String>,
+        /// The connection's workspace `{id, name?}` (e.g. the Teams tenant), when it has one.
+        workspace: Option<Value>,
+    },
+}
+
+impl ChatTarget {
+    /// A short description for execution details (no secrets).
+    pub fn describe(&self) -> String {
+        match self {
+            ChatTarget::Webhook { .. } => "the subscriber's webhook URL".to_owned(),
+            ChatTarget::Endpoint {
+                endpoint_type,
+                data,
+                ..
+            } => format!("{} endpoint {}", endpoint_type.as_str(), data),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PushMessage {
+    pub tokens: Vec<String>,
+    pub title: String,
+    pub content: String,
+    /// Custom data sent with the notification (the trigger payload unless the overrides give `data`).
+    pub data: Value,
+    pub payload: Value,
+}
+
+/// A provider accepted the message.
+#[derive(Debug, Clone, Default)]
+pub struct Delivered {
+    /// The provider's id for the message, when it returns one.
+    pub id: Option<String>,
+    /// The provider's answer (status and body), as recorded in the execution detail's `raw`.
+    pub raw: String,
+    /// Push tokens the provider reported as invalid or unregistered: removed from the subscriber.
+    pub invalid_tokens: Vec<String>,
+}
+
+/// Whether a failed call may succeed when tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// A 5xx, 408, 429, timeout or network error: retry with backoff (at least `retry_after` when the
+    /// provider said so).
+    Transient { retry_after: Option<Duration> },
+    /// A 4xx or a configuration problem: trying again cannot help.
+    Permanent,
+}
+
+/// A provider call that did not deliver.
+#[derive(Debug, Clone)]
+pub struct ProviderError {
+    pub failure: Failure,
+    /// What went wrong, for the execution detail and the message's `errorText`.
+    pub message: String,
+    /// The provider's answer, when there was one.
+    pub raw: Option<String>,
+}
+
+impl ProviderError {
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            failure: Failure::Permanent,
+            message: message.into(),
+            raw: None,
+        }
+    }
+
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            failure: Failure::Transient { retry_after: None },
+            message: message.into(),
+            raw: None,
+        }
+    }
+
+    /// The error a provider returns when handed a message of another channel (an engine bug).
+    pub fn wrong_channel(provider: &str) -> Self {
+        Self::permanent(format!(
+            "provider {provider} was handed a message of another channel"
+        ))
+    }
+
+    pub fn is_transient(&self) -> bool {
+        matches!(self.failure, Failure::Transient { .. })
+    }
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// An integration's decrypted credentials (spec CredentialsDto).
+#[derive(Debug, Clone, Default)]
+pub struct Credentials(pub Map<String, Value>);
+
+/// Credential fields that are not secret (kept in `raw`; every other string value is redacted).
+const PUBLIC_FIELDS: &[&str] = &[
+    "from",
+    "senderName",
+    "host",
+    "port",
+    "secure",
+    "region",
+    "baseUrl",
+    "domain",
+    "projectName",
+    "applicationId",
+    "requireTls",
+    "ignoreTls",
+    "idPath",
+    "datePath",
+    "apiKeyRequestHeader",
+    "secretKeyRequestHeader",
+    "title",
+    "imageUrl",
+    "state",
+    "externalLink",
+    "channelId",
+    "senderId",
+    "fromAddressOverride",
+    "useFromAddressOverride",
+    "authenticateByToken",
+    "hmac",
+];
+
+impl Credentials {
+    pub fn new(map: Map<String, Value>) -> Self {
+        Self(map)
+    }
+
+    /// A credential as text (numbers and booleans written out); `None` when absent, null or empty.
+    pub fn get(&self, key: &str) -> Option<String> {
+        match self.0.get(key)? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    /// A credential the provider cannot work without: a permanent error naming it when missing.
+    pub fn require(&self, key: &str) -> Result<String, ProviderError> {
+        self.get(key).ok_or_else(|| {
+            ProviderError::permanent(format!(
+                "The integration's credentials have no `{key}`: set it on the integration"
+            ))
+        })
+    }
+
+    /// A boolean credential (`true`, `"true"`); false when absent.
+    pub fn flag(&self, key: &str) -> bool {
+        match self.0.get(key) {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        }
+    }
+
+    /// The `baseUrl` credential (without a trailing slash), else `default`.
+    pub fn base_url(&self, default: &str) -> String {
+        self.get("baseUrl")
+            .unwrap_or_else(|| default.to_owned())
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    /// Every secret value among the credentials, to redact from recorded answers.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in &self.0 {
+            if PUBLIC_FIELDS.contains(&k.as_str()) {
+                continue;
+            }
+            collect_strings(v, &mut out);
+        }
+        out
+    }
+}
+
+fn collect_strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => {
+            // Very short values (a port, a flag) would redact innocent text.
+            if s.len() >= 6 {
+                out.push(s.clone());
+            }
+            // A JSON document (an FCM service account) holds its secrets inside.
+            if s.trim_start().starts_with('{') {
+                if let Ok(inner) = serde_json::from_str::<Value>(s) {
+                    collect_strings(&inner, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        Value::Object(m) => m.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
+    }
+}
+
+/// Replaces every occurrence of a secret in `text` with `[redacted]`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_owned();
+    let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
+    // Longest first, so a secret containing another is replaced whole.
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for s in sorted {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "[redacted]");
+        }
+        // Also the JSON-escaped form (a secret with quotes or slashes inside a JSON answer).
+        let escaped = serde_json::to_string(s).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        if escaped != s.as_str() && out.contains(escaped) {
+            out = out.replace(escaped, "[redacted]");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn credentials_read_text_numbers_and_flags() {
+        let c = Credentials::new(
+            json!({"apiKey": " k1 ", "port": 587, "secure": true, "requireTls": "TRUE", "from": ""})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        assert_eq!(c.get("apiKey").as_deref(), Some("k1"));
+        assert_eq!(c.get("port").as_deref(), Some("587"));
+        assert_eq!(c.get("from"), None);
+        assert!(c.flag("secure") && c.flag("requireTls") && !c.flag("ignoreTls"));
+        assert!(c.require("token").unwrap_err().message.contains("`token`"));
+        assert_eq!(
+            c.base_url("https://api.example.com/"),
+            "https://api.example.com"
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_but_public_fields_are_kept() {
+        let c = Credentials::new(
+            json!({
+                "apiKey": "SG.secret-key-123",
+                "from": "news@example.com",
+                "serviceAccount": "{\"private_key\": \"-----BEGIN KEY-----\\nabc\\n\", \"client_email\": \"svc@p.iam\"}"
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
+        );
+        let secrets = c.secrets();
+        let text = r#"{"auth":"Bearer SG.secret-key-123","from":"news@example.com","k":"-----BEGIN KEY-----\nabc\n"}"#;
+        let out = redact(text, &secrets);
+        assert!(!out.contains("SG.secret-key-123"), "{out}");
+        assert!(!out.contains("BEGIN KEY"), "{out}");
+        assert!(out.contains("news@example.com"));
+        assert!(out.contains("Bearer [redacted]"));
+    }
+
+    #[test]
+    fn every_registered_provider_is_found_by_its_id_on_its_channel() {
+        for id in supported() {
+            let p = provider(id).expect(id);
+            assert_eq!(p.id(), id);
+        }
+        assert!(provider("no-such-provider").is_none());
+    }
+}
