@@ -5,11 +5,13 @@ mod support;
 
 mod auth_and_wire;
 mod channels;
+mod delivery;
 mod engine;
 mod idempotency;
 mod integrations;
 mod novu_sdk;
 mod pagination;
 mod preview;
+mod providers_chat;
 mod subscribers;
 mod workflows;
