@@ -7,6 +7,7 @@ pub mod steps;
 
 pub use deliver::MAX_RETRIES;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -260,15 +261,31 @@ pub fn spawn_workers(
                 }
                 continue;
             }
+            // The batch's notifications in one query (a job whose notification is missing reads it itself).
+            let keys: Vec<(String, String)> = jobs
+                .iter()
+                .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
+                .collect();
+            let mut notifications: HashMap<String, Notification> =
+                match store.get_notifications(&keys).await {
+                    Ok(list) => list.into_iter().map(|n| (n.id.clone(), n)).collect(),
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "prefetching notifications failed");
+                        HashMap::new()
+                    }
+                };
             // Run the batch concurrently, then complete it in one transaction.
             let mut set = tokio::task::JoinSet::new();
             for job in jobs {
                 let runner = runner.clone();
                 let worker = worker.clone();
                 let running = running.clone();
+                let notification = notifications
+                    .remove(&job.notification_id)
+                    .filter(|n| n.environment_id == job.environment_id);
                 set.spawn(async move {
                     let _permit = running.acquire_owned().await;
-                    let outcome = runner.run(&job, &worker).await;
+                    let outcome = runner.run(&job, &worker, notification.as_ref()).await;
                     (job, outcome)
                 });
             }

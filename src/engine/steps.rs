@@ -1,5 +1,9 @@
 //! Step executors: what each step type does when its job runs, and which job comes next.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
 use serde_json::{json, Map, Value};
 
 use super::{detail, finished, job_for_step};
@@ -29,7 +33,14 @@ pub struct Runner {
     pub(super) profile: WireProfile,
     /// First backoff of a provider retry (doubled on each further retry).
     pub(super) retry_base: std::time::Duration,
+    workflows: Mutex<HashMap<(String, String), CachedWorkflow>>,
 }
+
+/// A workflow definition (or its absence) and when it was read.
+type CachedWorkflow = (Instant, Option<Arc<Workflow>>);
+
+/// How long the workers reuse a workflow definition they read.
+const WORKFLOW_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a step decided about the rest of the chain.
 pub(super) enum Chain {
@@ -51,13 +62,20 @@ impl Runner {
             http,
             profile,
             retry_base,
+            workflows: Mutex::default(),
         }
     }
 
     /// Runs one claimed job and returns what completes it. On an infrastructure error the job is put back
     /// with backoff (or, after the last attempt, completed as failed) and `None` is returned.
-    pub async fn run(&self, job: &Job, worker: &str) -> Option<JobOutcome> {
-        match self.execute(job).await {
+    /// `notification` is the job's notification when the caller fetched it with the batch (else it is read).
+    pub async fn run(
+        &self,
+        job: &Job,
+        worker: &str,
+        notification: Option<&Notification>,
+    ) -> Option<JobOutcome> {
+        match self.execute(job, notification).await {
             Ok(outcome) => Some(outcome),
             Err(e) => {
                 tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
@@ -80,13 +98,20 @@ impl Runner {
         }
     }
 
-    async fn execute(&self, job: &Job) -> Result<JobOutcome> {
+    async fn execute(&self, job: &Job, prefetched: Option<&Notification>) -> Result<JobOutcome> {
         let env = EnvironmentId(job.environment_id.clone());
-        let Some(notification) = self
-            .store
-            .get_notification(&env, &job.notification_id)
-            .await?
-        else {
+        let fetched;
+        let notification = match prefetched {
+            Some(n) => Some(n),
+            None => {
+                fetched = self
+                    .store
+                    .get_notification(&env, &job.notification_id)
+                    .await?;
+                fetched.as_ref()
+            }
+        };
+        let Some(notification) = notification else {
             let d = detail(
                 job,
                 "Failed",
@@ -117,7 +142,7 @@ impl Runner {
                 None,
             );
             let mut outcome = finished(status::SKIPPED, vec![d]);
-            outcome.next = self.next_job(job, &notification).await?;
+            outcome.next = self.next_job(job, notification).await?;
             attach_merge(&mut outcome, job);
             return Ok(outcome);
         }
@@ -130,7 +155,7 @@ impl Runner {
             "actor": notification.actor.clone().unwrap_or(Value::Null),
         });
         let (mut outcome, chain) = match job.step.step_type {
-            StepType::InApp => self.in_app(job, &notification, &vars)?,
+            StepType::InApp => self.in_app(job, notification, &vars)?,
             StepType::Delay => {
                 let d = detail(job, "Success", "Internal", "Delay finished", None);
                 (finished(status::COMPLETED, vec![d]), Chain::Continue)
@@ -163,25 +188,41 @@ impl Runner {
                 (finished(status::COMPLETED, vec![d]), Chain::Continue)
             }
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
-                self.channel(job, &notification, subscriber.as_ref(), &vars)
+                self.channel(job, notification, subscriber.as_ref(), &vars)
                     .await?
             }
             StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
         };
         if let Chain::Continue = chain {
-            outcome.next = self.next_job(job, &notification).await?;
+            outcome.next = self.next_job(job, notification).await?;
         }
         attach_merge(&mut outcome, job);
         Ok(outcome)
+    }
+
+    /// A workflow by id, cached for [`WORKFLOW_TTL`]: every job of a busy workflow needs it, and a change
+    /// reaches running chains within that time.
+    async fn workflow(&self, env: &EnvironmentId, id: &str) -> Result<Option<Arc<Workflow>>> {
+        let key = (env.0.clone(), id.to_owned());
+        if let Some((at, w)) = self.workflows.lock().expect("cache lock").get(&key) {
+            if at.elapsed() < WORKFLOW_TTL {
+                return Ok(w.clone());
+            }
+        }
+        let w = self.store.get_workflow(env, id).await?.map(Arc::new);
+        let mut cache = self.workflows.lock().expect("cache lock");
+        if cache.len() > 10_000 {
+            cache.clear();
+        }
+        cache.insert(key, (Instant::now(), w.clone()));
+        Ok(w)
     }
 
     /// The job of the step after `job`, from the workflow's current definition. A digest step whose window
     /// is already open for the same key absorbs this event instead.
     async fn next_job(&self, job: &Job, n: &Notification) -> Result<Option<Job>> {
         let env = EnvironmentId(job.environment_id.clone());
-        let Some(workflow): Option<Workflow> =
-            self.store.get_workflow(&env, &job.workflow_ref).await?
-        else {
+        let Some(workflow) = self.workflow(&env, &job.workflow_ref).await? else {
             return Ok(None);
         };
         let index = job.step_index + 1;

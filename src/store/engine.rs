@@ -771,6 +771,27 @@ async fn newest_first_page<R: PortableRow + Into<T>, T>(
 }
 
 impl Store {
+    /// The notifications of a batch of claimed jobs, in one query.
+    pub async fn get_notifications(&self, keys: &[(String, String)]) -> Result<Vec<Notification>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut envs: Vec<String> = keys.iter().map(|(e, _)| e.clone()).collect();
+        envs.sort_unstable();
+        envs.dedup();
+        let ids: Vec<String> = keys.iter().map(|(_, id)| id.clone()).collect();
+        let mut q = Sql::new("select ");
+        q.push(NOTIFICATION_COLUMNS)
+            .push(" from notifications where true");
+        q.push_in("environment_id", &envs);
+        q.push_in("id", &ids);
+        Ok(fetch::<NotificationRow>(self, q)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
     pub async fn get_notification(
         &self,
         env: &EnvironmentId,
