@@ -29,6 +29,12 @@
 #                  events per second from the start of the load until the last in-app message was stored (read
 #                  from the database: python3's sqlite3 module, or psql for PostgreSQL), after waiting for the
 #                  backlog to drain. Seeds BENCH_SUBSCRIBERS subscribers, as the subscribers group does.
+#   preview        POST /v2/workflows/{workflowId}/step/{stepId}/preview of a one-step email workflow created
+#                  through the API: a ~5 KB HTML order confirmation (Liquid subject and body over payload and
+#                  subscriber variables, a for loop over payload.items, ifs, filters such as upcase, date and
+#                  default), rendered over a random previewPayload per request (bench/wrk/preview.lua). No
+#                  target in design.md: the row reports req/s, latency and the share of the ceiling. Seeds
+#                  nothing.
 #
 # Settings (environment variables):
 #   BENCH_ONLY          comma-separated workload groups to run (default: all of them)
@@ -75,7 +81,7 @@ KEEP_TMP="${BENCH_KEEP_TMP:-0}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -83,6 +89,8 @@ NOTIFICATION_LIMIT=50
 NOTIFICATION_PAGES=200     # the paged workload reads a random page 0..199
 TRIGGER_SUBSCRIBERS=100000 # triggers go to bench1..bench100000 (at most BENCH_SUBSCRIBERS)
 TRIGGER_WORKFLOW="bench-ping"
+PREVIEW_WORKFLOW="bench-order" # the preview group's workflow and its email step
+PREVIEW_STEP="confirmation"
 DRAIN_STALL=15             # seconds without a new stored message before a drain counts as stuck
 
 # Targets (design.md §5). Ratios are shares of the health check's req/s.
@@ -418,6 +426,116 @@ measure_drain() {
 }
 
 # ---------------------------------------------------------------------------------------------------------
+# Preview workload: the email step it renders, an order confirmation as a shop would write it (about 5 KB of
+# HTML and CSS; bench/wrk/preview.lua sends the matching previewPayload).
+# ---------------------------------------------------------------------------------------------------------
+
+PREVIEW_SUBJECT='Order {{ payload.orderId | upcase }} confirmed, {{ subscriber.firstName | default: "there" }}'
+PREVIEW_BODY="$(cat <<'HTML'
+<!DOCTYPE html>
+<html lang="{{ subscriber.locale | default: 'en' | slice: 0, 2 }}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="x-apple-disable-message-reformatting">
+<title>Order {{ payload.orderId | upcase }}</title>
+<style>
+  body { margin: 0; padding: 0; background: #f4f5f7; font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; color: #1f2933; }
+  .wrapper { width: 100%; background: #f4f5f7; padding: 24px 0; }
+  .container { max-width: 600px; margin: 0 auto; background: #ffffff; border-radius: 8px; overflow: hidden; }
+  .header { background: #0f4c81; color: #ffffff; padding: 24px 32px; }
+  .content { padding: 24px 32px; font-size: 15px; line-height: 1.6; }
+  table.items { width: 100%; border-collapse: collapse; margin: 16px 0; }
+  table.items th { text-align: left; font-size: 12px; text-transform: uppercase; color: #7b8794; border-bottom: 1px solid #e4e7eb; padding: 8px 0; }
+  table.items td { border-bottom: 1px solid #f0f2f4; padding: 12px 0; vertical-align: top; }
+  .num { text-align: right; white-space: nowrap; }
+  .muted { font-size: 12px; color: #7b8794; }
+  .button { display: inline-block; background: #0f4c81; color: #ffffff !important; text-decoration: none; padding: 12px 24px; border-radius: 6px; font-weight: 600; }
+  .footer { padding: 16px 32px 32px; font-size: 12px; color: #9aa5b1; text-align: center; }
+  @media only screen and (max-width: 620px) { .content, .header, .footer { padding-left: 16px !important; padding-right: 16px !important; } }
+</style>
+</head>
+<body>
+<div class="wrapper">
+ <div class="container">
+  <div class="header">
+   <h1 style="margin:0;font-size:22px;">Thanks for your order, {{ subscriber.firstName | default: "there" }}!</h1>
+   <p style="margin:4px 0 0;font-size:13px;opacity:.85;">Order {{ payload.orderId | upcase }} &middot; placed {{ payload.createdAt | date: "%b %d, %Y at %H:%M" }} UTC</p>
+  </div>
+  <div class="content">
+   <p>Hi {{ subscriber.firstName | default: "there" }} {{ subscriber.lastName }},</p>
+   <p>We have received your order and are getting it ready. You will get another email with a tracking link as soon as it ships{% if payload.shipping.method == "express" %}; express orders usually leave our warehouse the same day{% endif %}.</p>
+   <table class="items" role="presentation" cellpadding="0" cellspacing="0">
+    <thead><tr><th>Item</th><th class="num">Qty</th><th class="num">Price</th></tr></thead>
+    <tbody>
+    {% for item in payload.items %}
+     <tr>
+      <td>
+       <img src="{{ item.imageUrl | default: 'https://shop.example.com/img/placeholder.png' }}" alt="{{ item.name | escape }}" width="48" height="48" style="float:left;margin-right:12px;border-radius:4px;">
+       <strong>{{ item.name | escape }}</strong><br>
+       <span class="muted">SKU {{ item.sku | upcase }}{% if item.variant %} &middot; {{ item.variant | capitalize }}{% endif %}</span>
+      </td>
+      <td class="num">{{ item.qty | default: 1 }}</td>
+      <td class="num">{{ payload.currency | default: "USD" }} {{ item.price | times: item.qty | round: 2 }}</td>
+     </tr>
+    {% endfor %}
+    </tbody>
+   </table>
+   <table role="presentation" cellpadding="0" cellspacing="0" style="width:100%;font-size:14px;">
+    <tr><td>Subtotal ({{ payload.items | size }} items)</td><td class="num">{{ payload.currency | default: "USD" }} {{ payload.subtotal }}</td></tr>
+    {% if payload.coupon %}<tr><td>Coupon {{ payload.coupon.code | upcase }}</td><td class="num">&minus; {{ payload.currency | default: "USD" }} {{ payload.coupon.amount }}</td></tr>{% endif %}
+    <tr><td>Shipping ({{ payload.shipping.method | default: "standard" | capitalize }})</td><td class="num">{% if payload.shipping.cost > 0 %}{{ payload.currency | default: "USD" }} {{ payload.shipping.cost }}{% else %}Free{% endif %}</td></tr>
+    <tr><td><strong>Total</strong></td><td class="num"><strong>{{ payload.currency | default: "USD" }} {{ payload.total }}</strong></td></tr>
+   </table>
+   <h2 style="font-size:16px;margin:24px 0 8px;">Shipping to</h2>
+   <p style="margin:0;">{{ payload.shipping.address.name | default: subscriber.firstName }}<br>
+   {{ payload.shipping.address.line1 }}<br>
+   {% if payload.shipping.address.line2 %}{{ payload.shipping.address.line2 }}<br>{% endif %}
+   {{ payload.shipping.address.postcode }} {{ payload.shipping.address.city }}<br>
+   {{ payload.shipping.address.country | upcase }}</p>
+   <p style="margin:24px 0;text-align:center;"><a class="button" href="{{ payload.orderUrl | default: 'https://shop.example.com/account/orders' }}">View your order</a></p>
+   <p>Need to change something? Orders can be edited or cancelled until they ship from the order page. Questions? Reply to this email or write to <a href="mailto:support@shop.example.com">support@shop.example.com</a> and quote order {{ payload.orderId | upcase }}.</p>
+  </div>
+  <div class="footer">
+   <p>You receive this email because you placed an order with Example Shop as {{ subscriber.email | default: "a guest" }}.</p>
+   <p>Example Shop &middot; 1 Market Street &middot; San Francisco, CA 94105 &middot; <a href="https://shop.example.com/preferences?s={{ subscriber.subscriberId }}" style="color:#9aa5b1;">Email preferences</a></p>
+  </div>
+ </div>
+</div>
+</body>
+</html>
+HTML
+)"
+
+# preview_workflow_json: the body of POST /v2/workflows that creates the preview group's workflow.
+preview_workflow_json() {
+    python3 -c 'import json, sys
+workflow, step, subject, body = sys.argv[1:5]
+print(json.dumps({"name": "Bench order confirmation", "workflowId": workflow, "steps": [
+    {"name": "Order confirmation", "stepId": step, "type": "email",
+     "controlValues": {"subject": subject, "body": body}}]}))' \
+        "$PREVIEW_WORKFLOW" "$PREVIEW_STEP" "$PREVIEW_SUBJECT" "$PREVIEW_BODY"
+}
+
+# check_preview ANSWER_FILE: the preview answer is a rendered email (no result.error, no Liquid left, every
+# item of the sample payload present); prints the rendered body's size.
+check_preview() {
+    python3 -c 'import json, sys
+out = json.load(open(sys.argv[1]))
+result = out.get("result", {})
+if result.get("type") != "email" or "error" in result:
+    sys.exit(f"preview: expected a rendered email, got {json.dumps(result)[:500]}")
+subject, body = result["preview"].get("subject", ""), result["preview"].get("body", "")
+if subject != "Order A-1 confirmed, Ada":
+    sys.exit(f"preview: subject {subject!r}")
+missing = [s for s in ["Thanks for your order, Ada!", "Nov 22, 2026", "SKU LMP-204", "Walnut", "EUR 41.8",
+                       "Coupon WELCOME10", "Express", "Flat 3<br>", "GB</p>"] if s not in body]
+if missing or "{{" in body or "{%" in body:
+    sys.exit(f"preview: the body lacks {missing} or still holds Liquid:\n{body[:2000]}")
+print(len(body))' "$1"
+}
+
+# ---------------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------------
 
@@ -588,6 +706,25 @@ if selected triggers; then
     ((stored == 1)) || die "one trigger stored $stored in-app messages, expected 1"
 fi
 
+if selected preview; then
+    # The email workflow, then one preview with a fixed payload of the shape bench/wrk/preview.lua sends.
+    http_post "$BASE_URL/v2/workflows" "$API_KEY" "$(preview_workflow_json)" >/dev/null \
+        || die "could not create the $PREVIEW_WORKFLOW workflow"
+    http_post "$BASE_URL/v2/workflows/$PREVIEW_WORKFLOW/step/$PREVIEW_STEP/preview" "$API_KEY" '{"previewPayload": {
+        "payload": {"orderId": "a-1", "createdAt": "2026-11-22T08:15:00.000Z", "currency": "EUR",
+            "items": [{"name": "Walnut desk lamp", "sku": "lmp-204", "qty": 2, "price": 20.9, "variant": "walnut",
+                       "imageUrl": "https://shop.example.com/img/lmp-204.png"},
+                      {"name": "Wool desk mat", "sku": "mat-12", "qty": 1, "price": 35}],
+            "subtotal": 76.8, "total": 66.8, "coupon": {"code": "welcome10", "amount": 10},
+            "shipping": {"method": "express", "cost": 0, "address": {"name": "Ada Lovelace",
+                "line1": "12 St James'"'"'s Square", "line2": "Flat 3", "postcode": "SW1Y 4JH", "city": "London",
+                "country": "gb"}}},
+        "subscriber": {"subscriberId": "bench1", "firstName": "Ada", "lastName": "Lovelace"}}}' \
+        >"$WORK_DIR/preview.json" || die "the preview request was refused"
+    rendered="$(check_preview "$WORK_DIR/preview.json")" || die "the preview did not render"
+    log "preview: the ${#PREVIEW_BODY}-byte template rendered to $rendered bytes"
+fi
+
 add_workload health "GET /v1/health-check (ceiling)" health.lua
 if selected subscribers; then
     add_workload by_id "GET /v2/subscribers/{id}" subscriber_by_id.lua "$API_KEY $SUBSCRIBERS $PREFIX"
@@ -616,6 +753,10 @@ if selected triggers; then
         # Each request carries many events: one connection per thread keeps the events in flight comparable.
         CONNS[trigger_bulk]="$THREADS"
     fi
+fi
+if selected preview; then
+    add_workload preview "step preview (email, 5 KB template)" preview.lua \
+        "$API_KEY $PREVIEW_WORKFLOW $PREVIEW_STEP"
 fi
 
 RAW="$WORK_DIR/raw.txt"
@@ -681,7 +822,8 @@ DISTURBED=0
 MAX_OTHER_CPU_PCT=10   # above this share of the machine, other processes are said to skew the run
 
 # One table row: workload, req/s, p50, p99, share of the ceiling, errors, peak RSS, CPU, target, verdict.
-# An empty MAX_P99 means the target sets no latency bound.
+# An empty MIN_RATIO means there is no target (the verdict is "—" unless requests failed); an empty MAX_P99
+# means the target sets no latency bound.
 row() {
     local name="$1" target="$2" min_ratio="$3" max_p99="$4"
     local rps p50 p99 ratio errors result min_pct cpu other
@@ -693,11 +835,11 @@ row() {
     other="$(sample_field "$name" other_cpu_pct)"
     ((other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
     cpu="$(sample_field "$name" server_cpu_pct) / $(sample_field "$name" client_cpu_pct) / $other %"
-    if [[ -z "$min_ratio" ]]; then
-        result="—"
-    elif ((errors > 0)); then
+    if ((errors > 0)); then
         result="FAIL (errors)"
         VALID=0
+    elif [[ -z "$min_ratio" ]]; then
+        result="—"
     else
         min_pct="$(percent "$min_ratio")"
         if ge "$ratio" "$min_pct" && { [[ -z "$max_p99" ]] || lt "$p99" "$max_p99"; }; then
@@ -773,8 +915,12 @@ REPORT="$WORK_DIR/report.md"
     echo "- machine: $(nproc) cores (nproc), ${CPU:-unknown CPU}; load average at start: $LOAD_AT_START"
     echo "- commit: $COMMIT"
     echo "- workload groups: ${ONLY:-all} (BENCH_ONLY)"
-    seeded="$(printf '%s, ' "${SEEDED[@]}")"
-    echo "- database: $DB_KIND, $DB_SIZE; seeded ${seeded%, }"
+    seeded="nothing seeded"   # the preview group alone seeds nothing
+    if ((${#SEEDED[@]} > 0)); then
+        seeded="$(printf '%s, ' "${SEEDED[@]}")"
+        seeded="seeded ${seeded%, }"
+    fi
+    echo "- database: $DB_KIND, $DB_SIZE; $seeded"
     if [[ "$PREWARM" == 1 ]]; then
         echo "- database files pre-read into the OS page cache before each workload (BENCH_PREWARM=1)"
     else
@@ -798,6 +944,9 @@ REPORT="$WORK_DIR/report.md"
     if selected notifications; then
         row notif_first "≥ $(percent "$TARGET_NOTIFICATIONS_RATIO") %" "$TARGET_NOTIFICATIONS_RATIO" ""
         row notif_pages "≥ $(percent "$TARGET_NOTIFICATIONS_RATIO") %" "$TARGET_NOTIFICATIONS_RATIO" ""
+    fi
+    if selected preview; then
+        row preview "report only (no target)" "" ""
     fi
     echo
     if selected triggers; then

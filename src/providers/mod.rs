@@ -418,6 +418,9 @@ mod tests {
         for id in supported() {
             let p = provider(id).expect(id);
             assert_eq!(p.id(), id);
+            // A known ProviderId of the spec's set, delivering on the channel its integrations use.
+            let known = crate::domain::channel::ProviderId::parse(id).expect(id);
+            assert_eq!(known.channel(), Some(p.channel()), "{id}");
         }
         assert!(provider("no-such-provider").is_none());
     }

@@ -13,5 +13,7 @@ mod novu_sdk;
 mod pagination;
 mod preview;
 mod providers_chat;
+mod providers_email;
+mod providers_sms_push;
 mod subscribers;
 mod workflows;

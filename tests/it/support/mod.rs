@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 pub mod receiver;
 pub mod sdk;
+pub mod smtp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
