@@ -87,7 +87,10 @@ impl Runner {
         } else {
             Chain::Continue
         };
-        let fail = |details: Vec<ExecutionDetail>, why: Undelivered, content: Option<Rendered>| {
+        let fail = |details: Vec<ExecutionDetail>,
+                    why: Undelivered,
+                    content: Option<Rendered>,
+                    provider_id: Option<String>| {
             let mut details = details;
             let mut d = detail(
                 job,
@@ -105,7 +108,7 @@ impl Runner {
                 channel,
                 content.as_ref(),
                 "error",
-                job.provider_id.clone(),
+                provider_id.unwrap_or_else(|| job.provider_id.clone()),
                 MessageDelivery {
                     error_id: Some(why.error_id.to_owned()),
                     error_text: Some(why.text),
@@ -119,7 +122,7 @@ impl Runner {
                 error_id: "subscriber_missing",
                 text: format!("Subscriber {} no longer exists", job.subscriber_id),
             };
-            return Ok((fail(details, why, None), stop));
+            return Ok((fail(details, why, None, None), stop));
         };
 
         // What to send.
@@ -130,7 +133,7 @@ impl Runner {
                     error_id: "render_failed",
                     text,
                 };
-                return Ok((fail(details, why, None), stop));
+                return Ok((fail(details, why, None, None), stop));
             }
         };
 
@@ -150,7 +153,7 @@ impl Runner {
         let candidates = if state.integrations.is_empty() {
             match choose(job, channel, &active, subscriber) {
                 Ok(c) => c,
-                Err(why) => return Ok((fail(details, why, Some(content)), stop)),
+                Err(why) => return Ok((fail(details, why, Some(content), None), stop)),
             }
         } else {
             // Later attempts keep the order fixed at the first one (an integration deleted or deactivated
@@ -166,8 +169,24 @@ impl Runner {
             .map(|c| c.as_ref().map_or_else(String::new, |i| i.id.clone()))
             .collect();
 
-        // Email and SMS destinations do not depend on the integration.
         let overrides = job.overrides.clone().unwrap_or(Value::Null);
+        // Attachments are fetched once for all attempts of this run.
+        let attachments = if channel == Channel::Email {
+            let list = overrides.get("email").and_then(|e| e.get("attachments"));
+            match self.attachments(list).await {
+                Ok(a) => a,
+                Err(text) => {
+                    let why = Undelivered {
+                        error_id: "attachment_failed",
+                        text,
+                    };
+                    return Ok((fail(details, why, Some(content), None), stop));
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let mut last_provider: Option<String> = None;
         let mut last: Option<Undelivered> = None;
         let mut delivered: Vec<(Delivered, MessageDelivery)> = Vec::new();
         let start = state.index;
@@ -176,6 +195,7 @@ impl Runner {
                 continue;
             };
             let provider_id = integration.provider_id.as_str().to_owned();
+            last_provider = Some(provider_id.clone());
             let attempt = if index == start { state.attempt } else { 0 };
             let is_retry = attempt > 0 || index > 0;
             let mut note = |status: &str, source: &str, text: String, raw: Option<String>| {
@@ -219,10 +239,10 @@ impl Runner {
                 .targets(
                     job,
                     n,
-                    channel,
                     integration,
+                    &credentials,
                     subscriber,
-                    &content,
+                    (&content, &attachments),
                     &overrides,
                 )
                 .await?
@@ -288,6 +308,10 @@ impl Runner {
                         delivered.push((sent, record));
                     }
                     Err(e) => {
+                        if !e.invalid_tokens.is_empty() {
+                            self.remove_tokens(&env, subscriber, &provider_id, &e.invalid_tokens)
+                                .await;
+                        }
                         let raw = e.raw.as_deref().map(|r| providers::redact(r, &secrets));
                         let text = providers::redact(&e.message, &secrets);
                         if let Failure::Transient { retry_after } = e.failure {
@@ -354,7 +378,7 @@ impl Runner {
                 channel.as_str()
             ),
         });
-        let mut outcome = fail(Vec::new(), why, Some(content));
+        let mut outcome = fail(Vec::new(), why, Some(content), last_provider);
         // The attempts' details come first, the final verdict last.
         details.append(&mut outcome.details);
         outcome.details = details;
@@ -402,13 +426,14 @@ impl Runner {
         &self,
         job: &Job,
         n: &Notification,
-        channel: Channel,
         integration: &Integration,
+        credentials: &Credentials,
         subscriber: &Subscriber,
-        content: &Rendered,
+        (content, attachments): (&Rendered, &[Attachment]),
         overrides: &Value,
     ) -> Result<std::result::Result<Vec<Target>, Undelivered>> {
         let env = EnvironmentId(job.environment_id.clone());
+        let channel = integration.channel.unwrap_or(Channel::Email);
         let channel_overrides = overrides
             .get(channel.as_str())
             .cloned()
@@ -418,8 +443,11 @@ impl Runner {
         match channel {
             Channel::Email => {
                 let mut to: Vec<String> = subscriber.email.iter().cloned().collect();
-                to.extend(strings(channel_overrides.get("to")));
-                to.dedup();
+                for extra in strings(channel_overrides.get("to")) {
+                    if !to.contains(&extra) {
+                        to.push(extra);
+                    }
+                }
                 if to.is_empty() {
                     return Ok(Err(Undelivered {
                         error_id: "missing_email",
@@ -429,17 +457,6 @@ impl Runner {
                         ),
                     }));
                 }
-                let attachments = match self.attachments(channel_overrides.get("attachments")).await
-                {
-                    Ok(a) => a,
-                    Err(text) => {
-                        return Ok(Err(Undelivered {
-                            error_id: "attachment_failed",
-                            text,
-                        }))
-                    }
-                };
-                let credentials = self.credentials(integration).unwrap_or_default();
                 let msg = EmailMessage {
                     to: to.clone(),
                     from: text(&channel_overrides, "from").or_else(|| credentials.get("from")),
@@ -451,7 +468,7 @@ impl Runner {
                     reply_to: text(&channel_overrides, "replyTo"),
                     cc: strings(channel_overrides.get("cc")),
                     bcc: strings(channel_overrides.get("bcc")),
-                    attachments,
+                    attachments: attachments.to_vec(),
                     headers: channel_overrides
                         .get("headers")
                         .and_then(Value::as_object)
@@ -493,7 +510,6 @@ impl Runner {
                         ),
                     }));
                 };
-                let credentials = self.credentials(integration).unwrap_or_default();
                 Ok(Ok(vec![Target {
                     key: format!("sms:{phone}"),
                     outbound: Outbound::Sms(SmsMessage {

@@ -15,6 +15,7 @@ pub const RAW_LIMIT: usize = 4096;
 #[derive(Debug, Clone)]
 pub struct Answer {
     pub status: u16,
+    pub headers: HeaderMap,
     /// The body parsed as JSON, or `Value::String` of the text when it is not JSON.
     pub body: Value,
     /// `{"status": …, "body": …}`, truncated, for the execution detail.
@@ -22,6 +23,16 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// A response header as text (trimmed; `None` when absent or empty).
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    }
+
     /// A [`Delivered`] whose provider message id is read from `id_path` (a dotted path) of the body.
     pub fn delivered(self, id_path: &str) -> Delivered {
         let id = lookup(&self.body, id_path).and_then(|v| match v {
@@ -58,7 +69,8 @@ pub async fn send(req: RequestBuilder, what: &str) -> Result<Answer, ProviderErr
         }
     };
     let status = resp.status();
-    let retry_after = retry_after(resp.headers());
+    let headers = resp.headers().clone();
+    let retry_after = retry_after(&headers);
     let text = match resp.text().await {
         Ok(t) => t,
         Err(e) => {
@@ -73,12 +85,14 @@ pub async fn send(req: RequestBuilder, what: &str) -> Result<Answer, ProviderErr
     if status.is_success() {
         return Ok(Answer {
             status: status.as_u16(),
+            headers,
             body,
             raw,
         });
     }
     let failure = classify(status, retry_after);
     Err(ProviderError {
+        invalid_tokens: Vec::new(),
         failure,
         message: format!(
             "{what} answered {}{}",
@@ -160,8 +174,9 @@ pub fn truncate(s: &str, max: usize) -> &str {
     &s[..cut]
 }
 
-/// A one-line error message from a provider's error body, when it has a usual field for it.
-fn error_summary(body: &Value) -> Option<String> {
+/// A one-line error message from a provider's error body, when it has a usual field for it (`message`,
+/// `Message` (Postmark), `error_description`, `error`, `detail`, `description`, or the first of `errors`).
+pub fn error_summary(body: &Value) -> Option<String> {
     let pick = |v: &Value| -> Option<String> {
         match v {
             Value::String(s) if !s.is_empty() => Some(truncate(s, 300).to_owned()),
@@ -172,6 +187,7 @@ fn error_summary(body: &Value) -> Option<String> {
         Value::String(s) => pick(&Value::String(s.trim().to_owned())),
         Value::Object(m) => [
             "message",
+            "Message",
             "error_description",
             "error",
             "detail",
@@ -200,6 +216,18 @@ fn without_url(e: &reqwest::Error) -> String {
     text
 }
 
+/// `base` followed by `segments`, each percent-encoded as one path segment (an id with `/`, `?` or `#`
+/// cannot change the path).
+pub fn api_url(base: &str, segments: &[&str]) -> Result<String, ProviderError> {
+    let mut url = url::Url::parse(base)
+        .map_err(|_| ProviderError::permanent("The `baseUrl` credential is not an absolute URL"))?;
+    url.path_segments_mut()
+        .map_err(|_| ProviderError::permanent("The `baseUrl` credential is not an http(s) URL"))?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url.to_string())
+}
+
 /// A dotted path into a JSON value (`messages.0.id`).
 pub fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.')
@@ -215,6 +243,27 @@ pub fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+
+    #[test]
+    fn api_urls_encode_each_segment() {
+        assert_eq!(
+            api_url(
+                "http://127.0.0.1:9/",
+                &["v1.0", "teams", "a/b?c", "19:x@thread.tacv2"]
+            )
+            .unwrap(),
+            "http://127.0.0.1:9/v1.0/teams/a%2Fb%3Fc/19:x@thread.tacv2"
+        );
+        assert_eq!(
+            api_url(
+                "https://api.example.com/prefix",
+                &["bot1:AA-b_c", "sendMessage"]
+            )
+            .unwrap(),
+            "https://api.example.com/prefix/bot1:AA-b_c/sendMessage"
+        );
+        assert!(api_url("not a url", &["x"]).is_err());
+    }
 
     #[test]
     fn statuses_are_classified() {

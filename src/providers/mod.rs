@@ -203,6 +203,9 @@ pub struct ProviderError {
     pub message: String,
     /// The provider's answer, when there was one.
     pub raw: Option<String>,
+    /// Push tokens the provider reported invalid (e.g. when every token was): removed from the subscriber
+    /// even though nothing was delivered.
+    pub invalid_tokens: Vec<String>,
 }
 
 impl ProviderError {
@@ -211,6 +214,7 @@ impl ProviderError {
             failure: Failure::Permanent,
             message: message.into(),
             raw: None,
+            invalid_tokens: Vec::new(),
         }
     }
 
@@ -219,6 +223,7 @@ impl ProviderError {
             failure: Failure::Transient { retry_after: None },
             message: message.into(),
             raw: None,
+            invalid_tokens: Vec::new(),
         }
     }
 
@@ -237,6 +242,44 @@ impl ProviderError {
 impl std::fmt::Display for ProviderError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+/// Applies the trigger's `overrides.providers.<id>` to a request body, as Novu does: its fields are merged
+/// over the body (objects deeply, anything else replaced), then `_passthrough.body`. Keys are sent as
+/// given (no case conversion).
+pub fn with_overrides(mut body: Value, overrides: &Value) -> Value {
+    let Some(map) = overrides.as_object() else {
+        return body;
+    };
+    let mut known = map.clone();
+    let passthrough = known.remove("_passthrough");
+    merge_json(&mut body, &Value::Object(known));
+    if let Some(extra) = passthrough
+        .as_ref()
+        .and_then(|p| p.get("body"))
+        .filter(|b| b.is_object())
+    {
+        merge_json(&mut body, extra);
+    }
+    body
+}
+
+pub fn merge_json(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => {
+                        merge_json(existing, v)
+                    }
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
     }
 }
 

@@ -5,8 +5,9 @@
 //! - The example (`previewPayloadExample`) comes from the variables the step's templates use
 //!   (`payload.user.name` → `{"payload": {"user": {"name": "name"}}}`, loops → arrays), or from the
 //!   workflow's `payloadSchema`, merged with the caller's `previewPayload` (caller values win where
-//!   shapes agree), plus an example subscriber, `steps` examples for earlier digest steps, and the
-//!   caller's `context` / `env`.
+//!   shapes agree), plus an example subscriber, `steps` examples for earlier digest steps, the
+//!   caller's `context`, and `env`: the environment's `name` and `type` (`dev` for "Development",
+//!   else `prod`) with the caller's `env` merged over them.
 //! - `schema` is the JSON Schema of the variables the step may use.
 //! - `http_request` steps also get the `svc-signature` value the engine would send, computed by the
 //!   same [`svc_signature`] over the same [`request_body`].
@@ -88,10 +89,12 @@ pub async fn preview(
     input: PreviewInput,
 ) -> Result<Preview> {
     let (controls, caller) = validate(input)?;
-    let workflow = store
-        .get_workflow(&tenant.environment_id, workflow_id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("Workflow not found: {workflow_id}")))?;
+    let (workflow, environment) = tokio::try_join!(
+        store.get_workflow(&tenant.environment_id, workflow_id),
+        store.environment_name(&tenant.environment_id),
+    )?;
+    let workflow =
+        workflow.ok_or_else(|| Error::NotFound(format!("Workflow not found: {workflow_id}")))?;
     let index = workflow
         .steps
         .iter()
@@ -111,6 +114,7 @@ pub async fn preview(
         index,
         controls.as_ref(),
         &caller,
+        environment.as_deref(),
         key.as_deref(),
         Timestamp::now(),
     ))
@@ -178,12 +182,14 @@ fn validate(input: PreviewInput) -> Result<Validated> {
     Ok((controls, caller))
 }
 
-/// The preview of `workflow.steps[index]` (pure: no I/O). `controls` replace the stored ones.
+/// The preview of `workflow.steps[index]` (pure: no I/O). `controls` replace the stored ones;
+/// `environment` is the environment's name (the base of `env`).
 pub fn build(
     workflow: &Workflow,
     index: usize,
     controls: Option<&Map<String, Value>>,
     caller: &Map<String, Value>,
+    environment: Option<&str>,
     key: Option<&str>,
     now: Timestamp,
 ) -> Preview {
@@ -208,7 +214,7 @@ pub fn build(
         }
     }
 
-    let example = example_payload(workflow, index, &effective, caller, now);
+    let example = example_payload(workflow, index, &effective, caller, environment, now);
     let mut result = json!({"type": step.step_type.as_str()});
     let rendered = match block_error {
         Some(e) => Err(e),
@@ -417,6 +423,7 @@ fn example_payload(
     index: usize,
     controls: &Map<String, Value>,
     caller: &Map<String, Value>,
+    environment: Option<&str>,
     now: Timestamp,
 ) -> Value {
     let step = &workflow.steps[index];
@@ -508,7 +515,11 @@ fn example_payload(
     if steps.as_object().is_some_and(|m| !m.is_empty()) {
         out.insert("steps".to_owned(), steps);
     }
-    let mut env = derived.get("env").cloned().unwrap_or(json!({}));
+    // env: the environment's own values, then what the templates read, then the caller's.
+    let mut env = environment.map_or_else(|| json!({}), environment_values);
+    if let Some(d) = derived.get("env") {
+        fill_missing(&mut env, d);
+    }
     if let Some(c) = caller.get("env").filter(|c| c.is_object()) {
         merge_caller(&mut env, c);
     }
@@ -516,6 +527,12 @@ fn example_payload(
         out.insert("env".to_owned(), env);
     }
     Value::Object(out)
+}
+
+/// The environment's `env` values: `{name, type}`, `type` being `dev` for "Development", else `prod`.
+fn environment_values(name: &str) -> Value {
+    let kind = if name == "Development" { "dev" } else { "prod" };
+    json!({"name": name, "type": kind})
 }
 
 /// An example value for a JSON Schema: `default`, `const`, `examples[0]`, `enum[0]`, else one by

@@ -43,6 +43,13 @@ impl Store {
             .bind(org.as_str()).bind(name).fetch_optional(p).await)?)
     }
 
+    /// The environment's name (`None` when there is no such environment).
+    pub async fn environment_name(&self, env: &EnvironmentId) -> Result<Option<String>> {
+        Ok(on_db!(self.r(), p => sqlx::query_scalar(
+            "select name from environments where id = $1")
+            .bind(env.as_str()).fetch_optional(p).await)?)
+    }
+
     pub async fn insert_environment(
         &self,
         org: &OrganizationId,

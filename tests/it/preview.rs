@@ -352,7 +352,7 @@ async fn context_env_and_payload_schema(app: TestApp) {
         ex["context"],
         json!({"tenant": {"id": "acme", "data": {"name": "Acme"}}, "region": {"id": "eu", "data": {}}})
     );
-    assert_eq!(ex["env"], json!({"name": "Development"}));
+    assert_eq!(ex["env"], json!({"name": "Development", "type": "dev"}));
     let keys: Vec<&String> = ex.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["context", "env", "payload", "subscriber"]);
     assert_eq!(
@@ -366,6 +366,69 @@ async fn context_env_and_payload_schema(app: TestApp) {
     );
 }
 db_test!(context_and_schema, context_env_and_payload_schema);
+
+/// `env` holds the environment's own name and type; the caller's `env` wins where given.
+async fn environment_env(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Env", "workflowId": "env", "steps": [{"name": "Text", "stepId": "text", "type": "sms",
+            "controlValues": {"body": "{{ env.name }}/{{ env.type }}/{{ env.region }}"}}]}),
+    )
+    .await;
+
+    // No caller env: the environment's values, placeholders only for what it lacks.
+    let out = preview(&app, "env", "text", json!({})).await;
+    assert!(out["result"].get("error").is_none(), "{out}");
+    assert_eq!(out["result"]["preview"]["body"], "Development/dev/region");
+    assert_eq!(
+        out["previewPayloadExample"]["env"],
+        json!({"name": "Development", "type": "dev", "region": "region"})
+    );
+    let env_schema = &out["schema"]["properties"]["env"];
+    assert_eq!(env_schema["properties"]["name"]["type"], "string");
+    assert_eq!(env_schema["properties"]["type"]["type"], "string");
+
+    // The caller's values win where given; the rest stay the environment's.
+    let out = preview(
+        &app,
+        "env",
+        "text",
+        json!({"previewPayload": {"env": {"name": "Staging", "region": "eu"}}}),
+    )
+    .await;
+    assert_eq!(out["result"]["preview"]["body"], "Staging/dev/eu");
+    assert_eq!(
+        out["previewPayloadExample"]["env"],
+        json!({"name": "Staging", "type": "dev", "region": "eu"})
+    );
+
+    // Another environment: its own name, and `prod`.
+    let other = app.second_environment("Production").await;
+    let (status, _) = crate::support::send(
+        app.req_as(&other, reqwest::Method::POST, "/v2/workflows").json(
+            &json!({"name": "Env", "workflowId": "env", "steps": [{"name": "Text", "stepId": "text", "type": "sms",
+                "controlValues": {"body": "{{ env.name }}/{{ env.type }}"}}]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, out) = crate::support::send(
+        app.req_as(
+            &other,
+            reqwest::Method::POST,
+            "/v2/workflows/env/step/text/preview",
+        )
+        .json(&json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["result"]["preview"]["body"], "Production/prod");
+    assert_eq!(
+        out["previewPayloadExample"]["env"],
+        json!({"name": "Production", "type": "prod"})
+    );
+}
+db_test!(environment_values, environment_env);
 
 async fn render_errors(app: TestApp) {
     workflow(

@@ -10,6 +10,8 @@ mod webhook;
 
 use serde_json::Value;
 
+use super::http::api_url;
+use super::with_overrides;
 use super::{ChatTarget, Provider, ProviderError};
 use crate::domain::endpoint::EndpointType;
 
@@ -106,54 +108,6 @@ fn access_token<'a>(
         })
 }
 
-/// `base` followed by `segments`, each percent-encoded as one path segment (an id with `/`, `?` or `#`
-/// cannot change the path).
-fn api_url(base: &str, segments: &[&str]) -> Result<String, ProviderError> {
-    let mut url = url::Url::parse(base)
-        .map_err(|_| ProviderError::permanent("The `baseUrl` credential is not an absolute URL"))?;
-    url.path_segments_mut()
-        .map_err(|_| ProviderError::permanent("The `baseUrl` credential is not an http(s) URL"))?
-        .pop_if_empty()
-        .extend(segments);
-    Ok(url.to_string())
-}
-
-/// Applies the trigger's `overrides.providers.<id>` to a request body, as Novu does: its fields are merged
-/// over the body (objects deeply, anything else replaced), then `_passthrough.body`. Keys are sent as
-/// given (no case conversion).
-fn with_overrides(mut body: Value, overrides: &Value) -> Value {
-    let Some(map) = overrides.as_object() else {
-        return body;
-    };
-    let mut known = map.clone();
-    let passthrough = known.remove("_passthrough");
-    merge(&mut body, &Value::Object(known));
-    if let Some(extra) = passthrough
-        .as_ref()
-        .and_then(|p| p.get("body"))
-        .filter(|b| b.is_object())
-    {
-        merge(&mut body, extra);
-    }
-    body
-}
-
-fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
-                    _ => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,27 +127,6 @@ mod tests {
         );
         assert_eq!(with_overrides(body.clone(), &json!({})), body);
         assert_eq!(with_overrides(body.clone(), &Value::Null), body);
-    }
-
-    #[test]
-    fn api_urls_encode_each_segment() {
-        assert_eq!(
-            api_url(
-                "http://127.0.0.1:9/",
-                &["v1.0", "teams", "a/b?c", "19:x@thread.tacv2"]
-            )
-            .unwrap(),
-            "http://127.0.0.1:9/v1.0/teams/a%2Fb%3Fc/19:x@thread.tacv2"
-        );
-        assert_eq!(
-            api_url(
-                "https://api.example.com/prefix",
-                &["bot1:AA-b_c", "sendMessage"]
-            )
-            .unwrap(),
-            "https://api.example.com/prefix/bot1:AA-b_c/sendMessage"
-        );
-        assert!(api_url("not a url", &["x"]).is_err());
     }
 
     #[test]

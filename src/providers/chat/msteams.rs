@@ -139,6 +139,7 @@ fn id_of(answer: &Answer, what: &str) -> Result<String, ProviderError> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| ProviderError {
+            invalid_tokens: Vec::new(),
             failure: Failure::Permanent,
             message: format!("Microsoft Graph {what}: the answer has no id"),
             raw: Some(answer.raw.clone()),
@@ -188,6 +189,7 @@ fn legacy_failure(answer: &Answer) -> Result<(), ProviderError> {
     }
     let transient = text.contains("HTTP error 429") || text.contains("HTTP error 5");
     Err(ProviderError {
+        invalid_tokens: Vec::new(),
         failure: if transient {
             Failure::Transient { retry_after: None }
         } else {
@@ -222,6 +224,7 @@ mod tests {
     fn legacy_connector_errors_in_a_200_are_failures() {
         let answer = |text: &str| Answer {
             status: 200,
+            headers: Default::default(),
             body: Value::String(text.to_owned()),
             raw: http::raw_text(200, text),
         };

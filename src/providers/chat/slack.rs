@@ -117,6 +117,7 @@ fn verdict(answer: Answer) -> Result<Delivered, ProviderError> {
         Failure::Permanent
     };
     Err(ProviderError {
+        invalid_tokens: Vec::new(),
         failure,
         message: format!("Slack chat.postMessage failed: {code}{}", hint(&code)),
         raw: Some(answer.raw),
@@ -145,6 +146,7 @@ mod tests {
     fn answer(body: Value) -> Answer {
         Answer {
             status: 200,
+            headers: Default::default(),
             raw: http::raw_text(200, &body.to_string()),
             body,
         }

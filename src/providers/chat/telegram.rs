@@ -81,6 +81,7 @@ impl Provider for Telegram {
             .map_err(|e| scrub(with_retry_after(e), &token))?;
         if answer.body.get("ok").and_then(Value::as_bool) != Some(true) {
             let e = ProviderError {
+                invalid_tokens: Vec::new(),
                 failure: Failure::Permanent,
                 message: format!(
                     "Telegram sendMessage failed: {}",
@@ -137,6 +138,7 @@ mod tests {
             r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7 (bot 42:SECRET)","parameters":{"retry_after":7}}"#,
         );
         let e = ProviderError {
+            invalid_tokens: Vec::new(),
             failure: Failure::Transient { retry_after: None },
             message: "Telegram sendMessage answered 429 Too Many Requests: bot 42:SECRET".into(),
             raw: Some(raw),

@@ -86,25 +86,7 @@ fn override_fields<'a>(ctx: &'a SendContext<'_>) -> impl Iterator<Item = (&'a St
 
 /// Merges the provider overrides over a JSON request body (see the module documentation).
 fn apply_overrides(ctx: &SendContext<'_>, body: &mut Value) {
-    for (k, v) in override_fields(ctx) {
-        merge(body, k, v);
-    }
-}
-
-fn merge(target: &mut Value, key: &str, value: &Value) {
-    let Value::Object(map) = target else {
-        return;
-    };
-    match (map.get_mut(key), value) {
-        (Some(existing @ Value::Object(_)), Value::Object(inner)) => {
-            for (k, v) in inner {
-                merge(existing, k, v);
-            }
-        }
-        _ => {
-            map.insert(key.to_owned(), value.clone());
-        }
-    }
+    *body = super::with_overrides(std::mem::take(body), ctx.overrides);
 }
 
 /// Adds `_passthrough.headers` and `_passthrough.query` (string, number and boolean values) to a request.
@@ -135,84 +117,19 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
-/// Like [`http::send`], for APIs that answer `202` with an empty body and give the message id only in the
+/// [`http::send`] for APIs that answer `202` with an empty body and give the message id only in the
 /// response header `id_header` (SendGrid and MailerSend's `x-message-id`).
 async fn send_with_header_id(
     req: RequestBuilder,
     what: &str,
     id_header: &str,
 ) -> Result<Delivered, ProviderError> {
-    let resp = match req.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            let kind = if e.is_timeout() {
-                "timed out"
-            } else if e.is_connect() {
-                "could not connect"
-            } else {
-                "failed"
-            };
-            return Err(ProviderError::transient(format!(
-                "{what} {kind}: {}",
-                e.without_url()
-            )));
-        }
-    };
-    let status = resp.status();
-    let retry_after = http::retry_after(resp.headers());
-    let id = resp
-        .headers()
-        .get(id_header)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned);
-    let text = resp.text().await.map_err(|e| {
-        ProviderError::transient(format!(
-            "{what}: reading the answer failed: {}",
-            e.without_url()
-        ))
-    })?;
-    let raw = http::raw_text(status.as_u16(), &text);
-    if status.is_success() {
-        return Ok(Delivered {
-            id,
-            raw,
-            invalid_tokens: Vec::new(),
-        });
-    }
-    let body = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
-    Err(ProviderError {
-        failure: http::classify(status, retry_after),
-        message: format!(
-            "{what} answered {status}{}",
-            error_summary(&body)
-                .map(|s| format!(": {s}"))
-                .unwrap_or_default()
-        ),
-        raw: Some(raw),
+    let answer = http::send(req, what).await?;
+    Ok(Delivered {
+        id: answer.header(id_header),
+        raw: answer.raw,
+        invalid_tokens: Vec::new(),
     })
-}
-
-/// The error text of an email API's error body: `message` (MailerSend, Mailgun, Resend), `Message`
-/// (Postmark) or the first of `errors` (SendGrid).
-fn error_summary(body: &Value) -> Option<String> {
-    let text = |v: Option<&Value>| {
-        v.and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| http::truncate(s, 300).to_owned())
-    };
-    match body {
-        Value::String(s) => text(Some(&Value::String(s.clone()))),
-        _ => text(body.get("message"))
-            .or_else(|| text(body.get("Message")))
-            .or_else(|| {
-                body.get("errors")
-                    .and_then(|e| e.get(0))
-                    .and_then(|e| text(e.get("message")))
-            }),
-    }
 }
 
 /// Appends the error text of a provider's error body when [`http::send`]'s message lacks it (Postmark
@@ -224,7 +141,7 @@ fn with_error_detail(mut e: ProviderError) -> ProviderError {
         .and_then(|r| serde_json::from_str::<Value>(r).ok())
         .and_then(|r| r.get("body").cloned());
     if let Some(body) = body {
-        if let Some(summary) = error_summary(&body) {
+        if let Some(summary) = http::error_summary(&body) {
             if !e.message.contains(&summary) {
                 e.message = format!("{}: {summary}", e.message);
             }
@@ -254,10 +171,10 @@ mod tests {
 
     #[test]
     fn passthrough_bodies_merge_deeply() {
-        let mut body = json!({"from": {"email": "a@x.io"}, "subject": "s"});
-        merge(&mut body, "from", &json!({"name": "A"}));
-        merge(&mut body, "tags", &json!([1]));
-        merge(&mut body, "subject", &json!("t"));
+        let body = json!({"from": {"email": "a@x.io"}, "subject": "s"});
+        let overrides =
+            json!({"from": {"name": "A"}, "_passthrough": {"body": {"tags": [1], "subject": "t"}}});
+        let body = crate::providers::with_overrides(body, &overrides);
         assert_eq!(
             body,
             json!({"from": {"email": "a@x.io", "name": "A"}, "subject": "t", "tags": [1]})
@@ -267,18 +184,20 @@ mod tests {
     #[test]
     fn error_summaries_of_email_apis() {
         assert_eq!(
-            error_summary(&json!({"errors": [{"message": "bad key", "field": null}]})).as_deref(),
+            http::error_summary(&json!({"errors": [{"message": "bad key", "field": null}]}))
+                .as_deref(),
             Some("bad key")
         );
         assert_eq!(
-            error_summary(&json!({"ErrorCode": 300, "Message": "Invalid email"})).as_deref(),
+            http::error_summary(&json!({"ErrorCode": 300, "Message": "Invalid email"})).as_deref(),
             Some("Invalid email")
         );
         assert_eq!(
-            error_summary(&json!("Forbidden")).as_deref(),
+            http::error_summary(&json!("Forbidden")).as_deref(),
             Some("Forbidden")
         );
         let e = with_error_detail(ProviderError {
+            invalid_tokens: Vec::new(),
             raw: Some(http::raw_text(
                 422,
                 r#"{"ErrorCode": 406, "Message": "Inactive recipient"}"#,

@@ -198,6 +198,7 @@ fn classify(what: &str, e: &lettre::transport::smtp::Error) -> ProviderError {
     };
     let kind = if e.is_timeout() { " (timed out)" } else { "" };
     ProviderError {
+        invalid_tokens: Vec::new(),
         failure,
         message: format!("{what}{kind}: {e}"),
         raw: Some(

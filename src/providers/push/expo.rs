@@ -77,6 +77,7 @@ impl Provider for Expo {
             tally.answer(&answer.raw);
             let Some(tickets) = answer.body.get("data").and_then(Value::as_array) else {
                 tally.failures.push(ProviderError {
+                    invalid_tokens: Vec::new(),
                     raw: Some(answer.raw.clone()),
                     ..ProviderError::permanent("Expo push/send answered without push tickets")
                 });
@@ -105,6 +106,7 @@ impl Provider for Expo {
                             ProviderError::permanent(message)
                         };
                         tally.failures.push(ProviderError {
+                            invalid_tokens: Vec::new(),
                             raw: Some(answer.raw.clone()),
                             ..e
                         });

@@ -121,6 +121,7 @@ async fn access_token(ctx: &SendContext<'_>, sa: &ServiceAccount) -> Result<Stri
         .filter(|t| !t.is_empty())
     else {
         return Err(ProviderError {
+            invalid_tokens: Vec::new(),
             raw: Some(answer.raw),
             ..ProviderError::transient(
                 "The FCM access-token exchange answered without an access_token",
@@ -286,6 +287,7 @@ impl Provider for Fcm {
                                 .unwrap_or_else(|e| e.into_inner())
                                 .remove(&sa.cache_key());
                             tally.failures.push(ProviderError {
+                                invalid_tokens: Vec::new(),
                                 failure: Failure::Transient { retry_after: None },
                                 ..e
                             });

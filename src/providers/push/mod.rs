@@ -66,14 +66,16 @@ impl Tally {
                 invalid_tokens: self.invalid,
             });
         }
-        if let Some(first) = self.failures.into_iter().next() {
+        if let Some(mut first) = self.failures.into_iter().next() {
+            first.invalid_tokens = self.invalid;
             return Err(first);
         }
+        let count = self.invalid.len();
         Err(ProviderError {
+            invalid_tokens: self.invalid,
             raw: Some(raw),
             ..ProviderError::permanent(format!(
-                "{provider} reported every device token ({}) invalid or unregistered",
-                self.invalid.len()
+                "{provider} reported every device token ({count}) invalid or unregistered"
             ))
         })
     }

@@ -106,6 +106,7 @@ impl Provider for OneSignal {
             )
         };
         Err(ProviderError {
+            invalid_tokens: Vec::new(),
             raw: Some(delivered.raw),
             ..ProviderError::permanent(message)
         })
