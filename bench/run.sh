@@ -35,15 +35,27 @@
 #                  default), rendered over a random previewPayload per request (bench/wrk/preview.lua). No
 #                  target in design.md: the row reports req/s, latency and the share of the ceiling. Seeds
 #                  nothing.
+#   deliveries     email delivered to a local webhook receiver: starts examples/bench_receiver.rs on a free port
+#                  (it answers every POST with 200 {"id": n} and counts them), creates through the API an active,
+#                  primary email-webhook integration that posts to it and a one-step email workflow (a small
+#                  HTML body over payload and subscriber variables), then sends bulk triggers
+#                  (BENCH_TRIGGER_BULK events per request; bench/wrk/delivery.lua) to random seeded
+#                  subscribers. Besides req/s and latency it measures the messages per second from the start of
+#                  the load until the receiver counted the last one, after waiting for the backlog to drain; then
+#                  it checks that every recorded event reached the receiver once and is stored as an email
+#                  message with status sent (bench/deliveries.py), and fails loudly (exit status 1) if not.
+#                  No target in design.md: report only. Seeds BENCH_SUBSCRIBERS subscribers.
 #
 # Settings (environment variables):
 #   BENCH_ONLY          comma-separated workload groups to run (default: all of them)
 #   BENCH_SUBSCRIBERS   subscribers to seed                   (default 1000000)
 #   BENCH_ENDPOINTS     channel endpoints to seed             (default 1000000)
 #   BENCH_NOTIFICATIONS notifications to seed                 (default 1000000)
-#   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row;
-#                       the bulk row uses one connection per wrk thread: each request already carries many events)
-#   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored (default 300)
+#   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row,
+#                       and single triggers for the deliveries group; bulk rows use one connection per wrk
+#                       thread: each request already carries many events)
+#   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored, or a delivery backlog to reach the
+#                       receiver                              (default 300)
 #   BENCH_DURATION      seconds per measured workload         (default 15)
 #   BENCH_WARMUP        seconds of warm-up per workload       (default 3)
 #   BENCH_THREADS       wrk threads                           (default 2)
@@ -55,7 +67,7 @@
 #                       0 measures whatever the kernel kept cached, i.e. partly disk reads)
 #   BENCH_QUIET_WAIT    before each workload, wait up to this many seconds for the machine to be quiet
 #                       (>= 90 % idle over 3 s); 0 = don't wait                      (default 60)
-#   BENCH_KEEP_TMP      1 = keep the temp folder (database, server log) for inspection afterwards
+#   BENCH_KEEP_TMP      1 = keep the temp folder (database, server and receiver logs) for inspection afterwards
 #
 # Progress goes to stderr; the results table goes to stdout.
 
@@ -81,7 +93,7 @@ KEEP_TMP="${BENCH_KEEP_TMP:-0}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -91,6 +103,8 @@ TRIGGER_SUBSCRIBERS=100000 # triggers go to bench1..bench100000 (at most BENCH_S
 TRIGGER_WORKFLOW="bench-ping"
 PREVIEW_WORKFLOW="bench-order" # the preview group's workflow and its email step
 PREVIEW_STEP="confirmation"
+DELIVERY_WORKFLOW="bench-mail" # the deliveries group's one-step email workflow (triggers to TRIGGER_SUBSCRIBERS)
+DELIVERY_FROM="bench@example.com"
 DRAIN_STALL=15             # seconds without a new stored message before a drain counts as stuck
 
 # Targets (design.md §5). Ratios are shares of the health check's req/s.
@@ -111,11 +125,13 @@ RESULTS_DIR="$BENCH_DIR/results"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 [[ "$TARGET_DIR" = /* ]] || TARGET_DIR="$REPO_ROOT/$TARGET_DIR"
 BIN="$TARGET_DIR/release/tidings"
+RECEIVER_BIN="$TARGET_DIR/release/examples/bench_receiver"
 
 # State shared with the cleanup trap.
 WORK_DIR=""
 SERVER_PID=""
 CLIENT_PID=""
+RECEIVER_PID=""            # the deliveries group's webhook receiver
 
 # ---------------------------------------------------------------------------------------------------------
 # Helpers
@@ -262,9 +278,14 @@ cleanup() {
         kill -KILL "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
     fi
+    if [[ -n "$RECEIVER_PID" ]] && kill -0 "$RECEIVER_PID" 2>/dev/null; then
+        log "stopping the bench receiver (pid $RECEIVER_PID)"
+        kill -TERM "$RECEIVER_PID" 2>/dev/null || true
+        wait "$RECEIVER_PID" 2>/dev/null || true
+    fi
     if [[ -n "$WORK_DIR" && -d "$WORK_DIR" ]]; then
         if [[ "$KEEP_TMP" == 1 ]]; then
-            log "kept $WORK_DIR (database, server log)"
+            log "kept $WORK_DIR (database, server and receiver logs)"
         else
             rm -rf "$WORK_DIR"
         fi
@@ -276,7 +297,8 @@ cleanup() {
 # Database backends. Each provides db_<kind>_setup (sets DB_URL), db_<kind>_size (a human-readable size of
 # the seeded data) and db_<kind>_prewarm (brings the data into memory the way a long-running server would
 # have it). Add a backend by adding these functions and a case in select_backend (and, for the trigger
-# workloads, a way to count stored messages in bench/messages.py).
+# workloads, a way to count stored messages in bench/messages.py; for the deliveries group, in
+# bench/deliveries.py).
 # ---------------------------------------------------------------------------------------------------------
 
 DB_KIND=""
@@ -327,6 +349,10 @@ declare -A LABEL=() SCRIPT=() ARGS=() RESULT=() SAMPLE=()
 # run, load start and end (ms since the epoch), the drain's outcome and its bench/sample.py line.
 declare -A EVENTS=() BASELINE=() LOAD_START=() LOAD_END=() DRAIN=() DRAIN_SAMPLE=()
 declare -A CONNS=()         # wrk connections of a workload, when not BENCH_CONNECTIONS
+# Where a trigger workload's events are counted: "messages" (stored messages, the default) or "receiver" (the
+# deliveries group: requests counted by the bench receiver). Receiver workloads also keep the receiver's share
+# of the machine during the load and the drain, and the outcome of the final check (bench/deliveries.py).
+declare -A SINK=() RECEIVER_CPU=() RECEIVER_DRAIN_CPU=() CHECK=()
 
 add_workload() {
     local name="$1"
@@ -404,25 +430,105 @@ settle_messages() {
     kv_field "$(cat "$2")" count
 }
 
+# The deliveries group counts its events at the bench receiver (bench/deliveries.py; same output line).
+receiver_count() {
+    python3 "$BENCH_DIR/deliveries.py" count "$RECEIVER_URL" || die "could not read the receiver's count"
+}
+
+# event_count NAME: the events of a trigger workload counted so far where they end up.
+event_count() {
+    if [[ "${SINK[$1]:-}" == receiver ]]; then receiver_count; else message_count; fi
+}
+
+# event_poller NAME TARGET TIMEOUT: sets POLLER to the command that waits (as wait_for_messages) until
+# TARGET events of the workload are counted.
+declare -a POLLER=()
+event_poller() {
+    if [[ "${SINK[$1]:-}" == receiver ]]; then
+        POLLER=(python3 "$BENCH_DIR/deliveries.py" wait "$RECEIVER_URL" "$2" "$3" "$DRAIN_STALL")
+    else
+        POLLER=(python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" "$2" "$3" "$DRAIN_STALL")
+    fi
+}
+
+# settle_events NAME TARGET OUTPUT: settle_messages for any trigger workload; prints the final count.
+settle_events() {
+    event_poller "$1" "$2" "$DRAIN_TIMEOUT"
+    "${POLLER[@]}" >"$3" || die "could not count the events of $1"
+    kv_field "$(cat "$3")" count
+}
+
+# receiver_ticks: CPU ticks used so far by the bench receiver and by the whole machine (as bench/sample.py
+# counts them: user, nice, system, idle, iowait, irq, softirq, steal). The receiver is neither the server nor
+# the load generator; without this its work would count as other processes disturbing the run.
+receiver_ticks() {
+    local proc
+    proc="$(sed 's/.*) //' "/proc/$RECEIVER_PID/stat" 2>/dev/null)" || proc=""
+    awk -v p="$proc" 'NR == 1 {
+        split(p, f, " "); t = 0
+        for (i = 2; i <= 9; i++) t += $i
+        printf "%d %d\n", f[12] + f[13], t
+    }' /proc/stat
+}
+
+# receiver_share TICKS_BEFORE: the receiver's share of the machine (%) since receiver_ticks printed TICKS_BEFORE.
+receiver_share() {
+    awk -v a="$1" -v b="$(receiver_ticks)" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        printf "%.0f", (y[2] > x[2] ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0)
+    }'
+}
+
 # measure_drain NAME: after a trigger workload's load stopped, waits (as wait_for_messages) until its events
-# are stored while bench/sample.py watches the server (the message poller takes the load generator's place),
-# and keeps the figures.
+# are stored (or, for the deliveries group, counted by the receiver) while bench/sample.py watches the server
+# (the poller takes the load generator's place), and keeps the figures.
 measure_drain() {
-    local name="$1" target out="$WORK_DIR/$1.drain" status=0
+    local name="$1" target out="$WORK_DIR/$1.drain" status=0 ticks="" where=stored
     target=$((BASELINE[$name] + $(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")))
-    log "$name: waiting for $((target - BASELINE[$name])) accepted events to be stored"
-    python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" "$target" "$DRAIN_TIMEOUT" "$DRAIN_STALL" >"$out" &
+    if [[ "${SINK[$name]:-}" == receiver ]]; then
+        where="counted by the receiver"
+        ticks="$(receiver_ticks)"
+    fi
+    log "$name: waiting for $((target - BASELINE[$name])) accepted events to be $where"
+    event_poller "$name" "$target" "$DRAIN_TIMEOUT"
+    "${POLLER[@]}" >"$out" &
     CLIENT_PID=$!
     python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$WORK_DIR/$name.drain.samples"
     wait "$CLIENT_PID" || status=$?
     CLIENT_PID=""
-    if ((status != 0)) || [[ ! -s "$out" ]]; then die "could not count the stored messages for $name"; fi
+    if ((status != 0)) || [[ ! -s "$out" ]]; then die "could not count the events of $name"; fi
+    if [[ -n "$ticks" ]]; then RECEIVER_DRAIN_CPU[$name]="$(receiver_share "$ticks")"; fi
     DRAIN[$name]="$(cat "$out")"
     DRAIN_SAMPLE[$name]="$(cat "$WORK_DIR/$name.drain.samples")"
     if [[ "$(drain_field "$name" drained)" != 1 ]]; then
         log "warning: $name: only $(($(drain_field "$name" count) - BASELINE[$name])) of" \
-            "$((target - BASELINE[$name])) events were stored"
+            "$((target - BASELINE[$name])) events were $where"
     fi
+}
+
+# check_deliveries NAME: after the deliveries workload drained, compares the events the server recorded for
+# the email workflow (sanity trigger, warm-up and measured load, including requests cut off when wrk stopped)
+# with the receiver's count and with the email messages stored with status sent: all three must be equal, and
+# the receiver must have counted at least the accepted events. Keeps the outcome in CHECK[NAME]
+# ("ok=1 events=… received=… sent=… other=…") and says loudly what is wrong.
+check_deliveries() {
+    local name="$1" line received accepted ok=1
+    received="$(receiver_count)"
+    line="$(python3 "$BENCH_DIR/deliveries.py" check "$DB_URL" "$ENV_ID" "$DELIVERY_WORKFLOW" "$received" \
+        "$DRAIN_STALL")" || die "could not read the email messages of $name"
+    accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
+    if (($(kv_field "$line" events) != received || $(kv_field "$line" sent) != received)); then
+        ok=0
+        log "ERROR: $name: the server recorded $(kv_field "$line" events) events of $DELIVERY_WORKFLOW, the" \
+            "receiver counted $received requests, the database holds $(kv_field "$line" sent) email messages" \
+            "with status sent (others: $(kv_field "$line" other)); they should all be equal"
+    fi
+    if ((received - BASELINE[$name] < accepted)); then
+        ok=0
+        log "ERROR: $name: the receiver counted $((received - BASELINE[$name])) requests during the measured" \
+            "run, fewer than the $accepted accepted events"
+    fi
+    CHECK[$name]="ok=$ok received=$received $line"
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -536,6 +642,34 @@ print(len(body))' "$1"
 }
 
 # ---------------------------------------------------------------------------------------------------------
+# Deliveries workload: the email step it delivers (bench/wrk/delivery.lua sends payload.order and
+# payload.total) and the integration that posts it to the bench receiver.
+# ---------------------------------------------------------------------------------------------------------
+
+DELIVERY_SUBJECT='Order {{payload.order}}'
+DELIVERY_BODY='<html><body><p>Hi {{ subscriber.firstName }},</p>
+<p>Thanks for your order {{ payload.order }} ({{ payload.total }} EUR). We will write to
+{{ subscriber.email }} as soon as it ships.</p><p>Example Shop</p></body></html>'
+
+# delivery_workflow_json: the body of POST /v2/workflows that creates the deliveries group's workflow.
+delivery_workflow_json() {
+    python3 -c 'import json, sys
+workflow, subject, body = sys.argv[1:4]
+print(json.dumps({"name": "Bench order email", "workflowId": workflow, "steps": [
+    {"name": "Order email", "type": "email", "controlValues": {"subject": subject, "body": body}}]}))' \
+        "$DELIVERY_WORKFLOW" "$DELIVERY_SUBJECT" "$DELIVERY_BODY"
+}
+
+# delivery_integration_json: the body of POST /v1/integrations: the first active email integration of the
+# environment, hence its primary one, posting each email to the receiver.
+delivery_integration_json() {
+    python3 -c 'import json, sys
+url, sender = sys.argv[1:3]
+print(json.dumps({"providerId": "email-webhook", "channel": "email", "active": True,
+                  "credentials": {"webhookUrl": url, "from": sender}}))' "$RECEIVER_URL/mail" "$DELIVERY_FROM"
+}
+
+# ---------------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------------
 
@@ -570,9 +704,9 @@ TRIGGER_SUBSCRIBERS="$(min "$TRIGGER_SUBSCRIBERS" "$SUBSCRIBERS")"
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 command -v cargo >/dev/null 2>&1 || die "cargo (the Rust toolchain) is required"
 select_backend
-if selected triggers && [[ "$DB_KIND" == postgres ]]; then
-    command -v psql >/dev/null 2>&1 \
-        || die "psql is required to count stored messages on PostgreSQL (BENCH_ONLY without triggers avoids it)"
+if { selected triggers || selected deliveries; } && [[ "$DB_KIND" == postgres ]]; then
+    command -v psql >/dev/null 2>&1 || die "psql is required to count stored messages on PostgreSQL" \
+        "(BENCH_ONLY without triggers and deliveries avoids it)"
 fi
 ensure_wrk
 
@@ -585,6 +719,11 @@ fi
 log "building the release binary"
 (cd "$REPO_ROOT" && cargo build --release) >&2
 [[ -x "$BIN" ]] || die "$BIN was not built"
+if selected deliveries; then
+    log "building the bench receiver (examples/bench_receiver.rs)"
+    (cd "$REPO_ROOT" && cargo build --release --example bench_receiver) >&2
+    [[ -x "$RECEIVER_BIN" ]] || die "$RECEIVER_BIN was not built"
+fi
 
 WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/tidings-bench.XXXXXX")"
 trap cleanup EXIT
@@ -624,7 +763,7 @@ seed() {
 }
 
 # Triggers go to existing subscribers, so that they measure the trigger path rather than subscriber creation.
-if selected subscribers || selected triggers; then
+if selected subscribers || selected triggers || selected deliveries; then
     seed subscribers "$SUBSCRIBERS" seed-subscribers
 fi
 if selected endpoints; then
@@ -725,6 +864,54 @@ if selected preview; then
     log "preview: the ${#PREVIEW_BODY}-byte template rendered to $rendered bytes"
 fi
 
+if selected deliveries; then
+    # The receiver, the integration posting to it and the email workflow, then one event followed all the way
+    # to the receiver and to its stored message.
+    RECEIVER_PORT="$(free_port)"
+    RECEIVER_URL="http://127.0.0.1:$RECEIVER_PORT"
+    log "starting the bench receiver on $RECEIVER_URL"
+    "$RECEIVER_BIN" "127.0.0.1:$RECEIVER_PORT" >"$WORK_DIR/receiver.log" 2>&1 &
+    RECEIVER_PID=$!
+    for _ in $(seq 1 50); do
+        kill -0 "$RECEIVER_PID" 2>/dev/null || { cat "$WORK_DIR/receiver.log" >&2; die "the receiver exited"; }
+        http_get "$RECEIVER_URL/count" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    [[ "$(http_get "$RECEIVER_URL/count")" == 0 ]] || die "the bench receiver did not come up with a zero count"
+    http_post "$BASE_URL/v1/integrations" "$API_KEY" "$(delivery_integration_json)" \
+        >"$WORK_DIR/integration.json" || die "could not create the email-webhook integration"
+    python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+i = i.get("data", i)
+if not (i.get("active") and i.get("primary") and i.get("channel") == "email"):
+    sys.exit(f"the email-webhook integration is not the active, primary email integration: {json.dumps(i)[:500]}")' \
+        "$WORK_DIR/integration.json" || die "unexpected integration"
+    http_post "$BASE_URL/v2/workflows" "$API_KEY" "$(delivery_workflow_json)" >/dev/null \
+        || die "could not create the $DELIVERY_WORKFLOW workflow"
+    http_post "$BASE_URL/v1/events/trigger" "$API_KEY" \
+        "{\"name\":\"$DELIVERY_WORKFLOW\",\"to\":\"${PREFIX}1\",\"payload\":{\"order\":\"A-1\",\"total\":\"12.50\"}}" \
+        >/dev/null || die "the email trigger was refused"
+    python3 "$BENCH_DIR/deliveries.py" wait "$RECEIVER_URL" 1 30 "$DRAIN_STALL" >"$WORK_DIR/sanity.deliveries" \
+        || die "could not read the receiver's count"
+    received="$(kv_field "$(cat "$WORK_DIR/sanity.deliveries")" count)"
+    if ((received != 1)); then
+        tail -n 20 "$WORK_DIR/server.log" >&2
+        die "one email trigger reached the receiver $received times, expected 1"
+    fi
+    line="$(python3 "$BENCH_DIR/deliveries.py" check "$DB_URL" "$ENV_ID" "$DELIVERY_WORKFLOW" 1 30)" \
+        || die "could not read the email messages"
+    [[ "$line" == "events=1 sent=1 other=none "* ]] || die "after one email trigger: $line"
+    http_get "$BASE_URL/v1/messages?channel=email&subscriberId=${PREFIX}1" "$API_KEY" | python3 -c 'import json, sys
+page = json.load(sys.stdin)
+m = page["data"][0] if page.get("data") else {}
+want = {"status": "sent", "providerId": "email-webhook", "subject": "Order A-1", "email": "user1@bench.example.com"}
+wrong = {k: m.get(k) for k, v in want.items() if m.get(k) != v}
+content = m.get("content", "")
+if wrong or "Hi First1," not in content or "12.50 EUR" not in content or "{{" in content:
+    sys.exit(f"the delivered email message: {wrong or json.dumps(m)[:800]}")' || die "the email was not rendered as expected"
+    log "deliveries: one email trigger reached the receiver and is stored as sent"
+fi
+
 add_workload health "GET /v1/health-check (ceiling)" health.lua
 if selected subscribers; then
     add_workload by_id "GET /v2/subscribers/{id}" subscriber_by_id.lua "$API_KEY $SUBSCRIBERS $PREFIX"
@@ -758,44 +945,69 @@ if selected preview; then
     add_workload preview "step preview (email, 5 KB template)" preview.lua \
         "$API_KEY $PREVIEW_WORKFLOW $PREVIEW_STEP"
 fi
+if selected deliveries; then
+    if ((TRIGGER_BULK > 0)); then
+        add_workload deliveries "POST /v1/events/trigger/bulk ($TRIGGER_BULK events, -c$THREADS)" delivery.lua \
+            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX $TRIGGER_BULK"
+        EVENTS[deliveries]="$TRIGGER_BULK"
+        CONNS[deliveries]="$THREADS"   # as the trigger group's bulk row
+    else
+        add_workload deliveries "POST /v1/events/trigger" delivery.lua \
+            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
+        EVENTS[deliveries]=1
+    fi
+    SINK[deliveries]=receiver
+fi
 
 RAW="$WORK_DIR/raw.txt"
 : >"$RAW"
+ticks=""                   # the receiver's CPU ticks when a deliveries load started
 for name in "${WORKLOADS[@]}"; do
     wait_until_quiet
     if [[ "$PREWARM" == 1 ]]; then
         "db_${DB_KIND}_prewarm"
     fi
     if [[ -n "${EVENTS[$name]:-}" ]]; then
-        BASELINE[$name]="$(message_count)"
+        BASELINE[$name]="$(event_count "$name")"
     fi
     if ((WARMUP > 0)); then
         log "$name: warm-up ${WARMUP}s"
         run_wrk "$name" "$WARMUP" "$WORK_DIR/$name.warmup.txt"
         if [[ -n "${EVENTS[$name]:-}" ]]; then
-            # The warm-up's backlog is stored before the measured run starts.
-            log "$name: waiting for the warm-up's events to be stored"
-            BASELINE[$name]="$(settle_messages \
+            # The warm-up's backlog is stored (or delivered) before the measured run starts.
+            log "$name: waiting for the warm-up's events to be $(
+                [[ "${SINK[$name]:-}" == receiver ]] && echo "counted by the receiver" || echo stored)"
+            BASELINE[$name]="$(settle_events "$name" \
                 $((BASELINE[$name] + $(accepted_events "$WORK_DIR/$name.warmup.txt" "${EVENTS[$name]}"))) \
                 "$WORK_DIR/$name.warmup.drain")"
         fi
     fi
     log "$name: measuring ${DURATION}s (-t$THREADS -c${CONNS[$name]:-$CONNECTIONS})"
+    if [[ "${SINK[$name]:-}" == receiver ]]; then ticks="$(receiver_ticks)"; fi
     LOAD_START[$name]="$(now_ms)"
     run_wrk "$name" "$DURATION" "$WORK_DIR/$name.txt" "$WORK_DIR/$name.samples"
     LOAD_END[$name]="$(now_ms)"
+    if [[ "${SINK[$name]:-}" == receiver ]]; then RECEIVER_CPU[$name]="$(receiver_share "$ticks")"; fi
     RESULT[$name]="$(sed -n 's/^BENCH_RESULT //p' "$WORK_DIR/$name.txt")"
     [[ -n "${RESULT[$name]}" ]] || { cat "$WORK_DIR/$name.txt" >&2; die "no result line from wrk for $name"; }
     SAMPLE[$name]="$(cat "$WORK_DIR/$name.samples")"
     if [[ -n "${EVENTS[$name]:-}" ]]; then
         measure_drain "$name"
     fi
+    if [[ "${SINK[$name]:-}" == receiver ]]; then
+        check_deliveries "$name"
+    fi
     {
         printf '### %s\n\n```\n' "${LABEL[$name]}"
         cat "$WORK_DIR/$name.txt"
         if [[ -n "${EVENTS[$name]:-}" ]]; then
-            printf 'stored messages: baseline=%s %s load_start_ms=%s load_end_ms=%s\n' "${BASELINE[$name]}" \
-                "${DRAIN[$name]}" "${LOAD_START[$name]}" "${LOAD_END[$name]}"
+            printf '%s: baseline=%s %s load_start_ms=%s load_end_ms=%s\n' \
+                "$([[ "${SINK[$name]:-}" == receiver ]] && echo "receiver count" || echo "stored messages")" \
+                "${BASELINE[$name]}" "${DRAIN[$name]}" "${LOAD_START[$name]}" "${LOAD_END[$name]}"
+        fi
+        if [[ -n "${CHECK[$name]:-}" ]]; then
+            printf 'check: %s receiver_cpu_pct=%s receiver_drain_cpu_pct=%s\n' "${CHECK[$name]}" \
+                "${RECEIVER_CPU[$name]}" "${RECEIVER_DRAIN_CPU[$name]}"
         fi
         printf '```\n\n'
     } >>"$RAW"
@@ -899,6 +1111,58 @@ trigger_row() {
         "$drain_cpu" "$TARGET_TRIGGER_EPS" "$result"
 }
 
+# One row of the deliveries table, as trigger_row: the API side (req/s, events/s accepted, p50, p99, errors),
+# then the receiver's side: messages it counted during the measured run (requests cut off when wrk stopped
+# may add up to one request's events per connection), the backlog when the load stopped, how long delivering
+# went on after it, and the end-to-end rate (messages counted ÷ time from the start of the load until the
+# receiver counted the last one). The receiver's CPU is shown apart from the other processes. No target: the
+# result is "—" unless requests failed, the backlog did not drain or check_deliveries found a mismatch.
+UNDELIVERED=0
+MISMATCH=0
+delivery_row() {
+    local name="$1" rps accepted eps p50 p99 errors delivered backlog newest drain_s e2e recv drain_recv
+    local other drain_other cpu drain_cpu result
+    rps="$(rps_of "$name")"
+    accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
+    eps="$(awk -v n="$accepted" -v us="$(result_field "$name" duration_us)" \
+        'BEGIN { printf "%.0f", (us > 0 ? n / (us / 1e6) : 0) }')"
+    p50="$(ms_of "$name" p50_us)"
+    p99="$(ms_of "$name" p99_us)"
+    errors=$(($(result_field "$name" status_errors) + $(result_field "$name" socket_errors)))
+    delivered=$(($(drain_field "$name" count) - BASELINE[$name]))
+    backlog="$(max 0 $((accepted - $(drain_field "$name" first) + BASELINE[$name])))"
+    newest="$(drain_field "$name" newest_ms)"
+    drain_s="$(awk -v t="$newest" -v end="${LOAD_END[$name]}" \
+        'BEGIN { printf "%.1f", (t > end ? (t - end) / 1000 : 0) }')"
+    e2e="$(awk -v n="$delivered" -v t="$newest" -v start="${LOAD_START[$name]}" \
+        'BEGIN { printf "%.0f", (t > start ? n / ((t - start) / 1000) : 0) }')"
+    recv="${RECEIVER_CPU[$name]:-0}"
+    drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
+    other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
+    drain_other="$(max 0 $(($(drain_sample_field "$name" other_cpu_pct) - drain_recv)))"
+    ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+    cpu="$(sample_field "$name" server_cpu_pct) / $(sample_field "$name" client_cpu_pct) / $recv / $other %"
+    drain_cpu="$(drain_sample_field "$name" server_cpu_pct) / $(drain_sample_field "$name" client_cpu_pct)"
+    drain_cpu="$drain_cpu / $drain_recv / $drain_other %"
+    if ((errors > 0)); then
+        result="FAIL (errors)"
+        VALID=0
+    elif ((accepted == 0)); then
+        result="FAIL (no answer within ${DURATION}s)"
+    elif [[ "$(drain_field "$name" drained)" != 1 ]]; then
+        result="FAIL (not all delivered)"
+        UNDELIVERED=1
+    elif [[ "$(kv_field "${CHECK[$name]:-}" ok)" != 1 ]]; then
+        result="FAIL (count mismatch)"
+        MISMATCH=1
+    else
+        result="—"
+    fi
+    printf '| %s | %s | %s | %s ms | %s ms | %s | %s | %s | %s s | %s | %s | %s | %s | **%s** |\n' \
+        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$delivered" "$backlog" "$drain_s" "$e2e" "$cpu" \
+        "$drain_cpu" "report only (no target)" "$result"
+}
+
 COMMIT="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
     COMMIT="$COMMIT (with uncommitted changes)"
@@ -959,13 +1223,21 @@ REPORT="$WORK_DIR/report.md"
         echo "Triggers: req/s, events/s accepted and latency are the API's (201 once the event is queued; a bulk request's latency covers all its events). *End to end* = events stored as in-app messages ÷ time from the start of the load until the newest message was stored; *drain* = how long storing went on after the load stopped. The server's workers run in the same process."
         echo
     fi
+    if selected deliveries; then
+        echo "| email delivered to a local webhook receiver | req/s | events/s accepted | p50 | p99 | errors | messages delivered | backlog at load end | drain | end to end, messages/s | CPU server / wrk / receiver / other | CPU draining: server / poller / receiver / other | target | result |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        delivery_row deliveries
+        echo
+        echo "Deliveries: each event of a one-step email workflow is rendered and POSTed by the \`email-webhook\` provider to examples/bench_receiver.rs on this machine (200 {\"id\": n} at once). *Messages delivered* = requests the receiver counted during the measured run (it may exceed the accepted events by the requests wrk cut off when it stopped); *end to end* = messages delivered ÷ time from the start of the load until the receiver counted the last one (polled every 0.05 s). Checked afterwards: $(kv_field "${CHECK[deliveries]:-}" events) events recorded for the workflow (sanity trigger, warm-up and measured run), $(kv_field "${CHECK[deliveries]:-}" received) requests counted by the receiver, $(kv_field "${CHECK[deliveries]:-}" sent) email messages stored with status sent (other email messages: $(kv_field "${CHECK[deliveries]:-}" other))."
+        echo
+    fi
     echo "| memory (server RSS) | measured | target | result |"
     echo "|---|---:|---|---|"
     echo "| idle, after seeding, before load | $idle_mb MB | < $TARGET_RSS_IDLE_MB MB | **$(verdict lt "$idle_mb" "$TARGET_RSS_IDLE_MB")** |"
     echo "| peak under load (VmHWM) | $hwm_mb MB | < $TARGET_RSS_LOAD_MB MB | **$(verdict lt "$hwm_mb" "$TARGET_RSS_LOAD_MB")** |"
     echo "| idle, 3 s after load | $(kb_to_mb "$RSS_AFTER_KB") MB | — | — |"
     echo
-    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers, while the backlog drained)."
+    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers and deliveries, while the backlog drained)."
     if ((VALID == 0)); then
         echo
         echo "**Some requests failed (non-2xx or socket errors): see the raw wrk output below.**"
@@ -973,6 +1245,14 @@ REPORT="$WORK_DIR/report.md"
     if ((INCOMPLETE == 1)); then
         echo
         echo "**Not every accepted trigger became a stored in-app message within BENCH_DRAIN_TIMEOUT ($DRAIN_TIMEOUT s) or before storing stalled for $DRAIN_STALL s: see the server log (BENCH_KEEP_TMP=1).**"
+    fi
+    if ((UNDELIVERED == 1)); then
+        echo
+        echo "**Not every accepted event reached the bench receiver within BENCH_DRAIN_TIMEOUT ($DRAIN_TIMEOUT s) or before delivering stalled for $DRAIN_STALL s: see the server log (BENCH_KEEP_TMP=1).**"
+    fi
+    if ((MISMATCH == 1)); then
+        echo
+        echo "**Deliveries do not add up: the events recorded for $DELIVERY_WORKFLOW, the requests the receiver counted and the email messages stored as sent differ, or the receiver counted fewer than the accepted events ($(kv_field "${CHECK[deliveries]:-}" events) / $(kv_field "${CHECK[deliveries]:-}" received) / $(kv_field "${CHECK[deliveries]:-}" sent), other: $(kv_field "${CHECK[deliveries]:-}" other)): see the server log (BENCH_KEEP_TMP=1).**"
     fi
     if ((DISTURBED == 1)); then
         echo
@@ -990,3 +1270,6 @@ mkdir -p "$RESULTS_DIR"
 
 cat "$REPORT"
 log "written to ${RESULTS_DIR#"$REPO_ROOT"/}/latest.md"
+if ((UNDELIVERED == 1 || MISMATCH == 1)); then
+    die "deliveries: not every accepted event was delivered once and stored as sent (see above)"
+fi
