@@ -233,88 +233,117 @@ pub fn spawn_workers(
         // 10 s, `concurrency` at a time) finishes well inside the lease.
         let batch = (concurrency * 4).clamp(8, 256) as i64;
         let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-        while !shutdown.is_cancelled() {
-            let jobs = match store.claim_jobs(&worker, batch, LEASE_MS).await {
-                Ok(jobs) => jobs,
-                Err(e) => {
-                    tracing::warn!(error = ?e, "claiming jobs failed");
-                    if shutdown
-                        .run_until_cancelled(tokio::time::sleep(Duration::from_secs(1)))
-                        .await
-                        .is_none()
-                    {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            if jobs.is_empty() {
-                let wait = match store.next_job_due().await {
-                    Ok(Some(due)) => (due - Timestamp::now().0).clamp(5, 1000) as u64,
-                    _ => 1000,
-                };
-                let notified = wakeup.0.notified();
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = notified => {},
-                    _ = tokio::time::sleep(Duration::from_millis(wait)) => {},
+        let mut loops = tokio::task::JoinSet::new();
+        for _ in 0..LOOPS_PER_PROCESS {
+            loops.spawn(worker_loop(
+                store.clone(),
+                runner.clone(),
+                running.clone(),
+                batch,
+                worker.clone(),
+                wakeup.clone(),
+                shutdown.clone(),
+            ));
+        }
+        while loops.join_next().await.is_some() {}
+        tracing::debug!("worker stopped");
+    })
+}
+
+/// Claim loops per process: while one loop waits on the database (claiming, completing), another runs its
+/// batch. They share the process's concurrency limit and worker id.
+const LOOPS_PER_PROCESS: usize = 2;
+
+/// Claims a batch of due jobs, runs it, completes it in one transaction; sleeps when there is nothing due.
+async fn worker_loop(
+    store: Store,
+    runner: Arc<steps::Runner>,
+    running: Arc<tokio::sync::Semaphore>,
+    batch: i64,
+    worker: String,
+    wakeup: Wakeup,
+    shutdown: CancellationToken,
+) {
+    while !shutdown.is_cancelled() {
+        let jobs = match store.claim_jobs(&worker, batch, LEASE_MS).await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::warn!(error = ?e, "claiming jobs failed");
+                if shutdown
+                    .run_until_cancelled(tokio::time::sleep(Duration::from_secs(1)))
+                    .await
+                    .is_none()
+                {
+                    break;
                 }
                 continue;
             }
-            // The batch's notifications in one query (a job whose notification is missing reads it itself).
-            let keys: Vec<(String, String)> = jobs
-                .iter()
-                .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
-                .collect();
-            let mut notifications: HashMap<String, Notification> =
-                match store.get_notifications(&keys).await {
-                    Ok(list) => list.into_iter().map(|n| (n.id.clone(), n)).collect(),
-                    Err(e) => {
-                        tracing::warn!(error = ?e, "prefetching notifications failed");
-                        HashMap::new()
-                    }
-                };
-            // Run the batch concurrently, then complete it in one transaction.
-            let mut set = tokio::task::JoinSet::new();
-            for job in jobs {
-                let runner = runner.clone();
-                let worker = worker.clone();
-                let running = running.clone();
-                let notification = notifications
-                    .remove(&job.notification_id)
-                    .filter(|n| n.environment_id == job.environment_id);
-                set.spawn(async move {
-                    let _permit = running.acquire_owned().await;
-                    let outcome = runner.run(&job, &worker, notification.as_ref()).await;
-                    (job, outcome)
-                });
+        };
+        if jobs.is_empty() {
+            let wait = match store.next_job_due().await {
+                Ok(Some(due)) => (due - Timestamp::now().0).clamp(5, 1000) as u64,
+                _ => 1000,
+            };
+            let notified = wakeup.0.notified();
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = notified => {},
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {},
             }
-            let mut finished = Vec::new();
-            while let Some(result) = set.join_next().await {
-                match result {
-                    Ok((job, Some(outcome))) => finished.push((job, outcome)),
-                    Ok((_, None)) => {}
-                    Err(e) => {
-                        tracing::error!(error = ?e, "a job task panicked; its lease will expire")
-                    }
-                }
-            }
-            let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
-            match store.complete_jobs(&worker, &items).await {
-                Ok(owned) => {
-                    for ((job, _), ok) in finished.iter().zip(owned) {
-                        if !ok {
-                            tracing::info!(job = %job.id, "lease lost; another worker owns the job");
-                        }
-                    }
-                }
+            continue;
+        }
+        // The batch's notifications in one query (a job whose notification is missing reads it itself).
+        let keys: Vec<(String, String)> = jobs
+            .iter()
+            .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
+            .collect();
+        let mut notifications: HashMap<String, Notification> =
+            match store.get_notifications(&keys).await {
+                Ok(list) => list.into_iter().map(|n| (n.id.clone(), n)).collect(),
                 Err(e) => {
-                    tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")
+                    tracing::warn!(error = ?e, "prefetching notifications failed");
+                    HashMap::new()
+                }
+            };
+        // Run the batch concurrently, then complete it in one transaction.
+        let mut set = tokio::task::JoinSet::new();
+        for job in jobs {
+            let runner = runner.clone();
+            let worker = worker.clone();
+            let running = running.clone();
+            let notification = notifications
+                .remove(&job.notification_id)
+                .filter(|n| n.environment_id == job.environment_id);
+            set.spawn(async move {
+                let _permit = running.acquire_owned().await;
+                let outcome = runner.run(&job, &worker, notification.as_ref()).await;
+                (job, outcome)
+            });
+        }
+        let mut finished = Vec::new();
+        while let Some(result) = set.join_next().await {
+            match result {
+                Ok((job, Some(outcome))) => finished.push((job, outcome)),
+                Ok((_, None)) => {}
+                Err(e) => {
+                    tracing::error!(error = ?e, "a job task panicked; its lease will expire")
                 }
             }
         }
-        tracing::debug!("worker stopped");
-    })
+        let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
+        match store.complete_jobs(&worker, &items).await {
+            Ok(owned) => {
+                for ((job, _), ok) in finished.iter().zip(owned) {
+                    if !ok {
+                        tracing::info!(job = %job.id, "lease lost; another worker owns the job");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")
+            }
+        }
+    }
 }
 
 /// The outcome of a step that finished without producing anything else.
