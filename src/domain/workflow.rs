@@ -179,6 +179,73 @@ fn check_string(v: &mut Validation, field: &str, controls: &Map<String, Value>, 
     }
 }
 
+/// `timed` of a timed digest: `atTime` `HH:MM`, `weekDays` names, `monthDays` 1–31.
+fn check_timed(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
+    let Some(timed) = controls.get("timed").filter(|t| !t.is_null()) else {
+        return;
+    };
+    let Some(t) = timed.as_object() else {
+        v.add(
+            &format!("{field}.timed"),
+            "timed must be an object",
+            timed.clone(),
+        );
+        return;
+    };
+    if let Some(a) = t.get("atTime") {
+        let ok = a
+            .as_str()
+            .is_some_and(|s| chrono::NaiveTime::parse_from_str(s, "%H:%M").is_ok());
+        if !ok {
+            v.add(
+                &format!("{field}.timed.atTime"),
+                "atTime must be a time of day as HH:MM (24-hour clock, UTC)",
+                a.clone(),
+            );
+        }
+    }
+    const DAYS: [&str; 7] = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    if let Some(w) = t.get("weekDays") {
+        let ok = w.as_array().is_some_and(|a| {
+            a.iter().all(|d| {
+                d.as_str()
+                    .is_some_and(|d| DAYS.contains(&d.to_ascii_lowercase().as_str()))
+            })
+        });
+        if !ok {
+            v.add(
+                &format!("{field}.timed.weekDays"),
+                "weekDays must be an array of monday … sunday",
+                w.clone(),
+            );
+        }
+    }
+    if let Some(m) = t.get("monthDays") {
+        let ok = m.as_array().is_some_and(|a| {
+            a.iter().all(|d| {
+                d.as_u64()
+                    .or_else(|| d.as_str().and_then(|s| s.trim().parse().ok()))
+                    .is_some_and(|n| (1..=31).contains(&n))
+            })
+        });
+        if !ok {
+            v.add(
+                &format!("{field}.timed.monthDays"),
+                "monthDays must be an array of days of the month, 1 to 31",
+                m.clone(),
+            );
+        }
+    }
+}
+
 fn check_amount_unit(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
     if let Some(a) = controls.get("amount") {
         if !a.as_f64().is_some_and(|n| n >= 0.0) {
@@ -298,6 +365,14 @@ pub fn validate_controls(
                         t,
                     );
                 }
+            }
+            check_timed(v, field, controls);
+            if let Some(c) = controls.get("cron").filter(|c| !c.is_null()) {
+                v.add(
+                    &format!("{field}.cron"),
+                    "cron schedules are not supported: use type timed with timed.atTime, timed.weekDays and timed.monthDays",
+                    c.clone(),
+                );
             }
         }
         StepType::Throttle => {

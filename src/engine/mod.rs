@@ -135,9 +135,123 @@ pub fn run_at_for(step: &Step, payload: &Value, now: Timestamp) -> Timestamp {
             }
             _ => Timestamp(now.0 + amount_unit()),
         },
-        StepType::Digest => Timestamp(now.0 + amount_unit()),
+        StepType::Digest => {
+            let controls = &step.control_values;
+            match controls.get("type").and_then(Value::as_str) {
+                Some("timed") => next_timed(controls.get("timed").unwrap_or(&Value::Null), now)
+                    .unwrap_or(Timestamp(now.0 + amount_unit())),
+                _ => Timestamp(now.0 + amount_unit()),
+            }
+        }
         _ => now,
     }
+}
+
+/// The next time a timed digest fires after `now`: `timed.atTime` (`HH:MM`, UTC; midnight when absent) on
+/// one of `timed.weekDays` (`monday`…`sunday`) and `timed.monthDays` (`1`…`31`, numbers or strings), when
+/// given. `None` when no day in the coming year matches.
+pub fn next_timed(timed: &Value, now: Timestamp) -> Option<Timestamp> {
+    use chrono::{Datelike, NaiveTime, TimeZone, Utc};
+    let at = timed
+        .get("atTime")
+        .and_then(Value::as_str)
+        .and_then(|t| NaiveTime::parse_from_str(t, "%H:%M").ok())
+        .unwrap_or(NaiveTime::MIN);
+    let week_days: Vec<String> = timed
+        .get("weekDays")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_ascii_lowercase)
+                .collect()
+        })
+        .unwrap_or_default();
+    let month_days: Vec<u32> = timed
+        .get("monthDays")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| {
+                    d.as_u64()
+                        .map(|n| n as u32)
+                        .or_else(|| d.as_str()?.trim().parse().ok())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let start = Utc.timestamp_millis_opt(now.0).single()?.date_naive();
+    for offset in 0..=366 {
+        let day = start + chrono::Duration::days(offset);
+        let weekday = day.weekday();
+        let name = match weekday {
+            chrono::Weekday::Mon => "monday",
+            chrono::Weekday::Tue => "tuesday",
+            chrono::Weekday::Wed => "wednesday",
+            chrono::Weekday::Thu => "thursday",
+            chrono::Weekday::Fri => "friday",
+            chrono::Weekday::Sat => "saturday",
+            chrono::Weekday::Sun => "sunday",
+        };
+        if !week_days.is_empty() && !week_days.iter().any(|d| d == name) {
+            continue;
+        }
+        if !month_days.is_empty() && !month_days.contains(&day.day()) {
+            continue;
+        }
+        let at_ms = Utc.from_utc_datetime(&day.and_time(at)).timestamp_millis();
+        if at_ms > now.0 {
+            return Some(Timestamp(at_ms));
+        }
+    }
+    None
+}
+
+/// The look-back window of a backoff digest, in ms: `lookBackWindow {amount, unit}` or `backoffAmount` /
+/// `backoffUnit`, else the digest's own window. `None` for other digests.
+pub fn backoff_window(step: &Step) -> Option<i64> {
+    let c = &step.control_values;
+    let is_backoff = c.get("type").and_then(Value::as_str) == Some("backoff")
+        || c.get("backoff").and_then(Value::as_bool) == Some(true)
+        || c.get("lookBackWindow").is_some_and(Value::is_object);
+    if !is_backoff {
+        return None;
+    }
+    let window = |amount: Option<&Value>, unit: Option<&Value>| {
+        duration_ms(amount?.as_f64()?, unit?.as_str()?)
+    };
+    let look_back = c.get("lookBackWindow");
+    window(
+        look_back.and_then(|l| l.get("amount")),
+        look_back.and_then(|l| l.get("unit")),
+    )
+    .or_else(|| window(c.get("backoffAmount"), c.get("backoffUnit")))
+    .or_else(|| window(c.get("amount"), c.get("unit")))
+}
+
+/// Settles a new digest job against the events already digesting for its key: it joins an open window
+/// (`merged`), or — a backoff digest with no event for the key inside its look-back window — runs at once
+/// instead of opening a window.
+pub async fn settle_digest(
+    store: &Store,
+    job: &mut Job,
+    step: &Step,
+    now: Timestamp,
+) -> crate::error::Result<()> {
+    let Some(key) = job.digest_key.clone() else {
+        return Ok(());
+    };
+    if let Some(open) = store.open_digest_job(&key).await? {
+        job.status = status::MERGED.to_owned();
+        job.digest = Some(json!({ "mergedInto": open }));
+        return Ok(());
+    }
+    if let Some(look_back) = backoff_window(step) {
+        if !store.digest_since(&key, now.0 - look_back).await? {
+            job.run_at = now;
+        }
+    }
+    Ok(())
 }
 
 /// The job for step `index` of a notification, queued to run when its step says.
@@ -352,5 +466,75 @@ pub fn finished(status: &str, details: Vec<ExecutionDetail>) -> JobOutcome {
         status: status.to_owned(),
         details,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(iso: &str) -> Timestamp {
+        Timestamp::parse(iso).unwrap()
+    }
+
+    #[test]
+    fn timed_digests_fire_at_the_next_matching_time() {
+        // 2026-11-22 is a Sunday.
+        let now = at("2026-11-22T10:00:00.000Z");
+        let next = |t: Value| next_timed(&t, now).map(|t| t.to_iso());
+        assert_eq!(
+            next(json!({"atTime": "11:15"})).as_deref(),
+            Some("2026-11-22T11:15:00.000Z")
+        );
+        assert_eq!(
+            next(json!({"atTime": "09:00"})).as_deref(),
+            Some("2026-11-23T09:00:00.000Z")
+        );
+        assert_eq!(
+            next(json!({"atTime": "09:00", "weekDays": ["friday", "Wednesday"]})).as_deref(),
+            Some("2026-11-25T09:00:00.000Z")
+        );
+        assert_eq!(
+            next(json!({"monthDays": ["1"]})).as_deref(),
+            Some("2026-12-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            next(json!({"monthDays": [31], "weekDays": ["monday"]})).as_deref(),
+            Some("2027-05-31T00:00:00.000Z")
+        );
+        assert_eq!(next(json!({"monthDays": [32]})), None);
+    }
+
+    #[test]
+    fn backoff_windows_come_from_the_controls() {
+        let step = |c: Value| Step {
+            control_values: c.as_object().unwrap().clone(),
+            ..serde_json::from_value(
+                json!({"_id": "s1", "stepId": "d", "name": "d", "type": "digest"}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            backoff_window(&step(json!({"amount": 5, "unit": "minutes"}))),
+            None
+        );
+        assert_eq!(
+            backoff_window(&step(
+                json!({"type": "backoff", "amount": 5, "unit": "minutes"})
+            )),
+            Some(300_000)
+        );
+        assert_eq!(
+            backoff_window(&step(
+                json!({"backoff": true, "amount": 5, "unit": "minutes",
+                "backoffAmount": 30, "backoffUnit": "seconds"})
+            )),
+            Some(30_000)
+        );
+        assert_eq!(
+            backoff_window(&step(json!({"amount": 5, "unit": "minutes",
+                "lookBackWindow": {"amount": 2, "unit": "hours"}}))),
+            Some(7_200_000)
+        );
     }
 }

@@ -232,12 +232,7 @@ impl Runner {
         let mut next = job_for_step(n, step, index, job.digest.clone(), Timestamp::now());
         next.payload = job.payload.clone();
         if step.step_type == StepType::Digest {
-            if let Some(key) = &next.digest_key {
-                if let Some(open) = self.store.open_digest_job(key).await? {
-                    next.status = status::MERGED.to_owned();
-                    next.digest = Some(json!({ "mergedInto": open }));
-                }
-            }
+            super::settle_digest(&self.store, &mut next, step, Timestamp::now()).await?;
         }
         Ok(Some(next))
     }

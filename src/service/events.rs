@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::domain::context::{context_keys, parse_context};
-use crate::domain::job::{status, Notification};
+use crate::domain::job::Notification;
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::engine::{detail, job_for_step};
 use crate::error::{Error, Result, Validation};
@@ -259,13 +259,8 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             updated_at: now,
         };
         let mut job = job_for_step(&n, first, 0, None, now);
-        if let Some(key) = &job.digest_key {
-            if let Some(open) = store.open_digest_job(key).await? {
-                // The first step is a digest whose window is open: this event joins it.
-                job.status = status::MERGED.to_owned();
-                job.digest = Some(serde_json::json!({ "mergedInto": open }));
-            }
-        }
+        // A first step that is a digest joins an open window (or, backoff, runs at once).
+        crate::engine::settle_digest(store, &mut job, first, now).await?;
         let queued = detail(&job, "Pending", "Internal", "Step queued", None);
         batch.push((n, job, vec![queued]));
     }

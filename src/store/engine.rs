@@ -626,6 +626,14 @@ impl Store {
             .bind(digest_key).fetch_optional(p).await)?)
     }
 
+    /// Whether a digest job for `digest_key` was created since `since` (backoff digests).
+    pub async fn digest_since(&self, digest_key: &str, since: i64) -> Result<bool> {
+        let found: Option<i32> = on_db!(self.w(), p => sqlx::query_scalar::<_, i32>(
+            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1")
+            .bind(digest_key).bind(since).fetch_optional(p).await)?;
+        Ok(found.is_some())
+    }
+
     /// Counts jobs of `step_type` for the subscriber and workflow created since `since` (throttling).
     pub async fn count_recent_jobs(&self, job: &Job, since: i64) -> Result<i64> {
         Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>(
@@ -816,19 +824,21 @@ impl Store {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut envs: Vec<String> = keys.iter().map(|(e, _)| e.clone()).collect();
-        envs.sort_unstable();
-        envs.dedup();
+        // By primary key, with each row's environment checked against its job's: a tenant condition in
+        // the SQL (`environment_id in (…)`) lets SQLite pick a tenant index and scan the environment.
         let ids: Vec<String> = keys.iter().map(|(_, id)| id.clone()).collect();
         let mut q = Sql::new("select ");
         q.push(NOTIFICATION_COLUMNS)
             .push(" from notifications where true");
-        q.push_in("environment_id", &envs);
         q.push_in("id", &ids);
-        Ok(fetch::<NotificationRow>(self, q)
-            .await?
+        let rows = fetch::<NotificationRow>(self, q).await?;
+        Ok(rows
             .into_iter()
-            .map(Into::into)
+            .map(Notification::from)
+            .filter(|n| {
+                keys.iter()
+                    .any(|(e, id)| *e == n.environment_id && *id == n.id)
+            })
             .collect())
     }
 

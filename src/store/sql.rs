@@ -107,6 +107,16 @@ impl Sql {
         self.push(")")
     }
 
+    /// ` and <column> = <value>` written so that no index serves it (`<column> || '' = …`, valid on both
+    /// databases). For lookups by primary key (`id in (…)`) that also check the tenant: without statistics
+    /// SQLite otherwise prefers the tenant's index and scans every row of the environment.
+    pub fn push_tenant_check(&mut self, column: &str, value: &str) -> &mut Self {
+        self.push(" and ")
+            .push(column)
+            .push(" || '' = ")
+            .bind(value)
+    }
+
     /// Appends another fragment, renumbering its placeholders after ours.
     pub fn append(&mut self, other: &Sql) -> &mut Self {
         let offset = self.args.len();

@@ -179,10 +179,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut q = Sql::new("select ");
-        q.push(COLUMNS)
-            .push(" from workflows where environment_id = ")
-            .bind(env.as_str());
+        q.push(COLUMNS).push(" from workflows where true");
         q.push_in("id", ids);
+        q.push_tenant_check("environment_id", env.as_str());
         let rows: Vec<WorkflowRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
         Ok(rows.into_iter().map(Into::into).collect())
     }

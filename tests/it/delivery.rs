@@ -433,3 +433,44 @@ db_test!(
     chat_destinations,
     chat_goes_to_the_subscribers_webhook_and_endpoints
 );
+
+async fn push_webhook_posts_the_tokens_signed(app: TestApp) {
+    let r = Receiver::start().await;
+    app.integration(
+        json!({"providerId": "push-webhook", "channel": "push", "active": true, "identifier": "pw",
+        "credentials": {"webhookUrl": format!("{}/push", r.url), "secretKey": SECRET}}),
+    )
+    .await;
+    app.subscriber("pat", json!({})).await;
+    let (status, out) = app
+        .put(
+            "/v1/subscribers/pat/credentials",
+            json!({"providerId": "push-webhook", "integrationIdentifier": "pw",
+                "credentials": {"deviceTokens": ["tok-a", "tok-b"]}}),
+        )
+        .await;
+    assert!(status.is_success(), "{out}");
+    let (job, message) = deliver_one(
+        &app,
+        "push",
+        json!({"subject": "Hi {{ payload.who }}", "body": "You have {{ payload.n }} new"}),
+        json!({"to": "pat", "payload": {"who": "Pat", "n": 3},
+            "overrides": {"providers": {"push-webhook": {"sound": "ping"}}}}),
+    )
+    .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let sent = r.wait_for(1).await;
+    assert_eq!(sent[0].path, "/push");
+    let body = sent[0].json();
+    assert_eq!(body["target"], json!(["tok-a", "tok-b"]));
+    assert_eq!(body["title"], "Hi Pat");
+    assert_eq!(body["content"], "You have 3 new");
+    assert_eq!(body["payload"], json!({"who": "Pat", "n": 3}));
+    assert_eq!(body["overrides"], json!({"sound": "ping"}));
+    let expected = tidings::crypto::hmac_sha256_hex(SECRET, &[&sent[0].body]);
+    assert_eq!(sent[0].header("x-svc-signature"), Some(expected.as_str()));
+    assert_eq!(last_detail(&job)["providerId"], "push-webhook");
+    assert_eq!(message["status"], "sent");
+    assert_eq!(message["deviceTokens"], json!(["tok-a", "tok-b"]));
+}
+db_test!(push_webhook, push_webhook_posts_the_tokens_signed);

@@ -265,6 +265,118 @@ async fn digest_collapses_triggers(app: TestApp) {
 }
 db_test!(digest, digest_collapses_triggers);
 
+async fn backoff_digest_sends_the_first_event_at_once(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Backoff", "workflowId": "backoff", "steps": [
+            {"name": "Collect", "stepId": "collect", "type": "digest",
+             "controlValues": {"type": "backoff", "amount": 2, "unit": "seconds",
+                               "lookBackWindow": {"amount": 1, "unit": "minutes"}}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "{{ steps.collect.eventCount }} event(s)"}}
+        ]}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "backoff", "to": "bo", "payload": {}, "transactionId": "b1"}),
+    )
+    .await;
+    let first = messages_of(&app, "bo").await;
+    assert_eq!(first[0].content, "1 event(s)");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "no event in the look-back window: no digest window either"
+    );
+    // Within the look-back window, the next events open a window and collapse.
+    for t in ["b2", "b3"] {
+        app.post(
+            "/v1/events/trigger",
+            json!({"name": "backoff", "to": "bo", "payload": {}, "transactionId": t}),
+        )
+        .await;
+    }
+    let items = settled(&app, "b3", 1).await;
+    assert_eq!(items[0]["jobs"][0]["status"], "merged");
+    let all = eventually(|| async {
+        let m = messages_of(&app, "bo").await;
+        (m.len() == 2).then_some(m)
+    })
+    .await;
+    assert_eq!(all[0].content, "2 event(s)");
+}
+db_test!(digest_backoff, backoff_digest_sends_the_first_event_at_once);
+
+async fn timed_digest_waits_for_its_schedule(app: TestApp) {
+    use chrono::{Datelike, TimeZone, Utc};
+    // Fires on the 1st and the 15th at 06:30 UTC.
+    workflow(
+        &app,
+        json!({"name": "Timed", "workflowId": "timed", "steps": [
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "now"}},
+            {"name": "Collect", "stepId": "collect", "type": "digest",
+             "controlValues": {"type": "timed", "timed": {"atTime": "06:30", "monthDays": [1, "15"]}}},
+            {"name": "Later", "type": "in_app", "controlValues": {"body": "later"}}
+        ]}),
+    )
+    .await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "timed", "to": "ty", "payload": {}, "transactionId": "tm1"}),
+    )
+    .await;
+    let items = eventually(|| async {
+        let (_, page) = app.get("/v1/notifications?transactionId=tm1").await;
+        let jobs = page["data"][0]["jobs"].as_array()?.clone();
+        (jobs.len() == 2).then_some(jobs)
+    })
+    .await;
+    assert_eq!(items[1]["status"], "queued");
+    let queued = items[1]["executionDetails"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let now = Utc::now();
+    let mut day = now.date_naive();
+    let expected = loop {
+        let at = Utc.from_utc_datetime(&day.and_hms_opt(6, 30, 0).unwrap());
+        if [1, 15].contains(&day.day()) && at > now {
+            break at;
+        }
+        day = day.succ_opt().unwrap();
+    };
+    assert_eq!(
+        queued,
+        format!(
+            "Step queued; runs at {}",
+            expected.format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        )
+    );
+    // Bad schedules are refused.
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Bad", "workflowId": "bad-timed", "steps": [
+                {"name": "Collect", "type": "digest", "controlValues": {"type": "timed",
+                    "timed": {"atTime": "25:00", "weekDays": ["funday"], "monthDays": [0]}}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    let errors = out["errors"].as_object().unwrap();
+    for k in ["atTime", "weekDays", "monthDays"] {
+        assert!(errors.keys().any(|e| e.ends_with(k)), "{k}: {out}");
+    }
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Cron", "workflowId": "cron", "steps": [
+                {"name": "Collect", "type": "digest", "controlValues": {"type": "timed", "cron": "0 9 * * *"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+}
+db_test!(digest_timed, timed_digest_waits_for_its_schedule);
+
 async fn inbox_mark_as(app: TestApp) {
     workflow(&app, json!({"name": "Note", "workflowId": "note", "steps": [{"name": "Inbox", "type": "in_app", "controlValues": {"body": "n{{ payload.i }}"}}]})).await;
     for (i, who) in [(1, "meg"), (2, "meg"), (3, "ned")] {
