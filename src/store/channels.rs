@@ -3,7 +3,8 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::fast::json_col;
+use super::page::{cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::Sql;
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::channel::ProviderId;
@@ -271,6 +272,28 @@ pub(crate) struct EndpointRow {
     updated_at: i64,
 }
 
+impl EndpointRow {
+    /// One row of an inline (rusqlite) read, by column name.
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            identifier: r.get("identifier")?,
+            endpoint_type: r.get("endpoint_type")?,
+            endpoint: json_col(r, "endpoint")?,
+            integration_identifier: r.get("integration_identifier")?,
+            provider_id: r.get("provider_id")?,
+            channel: r.get("channel")?,
+            connection_identifier: r.get("connection_identifier")?,
+            subscriber_id: r.get("subscriber_id")?,
+            context_keys: json_col(r, "context_keys")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+        })
+    }
+}
+
 impl Keyed for EndpointRow {
     fn key(&self) -> &str {
         &self.id
@@ -356,7 +379,8 @@ impl Store {
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
         };
-        Ok(cursor_page::<EndpointRow>(self.r(), listing, page)
+        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), EndpointRow::read);
+        Ok(cursor_page_with::<EndpointRow>(reader, listing, page)
             .await?
             .map(Into::into))
     }

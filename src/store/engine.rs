@@ -4,6 +4,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::fast::{json_col, opt_json_col, ReadRow};
 use super::page::PortableRow;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
@@ -790,7 +791,11 @@ impl From<DetailRow> for ExecutionDetail {
     }
 }
 
-async fn fetch<R: PortableRow>(store: &Store, q: Sql) -> Result<Vec<R>> {
+async fn fetch<R: PortableRow + ReadRow>(store: &Store, q: Sql) -> Result<Vec<R>> {
+    if let Some(path) = store.sqlite_path.as_deref() {
+        // Inline on SQLite: a page of rows through sqlx costs a thread hand-off per row.
+        return super::fast::query_inline(path, &q, R::read);
+    }
     Ok(
         on_db!(store.r(), p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone()).fetch_all(p).await)?,
     )
@@ -798,7 +803,7 @@ async fn fetch<R: PortableRow>(store: &Store, q: Sql) -> Result<Vec<R>> {
 
 /// Runs `q` (a select without ordering) as page `page` of `limit` rows, newest first; `has_more` is exact
 /// (reads `limit + 1`).
-async fn newest_first_page<R: PortableRow + Into<T>, T>(
+async fn newest_first_page<R: PortableRow + ReadRow + Into<T>, T>(
     store: &Store,
     mut q: Sql,
     page: i64,
@@ -1268,5 +1273,123 @@ impl Store {
             tx.commit().await.map(|_| n)
         })?;
         Ok(n)
+    }
+}
+
+impl ReadRow for JobRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            notification_id: r.get("notification_id")?,
+            subscriber_ref: r.get("subscriber_ref")?,
+            subscriber_id: r.get("subscriber_id")?,
+            workflow_ref: r.get("workflow_ref")?,
+            transaction_id: r.get("transaction_id")?,
+            step_index: r.get("step_index")?,
+            step: json_col(r, "step")?,
+            status: r.get("status")?,
+            provider_id: r.get("provider_id")?,
+            payload: json_col(r, "payload")?,
+            overrides: opt_json_col(r, "overrides")?,
+            digest: opt_json_col(r, "digest")?,
+            digest_key: r.get("digest_key")?,
+            run_at: r.get("run_at")?,
+            attempts: r.get("attempts")?,
+            dedupe_key: r.get("dedupe_key")?,
+            schedule_extensions_count: r.get("schedule_extensions_count")?,
+            delivery: opt_json_col(r, "delivery")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+        })
+    }
+}
+
+impl ReadRow for DetailRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            environment_id: r.get("environment_id")?,
+            job_id: r.get("job_id")?,
+            notification_id: r.get("notification_id")?,
+            status: r.get("status")?,
+            detail: r.get("detail")?,
+            source: r.get("source")?,
+            is_retry: r.get("is_retry")?,
+            is_test: r.get("is_test")?,
+            provider_id: r.get("provider_id")?,
+            raw: r.get("raw")?,
+            created_at: r.get("created_at")?,
+        })
+    }
+}
+
+impl ReadRow for NotificationRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            subscriber_ref: r.get("subscriber_ref")?,
+            subscriber_id: r.get("subscriber_id")?,
+            workflow_ref: r.get("workflow_ref")?,
+            workflow_identifier: r.get("workflow_identifier")?,
+            transaction_id: r.get("transaction_id")?,
+            channels: json_col(r, "channels")?,
+            payload: json_col(r, "payload")?,
+            overrides: opt_json_col(r, "overrides")?,
+            to_value: opt_json_col(r, "to_value")?,
+            actor: opt_json_col(r, "actor")?,
+            tags: json_col(r, "tags")?,
+            severity: r.get("severity")?,
+            critical: r.get("critical")?,
+            context_keys: json_col(r, "context_keys")?,
+            digested_notification_id: r.get("digested_notification_id")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+        })
+    }
+}
+
+impl ReadRow for MessageRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            notification_id: r.get("notification_id")?,
+            subscriber_ref: r.get("subscriber_ref")?,
+            subscriber_id: r.get("subscriber_id")?,
+            workflow_ref: r.get("workflow_ref")?,
+            workflow_identifier: r.get("workflow_identifier")?,
+            job_id: r.get("job_id")?,
+            transaction_id: r.get("transaction_id")?,
+            channel: r.get("channel")?,
+            subject: r.get("subject")?,
+            content: r.get("content")?,
+            avatar: r.get("avatar")?,
+            cta: json_col(r, "cta")?,
+            data: opt_json_col(r, "data")?,
+            payload: json_col(r, "payload")?,
+            overrides: opt_json_col(r, "overrides")?,
+            read: r.get("read")?,
+            seen: r.get("seen")?,
+            last_read_date: r.get("last_read_date")?,
+            last_seen_date: r.get("last_seen_date")?,
+            status: r.get("status")?,
+            provider_id: r.get("provider_id")?,
+            context_keys: json_col(r, "context_keys")?,
+            deleted: r.get("deleted")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+            email: r.get("email")?,
+            phone: r.get("phone")?,
+            direct_webhook_url: r.get("direct_webhook_url")?,
+            device_tokens: opt_json_col(r, "device_tokens")?,
+            delivered_at: r.get("delivered_at")?,
+            error_id: r.get("error_id")?,
+            error_text: r.get("error_text")?,
+        })
     }
 }

@@ -52,3 +52,121 @@ pub(crate) fn with_reader<T>(
         result
     })
 }
+
+/// A statement of the [`Sql`](super::sql::Sql) builder run inline: `$n` placeholders become SQLite's
+/// numbered `?n`, and every [`Arg`](super::sql::Arg) is bound as sqlx would bind it (booleans as integers,
+/// JSON as text). `map` reads one row.
+pub(crate) fn query_inline<R>(
+    path: &Path,
+    q: &super::sql::Sql,
+    map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
+) -> crate::error::Result<Vec<R>> {
+    let text = numbered(&q.text);
+    with_reader(path, |c| {
+        let mut stmt = c.prepare_cached(&text)?;
+        bind_all(&mut stmt, &q.args)?;
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    })
+    .map_err(|e| anyhow::Error::from(e).into())
+}
+
+/// The first column of the first row of an inline statement, if any.
+pub(crate) fn scalar_inline<T: rusqlite::types::FromSql>(
+    path: &Path,
+    q: &super::sql::Sql,
+) -> crate::error::Result<Option<T>> {
+    Ok(query_inline(path, q, |r| r.get::<_, T>(0))?
+        .into_iter()
+        .next())
+}
+
+/// `$1` → `?1` (outside quoted strings).
+fn numbered(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        if c == '$' && !quoted && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[super::sql::Arg]) -> rusqlite::Result<()> {
+    use super::sql::Arg;
+    for (i, a) in args.iter().enumerate() {
+        let at = i + 1;
+        match a {
+            Arg::Text(v) => stmt.raw_bind_parameter(at, v)?,
+            Arg::OptText(v) => stmt.raw_bind_parameter(at, v)?,
+            Arg::Int(v) => stmt.raw_bind_parameter(at, v)?,
+            Arg::OptInt(v) => stmt.raw_bind_parameter(at, v)?,
+            Arg::Bool(v) => stmt.raw_bind_parameter(at, i64::from(*v))?,
+            Arg::OptBool(v) => stmt.raw_bind_parameter(at, v.map(i64::from))?,
+            Arg::Json(v) => stmt.raw_bind_parameter(at, v.to_string())?,
+            Arg::OptJson(v) => stmt.raw_bind_parameter(at, v.as_ref().map(|v| v.to_string()))?,
+            Arg::Bytes(v) => stmt.raw_bind_parameter(at, v)?,
+        }
+    }
+    Ok(())
+}
+
+/// A row type that can also be read inline from a rusqlite row (by column name).
+pub(crate) trait ReadRow: Sized {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+/// A JSON text column as `sqlx::types::Json<T>` (how the sqlx rows hold them).
+pub(crate) fn json_col<T: serde::de::DeserializeOwned>(
+    r: &rusqlite::Row<'_>,
+    name: &str,
+) -> rusqlite::Result<sqlx::types::Json<T>> {
+    let text: String = r.get(name)?;
+    serde_json::from_str(&text)
+        .map(sqlx::types::Json)
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })
+}
+
+/// A nullable JSON text column.
+pub(crate) fn opt_json_col<T: serde::de::DeserializeOwned>(
+    r: &rusqlite::Row<'_>,
+    name: &str,
+) -> rusqlite::Result<Option<sqlx::types::Json<T>>> {
+    let text: Option<String> = r.get(name)?;
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map(sqlx::types::Json)
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })
+    })
+    .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholders_become_numbered_outside_strings() {
+        assert_eq!(
+            super::numbered("select '$1', x from t where a = $1 and b in ($2, $10)"),
+            "select '$1', x from t where a = ?1 and b in (?2, ?10)"
+        );
+    }
+}

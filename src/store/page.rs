@@ -4,6 +4,8 @@
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use std::path::Path;
+
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Db};
 use crate::error::Result;
@@ -94,12 +96,52 @@ pub struct Listing<'a> {
     pub cursor_scope: Sql,
 }
 
+/// How a list reads its rows: through the pool, or — SQLite — inline on this thread (see `store::fast`)
+/// with a function reading one row.
+#[derive(Clone, Copy)]
+pub struct Reader<'a, R> {
+    pub db: &'a Db,
+    pub inline: Option<(&'a Path, RowFn<R>)>,
+}
+
+/// Reads one row of an inline (rusqlite) query.
+pub type RowFn<R> = fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>;
+
+impl<'a, R> Reader<'a, R> {
+    pub fn pool(db: &'a Db) -> Self {
+        Self { db, inline: None }
+    }
+
+    /// Inline when the store is a SQLite file, else the pool.
+    pub fn new(db: &'a Db, sqlite_path: Option<&'a Path>, map: RowFn<R>) -> Self {
+        Self {
+            db,
+            inline: sqlite_path.map(|p| (p, map)),
+        }
+    }
+
+    fn path(&self) -> Option<&'a Path> {
+        self.inline.map(|(p, _)| p)
+    }
+}
+
 /// Reads one page.
 pub async fn cursor_page<R: PortableRow + Keyed>(
     db: &Db,
     listing: Listing<'_>,
     req: &PageRequest,
 ) -> Result<Page<R>> {
+    cursor_page_with(Reader::pool(db), listing, req).await
+}
+
+/// Reads one page through `reader`.
+pub async fn cursor_page_with<R: PortableRow + Keyed>(
+    reader: Reader<'_, R>,
+    listing: Listing<'_>,
+    req: &PageRequest,
+) -> Result<Page<R>> {
+    let db = reader.db;
+    let path = reader.path();
     let sort_col = match req.sort {
         SortColumn::Id => "id",
         SortColumn::Int(c) => c,
@@ -113,14 +155,17 @@ pub async fn cursor_page<R: PortableRow + Keyed>(
                 Cursor::After(id) => (false, id),
                 Cursor::Before(id) => (true, id),
             };
-            match cursor_anchor(db, &listing, req.sort, id).await? {
+            match cursor_anchor(db, path, &listing, req.sort, id).await? {
                 Some(v) => (backward, Some((v, id.clone()))),
                 None => return Ok(Page::empty()),
             }
         }
     };
 
-    let total = count_capped(db, listing.from, &listing.filter).await?;
+    let total = match path {
+        Some(path) => count_capped_inline(path, listing.from, &listing.filter)?,
+        None => count_capped(db, listing.from, &listing.filter).await?,
+    };
 
     // Scan direction: forward pages follow the requested order; backward pages run against it.
     let scan_desc = req.descending != backward;
@@ -144,7 +189,10 @@ pub async fn cursor_page<R: PortableRow + Keyed>(
     }
     push_order(&mut q, sort_col, req.sort, scan_desc);
     q.push(" limit ").bind(req.limit + 1);
-    let mut rows: Vec<R> = fetch_all(db, q).await?;
+    let mut rows: Vec<R> = match reader.inline {
+        Some((path, map)) => super::fast::query_inline(path, &q, map)?,
+        None => fetch_all(db, q).await?,
+    };
     let more_in_scan = rows.len() as i64 > req.limit;
     rows.truncate(req.limit as usize);
     if backward {
@@ -158,7 +206,8 @@ pub async fn cursor_page<R: PortableRow + Keyed>(
                 if backward { rows.last() } else { rows.first() }.map(|r| r.key().to_owned());
             match edge {
                 Some(edge_id) => {
-                    exists_beyond(db, &listing, sort_col, req.sort, &edge_id, !scan_desc).await?
+                    exists_beyond(db, path, &listing, sort_col, req.sort, &edge_id, !scan_desc)
+                        .await?
                 }
                 None => false,
             }
@@ -191,12 +240,22 @@ pub async fn cursor_page<R: PortableRow + Keyed>(
 }
 
 /// `select count(*) from (select 1 … limit 50001)`.
-pub async fn count_capped(db: &Db, from: &str, filter: &Sql) -> Result<i64> {
+fn count_query(from: &str, filter: &Sql) -> Sql {
     let mut q = Sql::new("select count(*) from (select 1 from ");
     q.push(from).push(" where ").append(filter);
     q.push(" limit ").bind(COUNT_LIMIT).push(") t");
+    q
+}
+
+/// The capped count of the rows of `from` matching `filter`.
+pub async fn count_capped(db: &Db, from: &str, filter: &Sql) -> Result<i64> {
+    let q = count_query(from, filter);
     let n: i64 = on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i64>(&q.text), q.args.clone()).fetch_one(p).await)?;
     Ok(n)
+}
+
+fn count_capped_inline(path: &Path, from: &str, filter: &Sql) -> Result<i64> {
+    Ok(super::fast::scalar_inline::<i64>(path, &count_query(from, filter))?.unwrap_or(0))
 }
 
 async fn fetch_all<R: PortableRow>(db: &Db, q: Sql) -> Result<Vec<R>> {
@@ -207,6 +266,7 @@ async fn fetch_all<R: PortableRow>(db: &Db, q: Sql) -> Result<Vec<R>> {
 
 async fn cursor_anchor(
     db: &Db,
+    inline: Option<&Path>,
     listing: &Listing<'_>,
     sort: SortColumn,
     id: &str,
@@ -221,6 +281,12 @@ async fn cursor_anchor(
         .push(" where ")
         .append(&listing.cursor_scope);
     q.push(" and id = ").bind(id);
+    if let Some(path) = inline {
+        return Ok(match sort {
+            SortColumn::Id => super::fast::scalar_inline::<String>(path, &q)?.map(Arg::Text),
+            SortColumn::Int(_) => super::fast::scalar_inline::<i64>(path, &q)?.map(Arg::Int),
+        });
+    }
     Ok(match sort {
         SortColumn::Id => on_db!(db, p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_optional(p).await)?
             .map(Arg::Text),
@@ -232,13 +298,14 @@ async fn cursor_anchor(
 /// Is there a row past `edge_id` (exclusive) when scanning in direction `desc`?
 async fn exists_beyond(
     db: &Db,
+    inline: Option<&Path>,
     listing: &Listing<'_>,
     sort_col: &str,
     sort: SortColumn,
     edge_id: &str,
     desc: bool,
 ) -> Result<bool> {
-    let Some(value) = cursor_anchor(db, listing, sort, edge_id).await? else {
+    let Some(value) = cursor_anchor(db, inline, listing, sort, edge_id).await? else {
         return Ok(false);
     };
     let mut q = Sql::new("select 1 from ");
@@ -248,6 +315,9 @@ async fn exists_beyond(
         .push(" and ");
     push_keyset(&mut q, sort_col, sort, &value, edge_id, desc, false);
     q.push(" limit 1");
+    if let Some(path) = inline {
+        return Ok(super::fast::scalar_inline::<i32>(path, &q)?.is_some());
+    }
     let found: Option<i32> = on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i32>(&q.text), q.args.clone()).fetch_optional(p).await)?;
     Ok(found.is_some())
 }

@@ -3,7 +3,8 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::fast::{json_col, opt_json_col, query_inline, ReadRow};
+use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::subscriber::{ChannelSettings, Subscriber};
@@ -34,6 +35,32 @@ pub(crate) struct SubscriberRow {
     version: i64,
     created_at: i64,
     updated_at: i64,
+}
+
+impl ReadRow for SubscriberRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            subscriber_id: r.get("subscriber_id")?,
+            first_name: r.get("first_name")?,
+            last_name: r.get("last_name")?,
+            email: r.get("email")?,
+            phone: r.get("phone")?,
+            avatar: r.get("avatar")?,
+            locale: r.get("locale")?,
+            timezone: r.get("timezone")?,
+            data: opt_json_col(r, "data")?,
+            channels: json_col(r, "channels")?,
+            is_online: r.get("is_online")?,
+            last_online_at: r.get("last_online_at")?,
+            deleted: r.get("deleted")?,
+            version: r.get("version")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+        })
+    }
 }
 
 impl Keyed for SubscriberRow {
@@ -228,7 +255,8 @@ impl Store {
             filter,
             cursor_scope: scope,
         };
-        let rows = cursor_page::<SubscriberRow>(self.r(), listing, page).await?;
+        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), SubscriberRow::read);
+        let rows = cursor_page_with::<SubscriberRow>(reader, listing, page).await?;
         Ok(rows.map(Into::into))
     }
 
@@ -344,7 +372,12 @@ impl Store {
         q.push(COLUMNS).push(" from subscribers where true");
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<SubscriberRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        let rows: Vec<SubscriberRow> = match self.sqlite_path.as_deref() {
+            Some(path) => query_inline(path, &q, SubscriberRow::read)?,
+            None => {
+                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?
+            }
+        };
         Ok(rows.into_iter().map(Into::into).collect())
     }
 

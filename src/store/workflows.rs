@@ -3,6 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::fast::{json_col, opt_json_col, query_inline, ReadRow};
 use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
 use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Store};
@@ -33,6 +34,30 @@ pub(crate) struct WorkflowRow {
     version: i64,
     created_at: i64,
     updated_at: i64,
+}
+
+impl ReadRow for WorkflowRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get("id")?,
+            organization_id: r.get("organization_id")?,
+            environment_id: r.get("environment_id")?,
+            workflow_id: r.get("workflow_id")?,
+            name: r.get("name")?,
+            description: r.get("description")?,
+            tags: json_col(r, "tags")?,
+            active: r.get("active")?,
+            critical: r.get("critical")?,
+            severity: r.get("severity")?,
+            preferences: opt_json_col(r, "preferences")?,
+            payload_schema: opt_json_col(r, "payload_schema")?,
+            validate_payload: r.get("validate_payload")?,
+            steps: json_col(r, "steps")?,
+            version: r.get("version")?,
+            created_at: r.get("created_at")?,
+            updated_at: r.get("updated_at")?,
+        })
+    }
 }
 
 impl Keyed for WorkflowRow {
@@ -113,9 +138,15 @@ impl Store {
         q.push(" order by workflow_id = ")
             .bind(id_or_identifier)
             .push(" limit 1");
-        // The read pool: on SQLite the write connection is kept for writes (updates re-check `version`).
-        let row: Option<WorkflowRow> = on_db!(self.r(), p =>
-            bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?;
+        // The read pool (inline on SQLite: every trigger reads its workflow); the write connection is kept
+        // for writes (updates re-check `version`).
+        let row: Option<WorkflowRow> = match self.sqlite_path.as_deref() {
+            Some(path) => query_inline(path, &q, WorkflowRow::read)?
+                .into_iter()
+                .next(),
+            None => on_db!(self.r(), p =>
+                bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?,
+        };
         Ok(row.map(Into::into))
     }
 
@@ -182,7 +213,12 @@ impl Store {
         q.push(COLUMNS).push(" from workflows where true");
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<WorkflowRow> = on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        let rows: Vec<WorkflowRow> = match self.sqlite_path.as_deref() {
+            Some(path) => query_inline(path, &q, WorkflowRow::read)?,
+            None => {
+                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?
+            }
+        };
         Ok(rows.into_iter().map(Into::into).collect())
     }
 }
