@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::db_test;
 use crate::support::receiver::{Received, Receiver, Reply};
 use crate::support::smtp::SmtpServer;
-use crate::support::{deliver_one, TestApp};
+use crate::support::{deliver_one, only_post, replying_always, replying_once, TestApp};
 
 const API_KEY: &str = "key-0123456789abcdef";
 
@@ -44,14 +44,55 @@ async fn integration(app: &TestApp, provider: &str, credentials: Value) {
     .await;
 }
 
+/// An active email integration of `provider` at the receiver `r`: the API key, `from` news@acme.test,
+/// and `extra` credentials (over those).
+async fn at_receiver(app: &TestApp, provider: &str, r: &Receiver, extra: Value) {
+    let mut credentials = json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test"});
+    if let (Some(c), Some(e)) = (credentials.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    integration(app, provider, credentials).await;
+}
+
+/// An accepted send (202) with the provider's message `id` in `x-message-id`.
+fn accepted(id: &str) -> Reply {
+    Reply::status(202).with_header("x-message-id", id)
+}
+
+/// The credentials' sender name.
+fn acme_news() -> Value {
+    json!({"senderName": "Acme News"})
+}
+
+/// Triggers the email step with `extra_overrides` (see [`trigger`]); returns the job and the message.
+async fn send(app: &TestApp, extra_overrides: Value) -> (Value, Value) {
+    deliver_one(app, "email", mail(), trigger(extra_overrides)).await
+}
+
+/// [`only_post`], with the API key as its bearer token.
+async fn bearer_post(r: &Receiver, path: &str) -> Received {
+    let req = only_post(r, path).await;
+    assert_eq!(
+        req.header("authorization"),
+        Some(format!("Bearer {API_KEY}").as_str())
+    );
+    req
+}
+
+/// The request's body is the JSON `expected`, sent as `application/json`.
+fn assert_json(req: &Received, expected: Value) {
+    assert_eq!(req.header("content-type"), Some("application/json"));
+    assert_eq!(req.json(), expected);
+}
+
+/// The job's execution details.
+fn details(job: &Value) -> &Vec<Value> {
+    job["executionDetails"].as_array().unwrap()
+}
+
 /// The execution detail of the provider call (the last one).
 fn last_detail(job: &Value) -> Value {
-    job["executionDetails"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone()
+    details(job).last().unwrap().clone()
 }
 
 /// The job completed through `provider` (with `id` reported) and the message is recorded as sent.
@@ -82,7 +123,7 @@ fn assert_sent(job: &Value, message: &Value, provider: &str, id: Option<&str>) {
 /// The job failed without retrying and the message records the error.
 fn assert_failed(job: &Value, message: &Value, provider: &str, error_has: &str) {
     assert_eq!(job["status"], "failed", "{job}");
-    let details = job["executionDetails"].as_array().unwrap();
+    let details = details(job);
     assert!(
         details.iter().all(|d| d["isRetry"] == false),
         "no retry: {details:?}"
@@ -202,15 +243,9 @@ async fn nodemailer_sends_over_smtp(app: TestApp) {
             "user": "mailer", "password": API_KEY, "from": "news@acme.test", "senderName": "Acme News"}),
     )
     .await;
-    let (job, message) = deliver_one(
-        &app,
-        "email",
-        mail(),
-        trigger(json!({"email": {
-            "attachments": [{"name": "a.txt", "url": format!("{}/files/a.txt", files.url)}],
-            "headers": {"X-Campaign": "spring"}}})),
-    )
-    .await;
+    let file = json!({"name": "a.txt", "url": format!("{}/files/a.txt", files.url)});
+    let email = json!({"attachments": [file], "headers": {"X-Campaign": "spring"}});
+    let (job, message) = send(&app, json!({"email": email})).await;
     let mails = smtp.wait_for(1).await;
     assert_eq!(mails.len(), 1);
     assert_eq!(smtp.transactions(), 1);
@@ -266,17 +301,12 @@ async fn nodemailer_rejected_recipient_is_permanent(app: TestApp) {
         json!({"host": smtp.host, "port": smtp.port.to_string(), "from": "news@acme.test"}),
     )
     .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
+    let (job, message) = send(&app, json!({})).await;
     assert_failed(&job, &message, "nodemailer", "550");
     assert_eq!(smtp.transactions(), 1, "a 5xx reply is not retried");
     assert!(smtp.mails().is_empty());
-    assert!(
-        message["errorText"]
-            .as_str()
-            .unwrap()
-            .contains("Recipient address rejected"),
-        "{message}"
-    );
+    let text = message["errorText"].as_str().unwrap();
+    assert!(text.contains("Recipient address rejected"), "{message}");
 }
 db_test!(nodemailer_550, nodemailer_rejected_recipient_is_permanent);
 
@@ -284,27 +314,12 @@ db_test!(nodemailer_550, nodemailer_rejected_recipient_is_permanent);
 // sendgrid
 
 async fn sendgrid_mail_send(app: TestApp) {
-    let r = Receiver::start().await;
-    r.reply([Reply::status(202).with_header("x-message-id", "sg-Ab12")]);
-    integration(
-        &app,
-        "sendgrid",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test", "senderName": "Acme News"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
-    let sent = r.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let req = &sent[0];
-    assert_eq!(req.method, "POST");
-    assert_eq!(req.path, "/v3/mail/send");
-    assert_eq!(
-        req.header("authorization"),
-        Some(format!("Bearer {API_KEY}").as_str())
-    );
-    assert_eq!(req.header("content-type"), Some("application/json"));
-    assert_eq!(
-        req.json(),
+    let r = replying_once(accepted("sg-Ab12")).await;
+    at_receiver(&app, "sendgrid", &r, acme_news()).await;
+    let (job, message) = send(&app, json!({})).await;
+    let req = bearer_post(&r, "/v3/mail/send").await;
+    assert_json(
+        &req,
         json!({
             "personalizations": [{
                 "to": [{"email": "ann@example.com"}],
@@ -315,7 +330,7 @@ async fn sendgrid_mail_send(app: TestApp) {
             "reply_to": {"email": "help@acme.test"},
             "subject": "Order A-17 shipped",
             "content": [{"type": "text/html", "value": "<p>Hello Ann</p>"}],
-        })
+        }),
     );
     assert_sent(&job, &message, "sendgrid", Some("sg-Ab12"));
     let raw: Value = serde_json::from_str(last_detail(&job)["raw"].as_str().unwrap()).unwrap();
@@ -324,15 +339,9 @@ async fn sendgrid_mail_send(app: TestApp) {
 db_test!(sendgrid, sendgrid_mail_send);
 
 async fn sendgrid_attachments_by_url(app: TestApp) {
-    let r = Receiver::start().await;
     let files = file_server().await;
-    r.reply([Reply::status(202).with_header("x-message-id", "sg-2")]);
-    integration(
-        &app,
-        "sendgrid",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test"}),
-    )
-    .await;
+    let r = replying_once(accepted("sg-2")).await;
+    at_receiver(&app, "sendgrid", &r, json!({})).await;
     let (job, message) = deliver_one(
         &app,
         "email",
@@ -377,25 +386,15 @@ async fn sendgrid_attachments_by_url(app: TestApp) {
 db_test!(sendgrid_attachments, sendgrid_attachments_by_url);
 
 async fn sendgrid_unauthorized_is_not_retried(app: TestApp) {
-    let r = Receiver::start().await;
-    r.always(Reply::json(
+    let r = replying_always(Reply::json(
         401,
         json!({"errors": [{"message": "The provided authorization grant is invalid, expired, or revoked",
             "field": null, "help": null}]}),
-    ));
-    integration(
-        &app,
-        "sendgrid",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
-    assert_failed(
-        &job,
-        &message,
-        "sendgrid",
-        "401 Unauthorized: The provided authorization grant is invalid",
-    );
+    )).await;
+    at_receiver(&app, "sendgrid", &r, json!({})).await;
+    let (job, message) = send(&app, json!({})).await;
+    let error = "401 Unauthorized: The provided authorization grant is invalid";
+    assert_failed(&job, &message, "sendgrid", error);
     assert_eq!(r.requests().len(), 1, "a 401 is not retried");
 }
 db_test!(sendgrid_401, sendgrid_unauthorized_is_not_retried);
@@ -404,30 +403,16 @@ db_test!(sendgrid_401, sendgrid_unauthorized_is_not_retried);
 // mailgun
 
 async fn mailgun_messages(app: TestApp) {
-    let r = Receiver::start().await;
-    r.reply([Reply::json(
+    let r = replying_once(Reply::json(
         200,
         json!({"id": "<20240101.1@mg.acme.test>", "message": "Queued. Thank you."}),
-    )]);
-    integration(
-        &app,
-        "mailgun",
-        json!({"apiKey": API_KEY, "domain": "mg.acme.test", "baseUrl": r.url,
-            "from": "news@acme.test", "senderName": "Acme News"}),
-    )
+    ))
     .await;
-    let (job, message) = deliver_one(
-        &app,
-        "email",
-        mail(),
-        trigger(json!({"providers": {"mailgun": {"o:tag": ["orders", "eu"], "v:order": "A-17"}}})),
-    )
-    .await;
-    let sent = r.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let req = &sent[0];
-    assert_eq!(req.method, "POST");
-    assert_eq!(req.path, "/v3/mg.acme.test/messages");
+    let credentials = json!({"domain": "mg.acme.test", "senderName": "Acme News"});
+    at_receiver(&app, "mailgun", &r, credentials).await;
+    let mailgun = json!({"o:tag": ["orders", "eu"], "v:order": "A-17"});
+    let (job, message) = send(&app, json!({"providers": {"mailgun": mailgun}})).await;
+    let req = &only_post(&r, "/v3/mg.acme.test/messages").await;
     assert_eq!(
         req.header("authorization"),
         Some(basic("api", API_KEY).as_str())
@@ -460,20 +445,11 @@ async fn mailgun_attachment_parts_and_eu_region(app: TestApp) {
     // Without baseUrl the EU region would pick api.eu.mailgun.net; with it, the receiver gets the call.
     let r = Receiver::start().await;
     let files = file_server().await;
-    integration(
-        &app,
-        "mailgun",
-        json!({"apiKey": API_KEY, "domain": "mg.acme.test", "region": "eu", "baseUrl": format!("{}/", r.url),
-            "from": "news@acme.test"}),
-    )
-    .await;
-    let (job, _) = deliver_one(
-        &app,
-        "email",
-        mail(),
-        trigger(json!({"email": {"attachments": [{"name": "a.txt", "url": format!("{}/files/a.txt", files.url)}]}})),
-    )
-    .await;
+    let credentials =
+        json!({"domain": "mg.acme.test", "region": "eu", "baseUrl": format!("{}/", r.url)});
+    at_receiver(&app, "mailgun", &r, credentials).await;
+    let file = json!({"name": "a.txt", "url": format!("{}/files/a.txt", files.url)});
+    let (job, _) = send(&app, json!({"email": {"attachments": [file]}})).await;
     assert_eq!(job["status"], "completed", "{job}");
     let req = &r.wait_for(1).await[0];
     assert_eq!(req.path, "/v3/mg.acme.test/messages");
@@ -489,13 +465,8 @@ db_test!(mailgun_attachments, mailgun_attachment_parts_and_eu_region);
 
 async fn mailgun_without_domain_fails_before_calling(app: TestApp) {
     let r = Receiver::start().await;
-    integration(
-        &app,
-        "mailgun",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
+    at_receiver(&app, "mailgun", &r, json!({})).await;
+    let (job, message) = send(&app, json!({})).await;
     assert_failed(&job, &message, "mailgun", "`domain`");
     assert!(r.requests().is_empty());
 }
@@ -508,24 +479,13 @@ db_test!(
 // postmark
 
 async fn postmark_email(app: TestApp) {
-    let r = Receiver::start().await;
-    r.reply([Reply::json(
-        200,
-        json!({"To": "ann@example.com", "SubmittedAt": "2024-01-01T00:00:00Z",
-            "MessageID": "b7bc2f4a-e38e-4336-af7d-e6c392c2f817", "ErrorCode": 0, "Message": "OK"}),
-    )]);
-    integration(
-        &app,
-        "postmark",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test", "senderName": "Acme News"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
-    let sent = r.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let req = &sent[0];
-    assert_eq!(req.method, "POST");
-    assert_eq!(req.path, "/email");
+    let id = "b7bc2f4a-e38e-4336-af7d-e6c392c2f817";
+    let answer = json!({"To": "ann@example.com", "SubmittedAt": "2024-01-01T00:00:00Z",
+            "MessageID": id, "ErrorCode": 0, "Message": "OK"});
+    let r = replying_once(Reply::json(200, answer)).await;
+    at_receiver(&app, "postmark", &r, acme_news()).await;
+    let (job, message) = send(&app, json!({})).await;
+    let req = only_post(&r, "/email").await;
     assert_eq!(req.header("x-postmark-server-token"), Some(API_KEY));
     assert_eq!(req.header("accept"), Some("application/json"));
     assert_eq!(req.header("content-type"), Some("application/json"));
@@ -542,34 +502,20 @@ async fn postmark_email(app: TestApp) {
             "HtmlBody": "<p>Hello Ann</p>",
         })
     );
-    assert_sent(
-        &job,
-        &message,
-        "postmark",
-        Some("b7bc2f4a-e38e-4336-af7d-e6c392c2f817"),
-    );
+    assert_sent(&job, &message, "postmark", Some(id));
 }
 db_test!(postmark, postmark_email);
 
 async fn postmark_unprocessable_is_not_retried(app: TestApp) {
-    let r = Receiver::start().await;
-    r.always(Reply::json(
+    let r = replying_always(Reply::json(
         422,
         json!({"ErrorCode": 300, "Message": "Invalid 'From' address: 'nobody'."}),
-    ));
-    integration(
-        &app,
-        "postmark",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "nobody"}),
-    )
+    ))
     .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
-    assert_failed(
-        &job,
-        &message,
-        "postmark",
-        "Invalid 'From' address: 'nobody'. (ErrorCode 300)",
-    );
+    at_receiver(&app, "postmark", &r, json!({"from": "nobody"})).await;
+    let (job, message) = send(&app, json!({})).await;
+    let error = "Invalid 'From' address: 'nobody'. (ErrorCode 300)";
+    assert_failed(&job, &message, "postmark", error);
     assert_eq!(r.requests().len(), 1);
 }
 db_test!(postmark_422, postmark_unprocessable_is_not_retried);
@@ -578,36 +524,14 @@ db_test!(postmark_422, postmark_unprocessable_is_not_retried);
 // resend
 
 async fn resend_emails(app: TestApp) {
-    let r = Receiver::start().await;
-    r.reply([Reply::json(
-        200,
-        json!({"id": "49a3999c-0ce1-4ea6-ab68-afcd6dc2e794"}),
-    )]);
-    integration(
-        &app,
-        "resend",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test", "senderName": "Acme News"}),
-    )
-    .await;
+    let id = "49a3999c-0ce1-4ea6-ab68-afcd6dc2e794";
+    let r = replying_once(Reply::json(200, json!({"id": id}))).await;
+    at_receiver(&app, "resend", &r, acme_news()).await;
     // Provider overrides: their fields over the body, then `_passthrough` (body, headers, query).
-    let (job, message) = deliver_one(
-        &app,
-        "email",
-        mail(),
-        trigger(json!({"providers": {"resend": {
-            "tags": [{"name": "kind", "value": "order"}],
-            "_passthrough": {"body": {"scheduled_at": "in 1 min"}, "headers": {"Idempotency-Key": "order-A-17"}}}}})),
-    )
-    .await;
-    let sent = r.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let req = &sent[0];
-    assert_eq!(req.method, "POST");
-    assert_eq!(req.path, "/emails");
-    assert_eq!(
-        req.header("authorization"),
-        Some(format!("Bearer {API_KEY}").as_str())
-    );
+    let resend = json!({"tags": [{"name": "kind", "value": "order"}],
+        "_passthrough": {"body": {"scheduled_at": "in 1 min"}, "headers": {"Idempotency-Key": "order-A-17"}}});
+    let (job, message) = send(&app, json!({"providers": {"resend": resend}})).await;
+    let req = bearer_post(&r, "/emails").await;
     assert_eq!(req.header("idempotency-key"), Some("order-A-17"));
     assert_eq!(
         req.json(),
@@ -623,12 +547,7 @@ async fn resend_emails(app: TestApp) {
             "scheduled_at": "in 1 min",
         })
     );
-    assert_sent(
-        &job,
-        &message,
-        "resend",
-        Some("49a3999c-0ce1-4ea6-ab68-afcd6dc2e794"),
-    );
+    assert_sent(&job, &message, "resend", Some(id));
 }
 db_test!(resend, resend_emails);
 
@@ -636,27 +555,13 @@ db_test!(resend, resend_emails);
 // mailersend
 
 async fn mailersend_email(app: TestApp) {
-    let r = Receiver::start().await;
-    r.reply([Reply::status(202).with_header("x-message-id", "5e42957d51f1d94a1070a733")]);
-    integration(
-        &app,
-        "mailersend",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test", "senderName": "Acme News"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
-    let sent = r.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let req = &sent[0];
-    assert_eq!(req.method, "POST");
-    assert_eq!(req.path, "/v1/email");
-    assert_eq!(
-        req.header("authorization"),
-        Some(format!("Bearer {API_KEY}").as_str())
-    );
-    assert_eq!(req.header("content-type"), Some("application/json"));
-    assert_eq!(
-        req.json(),
+    let id = "5e42957d51f1d94a1070a733";
+    let r = replying_once(accepted(id)).await;
+    at_receiver(&app, "mailersend", &r, acme_news()).await;
+    let (job, message) = send(&app, json!({})).await;
+    let req = bearer_post(&r, "/v1/email").await;
+    assert_json(
+        &req,
         json!({
             "from": {"email": "news@acme.test", "name": "Acme News"},
             "to": [{"email": "ann@example.com"}],
@@ -665,14 +570,9 @@ async fn mailersend_email(app: TestApp) {
             "reply_to": {"email": "help@acme.test"},
             "subject": "Order A-17 shipped",
             "html": "<p>Hello Ann</p>",
-        })
+        }),
     );
-    assert_sent(
-        &job,
-        &message,
-        "mailersend",
-        Some("5e42957d51f1d94a1070a733"),
-    );
+    assert_sent(&job, &message, "mailersend", Some(id));
 }
 db_test!(mailersend, mailersend_email);
 
@@ -680,18 +580,12 @@ async fn mailersend_throttled_then_accepted(app: TestApp) {
     let r = Receiver::start().await;
     r.reply([
         Reply::json(429, json!({"message": "Too Many Attempts."})).with_header("retry-after", "0"),
-        Reply::status(202).with_header("x-message-id", "ms-2"),
+        accepted("ms-2"),
     ]);
-    integration(
-        &app,
-        "mailersend",
-        json!({"apiKey": API_KEY, "baseUrl": r.url, "from": "news@acme.test"}),
-    )
-    .await;
-    let (job, message) = deliver_one(&app, "email", mail(), trigger(json!({}))).await;
+    at_receiver(&app, "mailersend", &r, json!({})).await;
+    let (job, message) = send(&app, json!({})).await;
     assert_eq!(r.requests().len(), 2, "a 429 is retried");
-    let details = job["executionDetails"].as_array().unwrap();
-    let throttled = details
+    let throttled = details(&job)
         .iter()
         .find(|d| d["status"] == "Failed")
         .expect("the 429 attempt");

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::db_test;
 use crate::support::receiver::{Received, Receiver, Reply};
-use crate::support::{deliver_one, TestApp};
+use crate::support::{deliver_one, only_post, replying_once, TestApp};
 
 /// A throwaway 2048-bit RSA key made with `openssl genrsa 2048` for these tests only: it signs the FCM
 /// service account's JWT in tests and is not, and never was, a key of any real account.
@@ -93,6 +93,52 @@ fn assert_sent(job: &Value, message: &Value, provider: &str) -> Value {
     success[0].clone()
 }
 
+/// [`assert_sent`], and the Success detail reports the provider's message `id`.
+fn assert_sent_with_id(job: &Value, message: &Value, provider: &str, id: &str) -> Value {
+    let success = assert_sent(job, message, provider);
+    let detail = format!("Message sent by {provider} (id {id})");
+    assert_eq!(success["detail"], detail.as_str());
+    success
+}
+
+/// [`assert_sent_with_id`] for the SMS to ann's phone.
+fn assert_sms_sent(job: &Value, message: &Value, provider: &str, id: &str) -> Value {
+    let success = assert_sent_with_id(job, message, provider, id);
+    assert_eq!(message["phone"], "+15550001111");
+    success
+}
+
+/// An active `channel` integration `identifier` of `provider` with `credentials`.
+async fn integration(
+    app: &TestApp,
+    (provider, channel, identifier): (&str, &str, &str),
+    credentials: Value,
+) {
+    app.integration(
+        json!({"providerId": provider, "channel": channel, "identifier": identifier,
+        "active": true, "credentials": credentials}),
+    )
+    .await;
+}
+
+/// The Twilio integration `twilio-main` at the receiver.
+async fn twilio(app: &TestApp, receiver: &Receiver) {
+    let credentials = json!({"accountSid": "AC0123456789", "token": "twilio-auth-token",
+        "from": "+15550009999", "baseUrl": receiver.url});
+    integration(app, ("twilio", "sms", "twilio-main"), credentials).await;
+}
+
+/// Triggers the SMS step to ann; returns the job and the message.
+async fn send_sms(app: &TestApp) -> (Value, Value) {
+    deliver_one(app, "sms", sms_controls(), sms_trigger()).await
+}
+
+/// The request's body is the JSON `expected`, sent as `application/json`.
+fn assert_json(r: &Received, expected: Value) {
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json(), expected);
+}
+
 fn sms_controls() -> Value {
     json!({"body": "Code {{payload.code}}"})
 }
@@ -103,6 +149,11 @@ fn sms_trigger() -> Value {
 
 fn push_controls() -> Value {
     json!({"subject": "Hello {{payload.name}}", "body": "Code {{payload.code}}"})
+}
+
+/// Triggers the push step with `trigger`; returns the job and the message.
+async fn send_push(app: &TestApp, trigger: Value) -> (Value, Value) {
+    deliver_one(app, "push", push_controls(), trigger).await
 }
 
 fn push_trigger() -> Value {
@@ -144,21 +195,14 @@ async fn device_tokens(app: &TestApp, id: &str, provider: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------- SMS
 
 async fn twilio_sends_a_form_with_basic_auth(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
+    let receiver = replying_once(Reply::json(
         201,
         json!({"sid": "SM0001", "status": "queued"}),
-    )]);
-    app.integration(json!({"providerId": "twilio", "channel": "sms", "identifier": "twilio-main", "active": true,
-        "credentials": {"accountSid": "AC0123456789", "token": "twilio-auth-token", "from": "+15550009999",
-                        "baseUrl": receiver.url}}))
-        .await;
-    let (job, message) = deliver_one(&app, "sms", sms_controls(), sms_trigger()).await;
-    let sent = receiver.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/2010-04-01/Accounts/AC0123456789/Messages.json");
+    ))
+    .await;
+    twilio(&app, &receiver).await;
+    let (job, message) = send_sms(&app).await;
+    let r = only_post(&receiver, "/2010-04-01/Accounts/AC0123456789/Messages.json").await;
     assert_eq!(
         r.header("authorization"),
         Some(basic("AC0123456789", "twilio-auth-token").as_str())
@@ -177,9 +221,7 @@ async fn twilio_sends_a_form_with_basic_auth(app: TestApp) {
             ("To".to_owned(), "+15550001111".to_owned()),
         ]
     );
-    let success = assert_sent(&job, &message, "twilio");
-    assert_eq!(success["detail"], "Message sent by twilio (id SM0001)");
-    assert_eq!(message["phone"], "+15550001111");
+    let success = assert_sms_sent(&job, &message, "twilio", "SM0001");
     assert_eq!(message["content"], "Code 1234");
     // The recorded answer has no secret in it.
     assert!(!success["raw"]
@@ -190,91 +232,67 @@ async fn twilio_sends_a_form_with_basic_auth(app: TestApp) {
 db_test!(twilio, twilio_sends_a_form_with_basic_auth);
 
 async fn plivo_sends_json_with_basic_auth(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
+    let receiver = replying_once(Reply::json(
         202,
         json!({"api_id": "a1", "message": "message(s) queued", "message_uuid": ["uuid-77"]}),
-    )]);
-    app.integration(json!({"providerId": "plivo", "channel": "sms", "identifier": "plivo-main", "active": true,
-        "credentials": {"accountSid": "MAXXXXXXXX", "token": "plivo-auth-token", "from": "+15550009999",
-                        "baseUrl": receiver.url}}))
-        .await;
-    let (job, message) = deliver_one(&app, "sms", sms_controls(), sms_trigger()).await;
-    let sent = receiver.wait_for(1).await;
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/v1/Account/MAXXXXXXXX/Message/");
+    ))
+    .await;
+    let credentials = json!({"accountSid": "MAXXXXXXXX", "token": "plivo-auth-token",
+        "from": "+15550009999", "baseUrl": receiver.url});
+    integration(&app, ("plivo", "sms", "plivo-main"), credentials).await;
+    let (job, message) = send_sms(&app).await;
+    let r = only_post(&receiver, "/v1/Account/MAXXXXXXXX/Message/").await;
     assert_eq!(
         r.header("authorization"),
         Some(basic("MAXXXXXXXX", "plivo-auth-token").as_str())
     );
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    assert_eq!(
-        r.json(),
-        json!({"src": "+15550009999", "dst": "+15550001111", "text": "Code 1234"})
+    assert_json(
+        &r,
+        json!({"src": "+15550009999", "dst": "+15550001111", "text": "Code 1234"}),
     );
-    let success = assert_sent(&job, &message, "plivo");
-    assert_eq!(success["detail"], "Message sent by plivo (id uuid-77)");
-    assert_eq!(message["phone"], "+15550001111");
+    assert_sms_sent(&job, &message, "plivo", "uuid-77");
 }
 db_test!(plivo, plivo_sends_json_with_basic_auth);
 
 async fn telnyx_sends_json_with_a_bearer_key(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
-        200,
-        json!({"data": {"id": "40385f64-5717-4562-b3fc-2c963f66afa6", "record_type": "message"}}),
-    )]);
-    app.integration(json!({"providerId": "telnyx", "channel": "sms", "identifier": "telnyx-main", "active": true,
-        "credentials": {"apiKey": "KEY-telnyx-secret", "from": "+15550009999", "messageProfileId": "profile-1",
-                        "baseUrl": receiver.url}}))
-        .await;
-    let (job, message) = deliver_one(&app, "sms", sms_controls(), sms_trigger()).await;
-    let sent = receiver.wait_for(1).await;
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/v2/messages");
+    let id = "40385f64-5717-4562-b3fc-2c963f66afa6";
+    let answer = json!({"data": {"id": id, "record_type": "message"}});
+    let receiver = replying_once(Reply::json(200, answer)).await;
+    let credentials = json!({"apiKey": "KEY-telnyx-secret", "from": "+15550009999",
+        "messageProfileId": "profile-1", "baseUrl": receiver.url});
+    integration(&app, ("telnyx", "sms", "telnyx-main"), credentials).await;
+    let (job, message) = send_sms(&app).await;
+    let r = only_post(&receiver, "/v2/messages").await;
     assert_eq!(r.header("authorization"), Some("Bearer KEY-telnyx-secret"));
     assert_eq!(
         r.json(),
         json!({"from": "+15550009999", "to": "+15550001111", "text": "Code 1234",
                "messaging_profile_id": "profile-1"})
     );
-    let success = assert_sent(&job, &message, "telnyx");
-    assert_eq!(
-        success["detail"],
-        "Message sent by telnyx (id 40385f64-5717-4562-b3fc-2c963f66afa6)"
-    );
-    assert_eq!(message["phone"], "+15550001111");
+    assert_sms_sent(&job, &message, "telnyx", id);
 }
 db_test!(telnyx, telnyx_sends_json_with_a_bearer_key);
 
 async fn generic_sms_uses_the_configured_headers_and_paths(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
+    let receiver = replying_once(Reply::json(
         200,
         json!({"result": {"messageId": "g-77", "sentAt": "2024-05-01T10:00:00Z"}}),
-    )]);
-    app.integration(json!({"providerId": "generic-sms", "channel": "sms", "identifier": "gateway", "active": true,
-        "credentials": {"baseUrl": format!("{}/sms/send", receiver.url), "from": "Acme",
-            "apiKeyRequestHeader": "x-api-key", "apiKey": "gateway-api-key",
-            "secretKeyRequestHeader": "x-api-secret", "secretKey": "gateway-secret",
-            "idPath": "result.messageId", "datePath": "result.sentAt"}}))
-        .await;
-    let (job, message) = deliver_one(&app, "sms", sms_controls(), sms_trigger()).await;
-    let sent = receiver.wait_for(1).await;
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/sms/send");
+    ))
+    .await;
+    let credentials = json!({"baseUrl": format!("{}/sms/send", receiver.url), "from": "Acme",
+        "apiKeyRequestHeader": "x-api-key", "apiKey": "gateway-api-key",
+        "secretKeyRequestHeader": "x-api-secret", "secretKey": "gateway-secret",
+        "idPath": "result.messageId", "datePath": "result.sentAt"});
+    integration(&app, ("generic-sms", "sms", "gateway"), credentials).await;
+    let (job, message) = send_sms(&app).await;
+    let r = only_post(&receiver, "/sms/send").await;
     assert_eq!(r.header("x-api-key"), Some("gateway-api-key"));
     assert_eq!(r.header("x-api-secret"), Some("gateway-secret"));
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    assert_eq!(
-        r.json(),
-        json!({"to": "+15550001111", "content": "Code 1234", "from": "Acme", "sender": "Acme"})
+    assert_json(
+        &r,
+        json!({"to": "+15550001111", "content": "Code 1234", "from": "Acme", "sender": "Acme"}),
     );
-    let success = assert_sent(&job, &message, "generic-sms");
-    assert_eq!(success["detail"], "Message sent by generic-sms (id g-77)");
+    let success = assert_sms_sent(&job, &message, "generic-sms", "g-77");
     let raw: Value = serde_json::from_str(success["raw"].as_str().unwrap()).unwrap();
     assert_eq!(raw["messageId"], "g-77");
     assert_eq!(raw["date"], "2024-05-01T10:00:00Z");
@@ -287,12 +305,8 @@ db_test!(
 );
 
 async fn sms_goes_to_a_phone_endpoint_when_the_subscriber_has_no_phone(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(201, json!({"sid": "SM0002"}))]);
-    app.integration(json!({"providerId": "twilio", "channel": "sms", "identifier": "twilio-main", "active": true,
-        "credentials": {"accountSid": "AC0123456789", "token": "twilio-auth-token", "from": "+15550009999",
-                        "baseUrl": receiver.url}}))
-        .await;
+    let receiver = replying_once(Reply::json(201, json!({"sid": "SM0002"}))).await;
+    twilio(&app, &receiver).await;
     app.subscriber("bob", json!({})).await;
     let (status, e) = app
         .post(
@@ -337,11 +351,8 @@ fn service_account(receiver: &Receiver) -> String {
 }
 
 async fn fcm_integration(app: &TestApp, receiver: &Receiver) {
-    app.integration(
-        json!({"providerId": "fcm", "channel": "push", "identifier": "fcm-main", "active": true,
-        "credentials": {"serviceAccount": service_account(receiver), "baseUrl": receiver.url}}),
-    )
-    .await;
+    let credentials = json!({"serviceAccount": service_account(receiver), "baseUrl": receiver.url});
+    integration(app, ("fcm", "push", "fcm-main"), credentials).await;
 }
 
 fn token_reply() -> Reply {
@@ -421,7 +432,7 @@ async fn fcm_exchanges_a_jwt_and_sends_one_request_per_token(app: TestApp) {
         "android": {"priority": "high"},
         "apns": {"payload": {"aps": {"badge": 1}}},
         "fcmOptions": {"analytics_label": "welcome"}}}});
-    let (job, message) = deliver_one(&app, "push", push_controls(), trigger).await;
+    let (job, message) = send_push(&app, trigger).await;
     let sent = receiver.wait_for(3).await;
     assert_eq!(sent.len(), 3, "{job}");
     assert_token_exchange(&sent[0], &receiver);
@@ -442,11 +453,7 @@ async fn fcm_exchanges_a_jwt_and_sends_one_request_per_token(app: TestApp) {
             }})
         );
     }
-    let success = assert_sent(&job, &message, "fcm");
-    assert_eq!(
-        success["detail"],
-        "Message sent by fcm (id projects/demo-project/messages/0:1)"
-    );
+    let success = assert_sent_with_id(&job, &message, "fcm", "projects/demo-project/messages/0:1");
     let raw = success["raw"].as_str().unwrap();
     assert!(!raw.contains("BEGIN PRIVATE KEY"), "{raw}");
     assert_eq!(message["deviceTokens"], json!(["tok-1", "tok-2"]));
@@ -456,7 +463,7 @@ async fn fcm_exchanges_a_jwt_and_sends_one_request_per_token(app: TestApp) {
     with_tokens(&app, "cy", "fcm", "fcm-main", &["tok-3"]).await;
     let mut trigger = push_trigger();
     trigger["to"] = json!({"subscriberId": "cy"});
-    let (job, message) = deliver_one(&app, "push", push_controls(), trigger).await;
+    let (job, message) = send_push(&app, trigger).await;
     assert_sent(&job, &message, "fcm");
     let sent = receiver.wait_for(4).await;
     assert_eq!(sent.len(), 4);
@@ -495,7 +502,7 @@ async fn fcm_invalid_tokens_are_removed_from_the_subscriber(app: TestApp) {
         &["tok-good", "tok-gone", "tok-bad"],
     )
     .await;
-    let (job, message) = deliver_one(&app, "push", push_controls(), push_trigger()).await;
+    let (job, message) = send_push(&app, push_trigger()).await;
     assert_eq!(receiver.wait_for(4).await.len(), 4);
     assert_sent(&job, &message, "fcm");
     let warnings = details(&job, "Warning");
@@ -517,7 +524,7 @@ async fn fcm_fails_permanently_when_every_token_is_invalid(app: TestApp) {
     receiver.reply([token_reply(), fcm_unregistered()]);
     fcm_integration(&app, &receiver).await;
     with_tokens(&app, "ann", "fcm", "fcm-main", &["tok-gone"]).await;
-    let (job, message) = deliver_one(&app, "push", push_controls(), push_trigger()).await;
+    let (job, message) = send_push(&app, push_trigger()).await;
     assert_eq!(job["status"], "failed", "{job}");
     // Permanent: no retry.
     assert_eq!(receiver.requests().len(), 2);
@@ -540,7 +547,7 @@ async fn push_without_device_tokens_fails_without_calling_the_provider(app: Test
     let receiver = Receiver::start().await;
     fcm_integration(&app, &receiver).await;
     app.subscriber("ann", json!({})).await;
-    let (job, message) = deliver_one(&app, "push", push_controls(), push_trigger()).await;
+    let (job, message) = send_push(&app, push_trigger()).await;
     assert_eq!(job["status"], "failed", "{job}");
     let failed = details(&job, "Failed");
     assert!(!failed.is_empty(), "{job}");
@@ -562,20 +569,14 @@ db_test!(
 // ---------------------------------------------------------------------------------------------- Expo
 
 async fn expo_sends_one_message_per_token_and_drops_unregistered_ones(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
-        200,
-        json!({"data": [
-            {"status": "ok", "id": "ticket-1"},
-            {"status": "error", "message": "\"ExponentPushToken[bbb]\" is not a registered push notification recipient",
-             "details": {"error": "DeviceNotRegistered", "expoPushToken": "ExponentPushToken[bbb]"}}
-        ]}),
-    )]);
-    app.integration(
-        json!({"providerId": "expo", "channel": "push", "identifier": "expo-main", "active": true,
-        "credentials": {"apiKey": "expo-access-token", "baseUrl": receiver.url}}),
-    )
-    .await;
+    let answer = json!({"data": [
+        {"status": "ok", "id": "ticket-1"},
+        {"status": "error", "message": "\"ExponentPushToken[bbb]\" is not a registered push notification recipient",
+         "details": {"error": "DeviceNotRegistered", "expoPushToken": "ExponentPushToken[bbb]"}}
+    ]});
+    let receiver = replying_once(Reply::json(200, answer)).await;
+    let credentials = json!({"apiKey": "expo-access-token", "baseUrl": receiver.url});
+    integration(&app, ("expo", "push", "expo-main"), credentials).await;
     with_tokens(
         &app,
         "ann",
@@ -587,24 +588,18 @@ async fn expo_sends_one_message_per_token_and_drops_unregistered_ones(app: TestA
     let mut trigger = push_trigger();
     trigger["overrides"] =
         json!({"providers": {"expo": {"sound": "default", "badge": 2, "ttl": 60}}});
-    let (job, message) = deliver_one(&app, "push", push_controls(), trigger).await;
-    let sent = receiver.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/--/api/v2/push/send");
+    let (job, message) = send_push(&app, trigger).await;
+    let r = only_post(&receiver, "/--/api/v2/push/send").await;
     assert_eq!(r.header("authorization"), Some("Bearer expo-access-token"));
-    assert_eq!(r.header("content-type"), Some("application/json"));
     let one = |to: &str| {
         json!({"to": to, "title": "Hello Ann", "body": "Code 1234",
                "data": {"name": "Ann", "code": "1234"}, "sound": "default", "badge": 2, "ttl": 60})
     };
-    assert_eq!(
-        r.json(),
-        json!([one("ExponentPushToken[aaa]"), one("ExponentPushToken[bbb]")])
+    assert_json(
+        &r,
+        json!([one("ExponentPushToken[aaa]"), one("ExponentPushToken[bbb]")]),
     );
-    let success = assert_sent(&job, &message, "expo");
-    assert_eq!(success["detail"], "Message sent by expo (id ticket-1)");
+    assert_sent_with_id(&job, &message, "expo", "ticket-1");
     assert_eq!(
         details(&job, "Warning")[0]["detail"],
         "expo reported 1 invalid device token(s); removed from the subscriber"
@@ -626,18 +621,13 @@ db_test!(
 // ---------------------------------------------------------------------------------------------- OneSignal
 
 async fn one_signal_targets_subscription_ids(app: TestApp) {
-    let receiver = Receiver::start().await;
-    receiver.reply([Reply::json(
-        200,
-        json!({"id": "b98881cc-1e94-4366-bbd9-db8f3429292b", "external_id": null,
-               "errors": {"invalid_player_ids": ["sub-2"]}}),
-    )]);
-    app.integration(
-        json!({"providerId": "one-signal", "channel": "push", "identifier": "onesignal-main",
-        "active": true, "credentials": {"apiKey": "onesignal-rest-key", "applicationId": "app-0001",
-        "baseUrl": receiver.url}}),
-    )
-    .await;
+    let id = "b98881cc-1e94-4366-bbd9-db8f3429292b";
+    let answer = json!({"id": id, "external_id": null,
+               "errors": {"invalid_player_ids": ["sub-2"]}});
+    let receiver = replying_once(Reply::json(200, answer)).await;
+    let credentials = json!({"apiKey": "onesignal-rest-key", "applicationId": "app-0001",
+        "baseUrl": receiver.url});
+    integration(&app, ("one-signal", "push", "onesignal-main"), credentials).await;
     with_tokens(
         &app,
         "ann",
@@ -646,25 +636,16 @@ async fn one_signal_targets_subscription_ids(app: TestApp) {
         &["sub-1", "sub-2"],
     )
     .await;
-    let (job, message) = deliver_one(&app, "push", push_controls(), push_trigger()).await;
-    let sent = receiver.wait_for(1).await;
-    assert_eq!(sent.len(), 1);
-    let r = &sent[0];
-    assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/api/v1/notifications");
+    let (job, message) = send_push(&app, push_trigger()).await;
+    let r = only_post(&receiver, "/api/v1/notifications").await;
     assert_eq!(r.header("authorization"), Some("Basic onesignal-rest-key"));
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    assert_eq!(
-        r.json(),
+    assert_json(
+        &r,
         json!({"app_id": "app-0001", "include_subscription_ids": ["sub-1", "sub-2"],
                "headings": {"en": "Hello Ann"}, "contents": {"en": "Code 1234"},
-               "data": {"name": "Ann", "code": "1234"}})
+               "data": {"name": "Ann", "code": "1234"}}),
     );
-    let success = assert_sent(&job, &message, "one-signal");
-    assert_eq!(
-        success["detail"],
-        "Message sent by one-signal (id b98881cc-1e94-4366-bbd9-db8f3429292b)"
-    );
+    assert_sent_with_id(&job, &message, "one-signal", id);
     assert_eq!(message["deviceTokens"], json!(["sub-1", "sub-2"]));
     assert_eq!(device_tokens(&app, "ann", "one-signal").await, ["sub-1"]);
 }

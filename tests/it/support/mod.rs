@@ -391,3 +391,30 @@ pub async fn deliver_one(
     let message = page["data"].get(0).cloned().unwrap_or(Value::Null);
     (job, message)
 }
+
+/// A receiver answering every request with `reply`.
+pub async fn replying_always(reply: receiver::Reply) -> receiver::Receiver {
+    let r = receiver::Receiver::start().await;
+    r.always(reply);
+    r
+}
+
+/// A receiver answering its first request with `reply` (then its default answer).
+pub async fn replying_once(reply: receiver::Reply) -> receiver::Receiver {
+    let r = receiver::Receiver::start().await;
+    r.reply([reply]);
+    r
+}
+
+/// The one request `r` got, a `POST` to `path`.
+pub async fn only_post(r: &receiver::Receiver, path: &str) -> receiver::Received {
+    let got = r.wait_for(1).await;
+    let seen: Vec<String> = got
+        .iter()
+        .map(|g| format!("{} {}", g.method, g.path))
+        .collect();
+    assert_eq!(got.len(), 1, "{seen:?}");
+    let req = got[0].clone();
+    assert_eq!((req.method.as_str(), req.path.as_str()), ("POST", path));
+    req
+}
