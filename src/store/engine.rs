@@ -116,6 +116,42 @@ pub struct NotificationFilter {
 /// ~30 ms per statement, 256 take ~0.1 ms. PostgreSQL pays one round trip per statement, which this keeps few.
 const PARAMS_PER_INSERT: usize = 256;
 
+/// The statements, for one call: on SQLite joined into one script with anonymous `?` parameters (sqlx runs
+/// every statement of a query and binds the arguments in order), so a transaction's inserts cost one
+/// hand-off to the connection's thread instead of one each; on PostgreSQL (no multi-statement queries with
+/// parameters) as they are.
+fn batched(dialect: Dialect, statements: Vec<Sql>) -> Vec<Sql> {
+    if dialect != Dialect::Sqlite || statements.len() < 2 {
+        return statements;
+    }
+    let mut script = Sql::new("");
+    for q in statements {
+        if !script.text.is_empty() {
+            script.text.push_str(";\n");
+        }
+        script.text.push_str(&anonymous(&q.text));
+        script.args.extend(q.args);
+    }
+    vec![script]
+}
+
+/// `$1`, `$2`, … → `?` (the builder numbers placeholders in the order they appear).
+fn anonymous(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.peek().is_some_and(char::is_ascii_digit) {
+                chars.next();
+            }
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `head values (…), (…), … tail`, in statements of at most [`PARAMS_PER_INSERT`] bound values.
 fn insert_rows(head: &str, tail: &str, rows: Vec<Vec<Arg>>) -> Vec<Sql> {
     let mut out = Vec::new();
@@ -432,6 +468,7 @@ impl Store {
                 .map(|r| vec![Arg::from(r.environment_id.as_str()), Arg::from(&r.transaction_id), Arg::Int(now)])
                 .collect(),
         );
+        let dialect = self.dialect();
         let fresh = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
@@ -449,8 +486,11 @@ impl Store {
             let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
             let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.1)).collect();
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
-            for q in insert_notifications(&notifications).iter().chain(&insert_jobs(&jobs)).chain(&insert_details(&details)) {
-                bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+            let mut inserts = insert_notifications(&notifications);
+            inserts.extend(insert_jobs(&jobs));
+            inserts.extend(insert_details(&details));
+            for q in batched(dialect, inserts) {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             for job in &jobs {
                 if let Some(open) = job.digest.as_ref().and_then(|d| d.get("mergedInto")).and_then(Value::as_str) {
@@ -596,6 +636,7 @@ impl Store {
             q.push(" returning id");
             updates.push(q);
         }
+        let dialect = self.dialect();
         let owned = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -607,8 +648,11 @@ impl Store {
             let details: Vec<&ExecutionDetail> = done.iter().flat_map(|o| &o.details).collect();
             let messages: Vec<&Message> = done.iter().filter_map(|o| o.message.as_ref()).collect();
             let next: Vec<&Job> = done.iter().filter_map(|o| o.next.as_ref()).collect();
-            for q in insert_details(&details).iter().chain(&insert_messages(&messages)).chain(&insert_jobs(&next)) {
-                bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+            let mut inserts = insert_details(&details);
+            inserts.extend(insert_messages(&messages));
+            inserts.extend(insert_jobs(&next));
+            for q in batched(dialect, inserts) {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             for o in &done {
                 if let Some((digest_job, event)) = &o.merge_into {
