@@ -150,20 +150,6 @@ pub enum ChatTarget {
     },
 }
 
-impl ChatTarget {
-    /// A short description for execution details (no secrets).
-    pub fn describe(&self) -> String {
-        match self {
-            ChatTarget::Webhook { .. } => "the subscriber's webhook URL".to_owned(),
-            ChatTarget::Endpoint {
-                endpoint_type,
-                data,
-                ..
-            } => format!("{} endpoint {}", endpoint_type.as_str(), data),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct PushMessage {
     pub tokens: Vec<String>,
