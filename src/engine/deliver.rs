@@ -48,6 +48,9 @@ struct State {
     attempt: u32,
     /// Destinations that already received the message (never sent to twice).
     done: Vec<String>,
+    /// Failed attempts to fetch the attachments.
+    #[serde(default)]
+    fetches: u32,
 }
 
 /// One destination of a message.
@@ -175,10 +178,36 @@ impl Runner {
             let list = overrides.get("email").and_then(|e| e.get("attachments"));
             match self.attachments(list).await {
                 Ok(a) => a,
-                Err(text) => {
+                Err(e) => {
+                    // An attachment server that is down is retried like a provider; a bad one fails the step.
+                    if let Failure::Transient { retry_after } = e.failure {
+                        if state.fetches < MAX_RETRIES {
+                            let wait = self.backoff(state.fetches, retry_after);
+                            let mut d = detail(
+                                job,
+                                "Failed",
+                                "Payload",
+                                format!(
+                                    "{}; retry {} of {MAX_RETRIES} in {} ms",
+                                    e.message,
+                                    state.fetches + 1,
+                                    wait.as_millis()
+                                ),
+                                None,
+                            );
+                            d.is_retry = state.fetches > 0;
+                            state.fetches += 1;
+                            let mut outcome = finished(status::QUEUED, vec![d]);
+                            outcome.retry = Some(Requeue {
+                                run_at: Timestamp::now().0 + wait.as_millis() as i64,
+                                delivery: serde_json::to_value(&state)?,
+                            });
+                            return Ok((outcome, Chain::Stop));
+                        }
+                    }
                     let why = Undelivered {
                         error_id: "attachment_failed",
-                        text,
+                        text: e.message,
                     };
                     return Ok((fail(details, why, Some(content), None), stop));
                 }
@@ -650,7 +679,7 @@ impl Runner {
     async fn attachments(
         &self,
         list: Option<&Value>,
-    ) -> std::result::Result<Vec<Attachment>, String> {
+    ) -> std::result::Result<Vec<Attachment>, ProviderError> {
         use base64::Engine as _;
         let mut out = Vec::new();
         for a in list.and_then(Value::as_array).into_iter().flatten() {
@@ -661,17 +690,25 @@ impl Runner {
                 .to_owned();
             let mut mime = a.get("mime").and_then(Value::as_str).map(str::to_owned);
             let content = if let Some(url) = a.get("url").and_then(Value::as_str) {
-                let resp = self
-                    .http
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| format!("Attachment {name}: fetching it failed: {e}"))?;
+                let resp = self.http.get(url).send().await.map_err(|e| {
+                    ProviderError::transient(format!("Attachment {name}: fetching it failed: {e}"))
+                })?;
                 if !resp.status().is_success() {
-                    return Err(format!(
-                        "Attachment {name}: {url} answered {}",
-                        resp.status()
-                    ));
+                    let retry_after = providers::http::retry_after(resp.headers());
+                    return Err(ProviderError {
+                        failure: providers::http::classify(resp.status(), retry_after),
+                        message: format!("Attachment {name}: {url} answered {}", resp.status()),
+                        raw: None,
+                        invalid_tokens: Vec::new(),
+                    });
+                }
+                if resp
+                    .content_length()
+                    .is_some_and(|n| n > MAX_ATTACHMENT_BYTES as u64)
+                {
+                    return Err(ProviderError::permanent(format!(
+                        "Attachment {name} is larger than 10 MB"
+                    )));
                 }
                 if mime.is_none() {
                     mime = resp
@@ -680,20 +717,25 @@ impl Runner {
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_owned);
                 }
-                let bytes = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| format!("Attachment {name}: reading it failed: {e}"))?;
+                let bytes = resp.bytes().await.map_err(|e| {
+                    ProviderError::transient(format!("Attachment {name}: reading it failed: {e}"))
+                })?;
                 if bytes.len() > MAX_ATTACHMENT_BYTES {
-                    return Err(format!("Attachment {name} is larger than 10 MB"));
+                    return Err(ProviderError::permanent(format!(
+                        "Attachment {name} is larger than 10 MB"
+                    )));
                 }
                 bytes.to_vec()
             } else if let Some(file) = a.get("file").and_then(Value::as_str) {
                 base64::engine::general_purpose::STANDARD
                     .decode(file)
-                    .map_err(|_| format!("Attachment {name}: `file` is not base64"))?
+                    .map_err(|_| {
+                        ProviderError::permanent(format!("Attachment {name}: `file` is not base64"))
+                    })?
             } else {
-                return Err(format!("Attachment {name} has neither `url` nor `file`"));
+                return Err(ProviderError::permanent(format!(
+                    "Attachment {name} has neither `url` nor `file`"
+                )));
             };
             out.push(Attachment {
                 name,

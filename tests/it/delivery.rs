@@ -474,3 +474,70 @@ async fn push_webhook_posts_the_tokens_signed(app: TestApp) {
     assert_eq!(message["deviceTokens"], json!(["tok-a", "tok-b"]));
 }
 db_test!(push_webhook, push_webhook_posts_the_tokens_signed);
+
+async fn attachments_are_fetched_and_retried_when_their_server_fails(app: TestApp) {
+    let mail_hook = Receiver::start().await;
+    let files = Receiver::start().await;
+    files.reply([Reply::status(503)]);
+    files.always(Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "text/plain".into())],
+        body: "invoice #7".into(),
+    });
+    email_hook(&app, "hook", &mail_hook, json!({})).await;
+    let attach = json!({"email": {"attachments": [{"name": "invoice.txt", "url": format!("{}/invoice.txt", files.url)}]}});
+    let (job, message) = deliver_one(
+        &app,
+        "email",
+        mail(),
+        json!({"to": ann(), "payload": {}, "overrides": attach}),
+    )
+    .await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(files.requests().len(), 2, "fetched again after the 503");
+    let first = &job["executionDetails"][1];
+    assert!(
+        first["detail"]
+            .as_str()
+            .unwrap()
+            .contains("answered 503 Service Unavailable; retry 1 of 3"),
+        "{first}"
+    );
+    let sent = mail_hook.wait_for(1).await;
+    assert_eq!(
+        mail_hook.requests().len(),
+        1,
+        "the provider is called once, with the file"
+    );
+    let a = &sent[0].json()["attachments"][0];
+    assert_eq!(a["name"], "invoice.txt");
+    assert_eq!(a["mime"], "text/plain");
+    use base64::Engine as _;
+    assert_eq!(
+        a["file"],
+        base64::engine::general_purpose::STANDARD.encode("invoice #7")
+    );
+    assert_eq!(message["status"], "sent");
+    // A missing file fails the step at once; the provider is not called.
+    let missing = json!({"email": {"attachments": [{"name": "gone.pdf", "url": format!("{}/gone.pdf", mail_hook.url)}]}});
+    mail_hook.reply([Reply::status(404)]);
+    let (job, message) = deliver_one(
+        &app,
+        "email",
+        mail(),
+        json!({"to": ann(), "payload": {}, "overrides": missing}),
+    )
+    .await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(message["errorId"], "attachment_failed");
+    assert!(message["errorText"].as_str().unwrap().contains("gone.pdf"));
+    assert_eq!(
+        mail_hook.requests().len(),
+        2,
+        "only the fetch of the missing file"
+    );
+}
+db_test!(
+    attachments,
+    attachments_are_fetched_and_retried_when_their_server_fails
+);
