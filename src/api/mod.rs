@@ -26,24 +26,35 @@ use utoipa_axum::routes;
 use crate::config::WireProfile;
 use crate::store::Store;
 
-/// Shared by every handler.
+/// Shared by every handler (axum clones it for each request and extractor: one reference count).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// What [`AppState`] shares.
+pub struct Shared {
     pub store: Store,
     pub profile: WireProfile,
-    pub keys: Arc<auth::KeyCache>,
+    pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
     pub wakeup: crate::engine::Wakeup,
 }
 
 impl AppState {
     pub fn new(store: Store, profile: WireProfile) -> Self {
-        Self {
+        Self(Arc::new(Shared {
             store,
             profile,
-            keys: Arc::new(auth::KeyCache::default()),
+            keys: auth::KeyCache::default(),
             wakeup: Default::default(),
-        }
+        }))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
     }
 }
 

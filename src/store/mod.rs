@@ -78,9 +78,10 @@ pub struct Store {
     read: Db,
     /// Writes. On SQLite a single connection, so writers queue in-process instead of fighting for the lock.
     write: Db,
-    cipher: Cipher,
-    /// SQLite only: the database file, for inline point reads (see `fast`).
-    sqlite_path: Option<std::path::PathBuf>,
+    /// Shared: every request clones the store, so clones are reference counts, not copies.
+    cipher: std::sync::Arc<Cipher>,
+    /// SQLite only: the database file, for inline reads (see `fast`).
+    sqlite_path: Option<std::sync::Arc<std::path::Path>>,
     /// The group-commit writer of triggers, started on first use (see `engine`).
     trigger_queue: std::sync::Arc<
         std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<engine::TriggerRequest>>,
@@ -113,8 +114,8 @@ impl Store {
                 Ok(Self {
                     read: Db::Sqlite(read),
                     write: Db::Sqlite(write),
-                    cipher,
-                    sqlite_path,
+                    cipher: std::sync::Arc::new(cipher),
+                    sqlite_path: sqlite_path.map(std::sync::Arc::from),
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                 })
@@ -144,7 +145,7 @@ impl Store {
                 Ok(Self {
                     read: Db::Postgres(pool.clone()),
                     write: Db::Postgres(pool),
-                    cipher,
+                    cipher: std::sync::Arc::new(cipher),
                     sqlite_path: None,
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
