@@ -39,7 +39,7 @@
 #                  (it answers every POST with 200 {"id": n} and counts them), creates through the API an active,
 #                  primary email-webhook integration that posts to it and a one-step email workflow (a small
 #                  HTML body over payload and subscriber variables), then sends bulk triggers
-#                  (BENCH_TRIGGER_BULK events per request; bench/wrk/delivery.lua) to random seeded
+#                  (BENCH_TRIGGER_BULK events per request; bench/wrk/trigger.lua) to random seeded
 #                  subscribers. Besides req/s and latency it measures the messages per second from the start of
 #                  the load until the receiver counted the last one, after waiting for the backlog to drain; then
 #                  it checks that every recorded event reached the receiver once and is stored as an email
@@ -642,7 +642,7 @@ print(len(body))' "$1"
 }
 
 # ---------------------------------------------------------------------------------------------------------
-# Deliveries workload: the email step it delivers (bench/wrk/delivery.lua sends payload.order and
+# Deliveries workload: the email step it delivers (bench/wrk/trigger.lua with "order" sends payload.order and
 # payload.total) and the integration that posts it to the bench receiver.
 # ---------------------------------------------------------------------------------------------------------
 
@@ -947,13 +947,13 @@ if selected preview; then
 fi
 if selected deliveries; then
     if ((TRIGGER_BULK > 0)); then
-        add_workload deliveries "POST /v1/events/trigger/bulk ($TRIGGER_BULK events, -c$THREADS)" delivery.lua \
-            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX $TRIGGER_BULK"
+        add_workload deliveries "POST /v1/events/trigger/bulk ($TRIGGER_BULK events, -c$THREADS)" trigger.lua \
+            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX $TRIGGER_BULK order"
         EVENTS[deliveries]="$TRIGGER_BULK"
         CONNS[deliveries]="$THREADS"   # as the trigger group's bulk row
     else
-        add_workload deliveries "POST /v1/events/trigger" delivery.lua \
-            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
+        add_workload deliveries "POST /v1/events/trigger" trigger.lua \
+            "$API_KEY $DELIVERY_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1 order"
         EVENTS[deliveries]=1
     fi
     SINK[deliveries]=receiver
