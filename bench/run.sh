@@ -1072,9 +1072,11 @@ TARGET_TRIGGER_EPS="$TARGET_TRIGGER_EPS_SQLITE"
 # p50, p99, errors. The stored side: events stored as in-app messages, the backlog when the load stopped,
 # how long storing went on after it, and the end-to-end rate (events stored ÷ time from the start of the load
 # until the newest message's created_at). CPU during the load and during the drain, target, verdict.
-trigger_row() {
-    local name="$1" rps accepted eps p50 p99 errors stored backlog newest drain_s e2e other drain_other cpu
-    local drain_cpu result
+# The figures trigger_row and delivery_row share, set in the caller's locals (bash scoping): the API side (rps,
+# accepted, eps, p50, p99, errors) and the drain (count: events stored or delivered during the run, backlog,
+# drain_s, e2e).
+load_and_drain() {
+    local name="$1" newest
     rps="$(rps_of "$name")"
     accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
     eps="$(awk -v n="$accepted" -v us="$(result_field "$name" duration_us)" \
@@ -1082,13 +1084,19 @@ trigger_row() {
     p50="$(ms_of "$name" p50_us)"
     p99="$(ms_of "$name" p99_us)"
     errors=$(($(result_field "$name" status_errors) + $(result_field "$name" socket_errors)))
-    stored=$(($(drain_field "$name" count) - BASELINE[$name]))
+    count=$(($(drain_field "$name" count) - BASELINE[$name]))
     backlog="$(max 0 $((accepted - $(drain_field "$name" first) + BASELINE[$name])))"
     newest="$(drain_field "$name" newest_ms)"
     drain_s="$(awk -v t="$newest" -v end="${LOAD_END[$name]}" \
         'BEGIN { printf "%.1f", (t > end ? (t - end) / 1000 : 0) }')"
-    e2e="$(awk -v n="$stored" -v t="$newest" -v start="${LOAD_START[$name]}" \
+    e2e="$(awk -v n="$count" -v t="$newest" -v start="${LOAD_START[$name]}" \
         'BEGIN { printf "%.0f", (t > start ? n / ((t - start) / 1000) : 0) }')"
+}
+
+trigger_row() {
+    local name="$1" rps accepted eps p50 p99 errors count backlog drain_s e2e other drain_other cpu
+    local drain_cpu result
+    load_and_drain "$name"
     other="$(sample_field "$name" other_cpu_pct)"
     drain_other="$(drain_sample_field "$name" other_cpu_pct)"
     ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
@@ -1107,7 +1115,7 @@ trigger_row() {
         result="$(verdict ge "$e2e" "$TARGET_TRIGGER_EPS")"
     fi
     printf '| %s | %s | %s | %s ms | %s ms | %s | %s | %s | %s s | %s | %s | %s | ≥ %s events/s | **%s** |\n' \
-        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$stored" "$backlog" "$drain_s" "$e2e" "$cpu" \
+        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$count" "$backlog" "$drain_s" "$e2e" "$cpu" \
         "$drain_cpu" "$TARGET_TRIGGER_EPS" "$result"
 }
 
@@ -1120,22 +1128,9 @@ trigger_row() {
 UNDELIVERED=0
 MISMATCH=0
 delivery_row() {
-    local name="$1" rps accepted eps p50 p99 errors delivered backlog newest drain_s e2e recv drain_recv
+    local name="$1" rps accepted eps p50 p99 errors count backlog drain_s e2e recv drain_recv
     local other drain_other cpu drain_cpu result
-    rps="$(rps_of "$name")"
-    accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
-    eps="$(awk -v n="$accepted" -v us="$(result_field "$name" duration_us)" \
-        'BEGIN { printf "%.0f", (us > 0 ? n / (us / 1e6) : 0) }')"
-    p50="$(ms_of "$name" p50_us)"
-    p99="$(ms_of "$name" p99_us)"
-    errors=$(($(result_field "$name" status_errors) + $(result_field "$name" socket_errors)))
-    delivered=$(($(drain_field "$name" count) - BASELINE[$name]))
-    backlog="$(max 0 $((accepted - $(drain_field "$name" first) + BASELINE[$name])))"
-    newest="$(drain_field "$name" newest_ms)"
-    drain_s="$(awk -v t="$newest" -v end="${LOAD_END[$name]}" \
-        'BEGIN { printf "%.1f", (t > end ? (t - end) / 1000 : 0) }')"
-    e2e="$(awk -v n="$delivered" -v t="$newest" -v start="${LOAD_START[$name]}" \
-        'BEGIN { printf "%.0f", (t > start ? n / ((t - start) / 1000) : 0) }')"
+    load_and_drain "$name"
     recv="${RECEIVER_CPU[$name]:-0}"
     drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
     other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
@@ -1159,7 +1154,7 @@ delivery_row() {
         result="—"
     fi
     printf '| %s | %s | %s | %s ms | %s ms | %s | %s | %s | %s s | %s | %s | %s | %s | **%s** |\n' \
-        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$delivered" "$backlog" "$drain_s" "$e2e" "$cpu" \
+        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$count" "$backlog" "$drain_s" "$e2e" "$cpu" \
         "$drain_cpu" "report only (no target)" "$result"
 }
 
