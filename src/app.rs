@@ -84,6 +84,10 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let store = open_store(&cfg).await?;
     store.migrate().await.context("applying migrations")?;
+    store
+        .checkpoint()
+        .await
+        .context("checkpointing the database")?;
     for created in environments::bootstrap(&store, cfg.api_key.as_deref()).await? {
         // Printed once so the operator can copy the key; never logged.
         println!(
@@ -124,6 +128,10 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
 pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     let store = open_store(&cfg).await?;
     store.migrate().await.context("applying migrations")?;
+    store
+        .checkpoint()
+        .await
+        .context("checkpointing the database")?;
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let workers = crate::engine::spawn_workers(

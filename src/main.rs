@@ -62,6 +62,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let (store, tenant) = seed_target(&cfg, &api_key).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
+            store.checkpoint().await?;
             store.close().await;
             eprintln!("inserted {n} subscribers");
             Ok(())
@@ -85,6 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     contexts,
                 )
                 .await?;
+            store.checkpoint().await?;
             store.close().await;
             eprintln!("inserted {n} channel endpoints");
             Ok(())
@@ -124,6 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let n = store
                 .seed_notifications(&tenant, &workflow, &prefix, count, subscribers)
                 .await?;
+            store.checkpoint().await?;
             store.close().await;
             eprintln!("inserted {n} notifications");
             Ok(())

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::json_col;
+use super::fast::Columns;
 use super::page::{cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::Sql;
 use super::{is_unique_violation, on_db, Dialect, Store};
@@ -275,21 +275,22 @@ pub(crate) struct EndpointRow {
 impl EndpointRow {
     /// One row of an inline (rusqlite) read, by column name.
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
         Ok(Self {
-            id: r.get("id")?,
-            organization_id: r.get("organization_id")?,
-            environment_id: r.get("environment_id")?,
-            identifier: r.get("identifier")?,
-            endpoint_type: r.get("endpoint_type")?,
-            endpoint: json_col(r, "endpoint")?,
-            integration_identifier: r.get("integration_identifier")?,
-            provider_id: r.get("provider_id")?,
-            channel: r.get("channel")?,
-            connection_identifier: r.get("connection_identifier")?,
-            subscriber_id: r.get("subscriber_id")?,
-            context_keys: json_col(r, "context_keys")?,
-            created_at: r.get("created_at")?,
-            updated_at: r.get("updated_at")?,
+            id: c.get("id")?,
+            organization_id: c.get("organization_id")?,
+            environment_id: c.get("environment_id")?,
+            identifier: c.get("identifier")?,
+            endpoint_type: c.get("endpoint_type")?,
+            endpoint: c.json("endpoint")?,
+            integration_identifier: c.get("integration_identifier")?,
+            provider_id: c.get("provider_id")?,
+            channel: c.get("channel")?,
+            connection_identifier: c.get("connection_identifier")?,
+            subscriber_id: c.get("subscriber_id")?,
+            context_keys: c.json("context_keys")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
         })
     }
 }

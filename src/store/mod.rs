@@ -201,6 +201,18 @@ impl Store {
         Ok(())
     }
 
+    /// SQLite: copies the write-ahead log into the database and truncates it. Readers look every page up in
+    /// the log first, so a log left long by a bulk load (a seed, a big import) slows every read until the
+    /// next checkpoint restarts it; start-up and the seed commands call this. A no-op on PostgreSQL.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if let Db::Sqlite(p) = &self.write {
+            sqlx::query("pragma wal_checkpoint(truncate)")
+                .execute(p)
+                .await?;
+        }
+        Ok(())
+    }
+
     pub async fn close(&self) {
         on_db!(&self.read, p => p.close().await);
         on_db!(&self.write, p => p.close().await);

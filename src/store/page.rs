@@ -162,11 +162,6 @@ pub async fn cursor_page_with<R: PortableRow + Keyed>(
         }
     };
 
-    let total = match path {
-        Some(path) => count_capped_inline(path, listing.from, &listing.filter)?,
-        None => count_capped(db, listing.from, &listing.filter).await?,
-    };
-
     // Scan direction: forward pages follow the requested order; backward pages run against it.
     let scan_desc = req.descending != backward;
     let mut q = Sql::new("select ");
@@ -194,6 +189,15 @@ pub async fn cursor_page_with<R: PortableRow + Keyed>(
         None => fetch_all(db, q).await?,
     };
     let more_in_scan = rows.len() as i64 > req.limit;
+    // A first page that holds every matching row is its own count; otherwise count (capped).
+    let total = if anchor.is_none() && !more_in_scan {
+        rows.len() as i64
+    } else {
+        match path {
+            Some(path) => count_capped_inline(path, listing.from, &listing.filter)?,
+            None => count_capped(db, listing.from, &listing.filter).await?,
+        }
+    };
     rows.truncate(req.limit as usize);
     if backward {
         rows.reverse();

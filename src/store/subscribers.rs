@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{json_col, opt_json_col, query_inline, ReadRow};
+use super::fast::{query_inline, Columns, ReadRow};
 use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
@@ -39,26 +39,27 @@ pub(crate) struct SubscriberRow {
 
 impl ReadRow for SubscriberRow {
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
         Ok(Self {
-            id: r.get("id")?,
-            organization_id: r.get("organization_id")?,
-            environment_id: r.get("environment_id")?,
-            subscriber_id: r.get("subscriber_id")?,
-            first_name: r.get("first_name")?,
-            last_name: r.get("last_name")?,
-            email: r.get("email")?,
-            phone: r.get("phone")?,
-            avatar: r.get("avatar")?,
-            locale: r.get("locale")?,
-            timezone: r.get("timezone")?,
-            data: opt_json_col(r, "data")?,
-            channels: json_col(r, "channels")?,
-            is_online: r.get("is_online")?,
-            last_online_at: r.get("last_online_at")?,
-            deleted: r.get("deleted")?,
-            version: r.get("version")?,
-            created_at: r.get("created_at")?,
-            updated_at: r.get("updated_at")?,
+            id: c.get("id")?,
+            organization_id: c.get("organization_id")?,
+            environment_id: c.get("environment_id")?,
+            subscriber_id: c.get("subscriber_id")?,
+            first_name: c.get("first_name")?,
+            last_name: c.get("last_name")?,
+            email: c.get("email")?,
+            phone: c.get("phone")?,
+            avatar: c.get("avatar")?,
+            locale: c.get("locale")?,
+            timezone: c.get("timezone")?,
+            data: c.opt_json("data")?,
+            channels: c.json("channels")?,
+            is_online: c.get("is_online")?,
+            last_online_at: c.get("last_online_at")?,
+            deleted: c.get("deleted")?,
+            version: c.get("version")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
         })
     }
 }
@@ -264,7 +265,7 @@ impl Store {
     fn push_substring(&self, filter: &mut Sql, column: &str, term: &str) {
         match self.dialect() {
             // SQLite, terms of 3+ characters: the FTS5 trigram index (case_sensitive 1). With trigram
-            // statistics, match the two rarest trigrams and recheck exactly; until they are read, GLOB.
+            // statistics, match the rarest trigrams worth reading and recheck exactly; until they are read, GLOB.
             // Shorter terms have no trigram: `instr` on the row, and the keyset scan stops after a page.
             Dialect::Sqlite if term.chars().count() >= 3 => {
                 let index = format!("subscribers_{column}_search");
@@ -420,12 +421,15 @@ impl Store {
     }
 
     async fn read_search_stats(&self) -> Result<super::search::Frequencies> {
-        let mut table = std::collections::HashMap::new();
+        let mut table = super::search::Frequencies {
+            rows: on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from subscribers").fetch_one(p).await)?,
+            ..Default::default()
+        };
         for column in ["email", "phone", "full_name"] {
             let sql = format!("select term, doc from subscribers_{column}_vocab");
             let rows: Vec<(String, i64)> =
                 on_db!(self.r(), p => sqlx::query_as(&sql).fetch_all(p).await)?;
-            table.extend(
+            table.grams.extend(
                 rows.into_iter()
                     .map(|(term, doc)| ((column.to_owned(), term), doc)),
             );

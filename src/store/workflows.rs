@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{json_col, opt_json_col, query_inline, ReadRow};
+use super::fast::{query_inline, Columns, ReadRow};
 use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
 use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Store};
@@ -38,24 +38,25 @@ pub(crate) struct WorkflowRow {
 
 impl ReadRow for WorkflowRow {
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
         Ok(Self {
-            id: r.get("id")?,
-            organization_id: r.get("organization_id")?,
-            environment_id: r.get("environment_id")?,
-            workflow_id: r.get("workflow_id")?,
-            name: r.get("name")?,
-            description: r.get("description")?,
-            tags: json_col(r, "tags")?,
-            active: r.get("active")?,
-            critical: r.get("critical")?,
-            severity: r.get("severity")?,
-            preferences: opt_json_col(r, "preferences")?,
-            payload_schema: opt_json_col(r, "payload_schema")?,
-            validate_payload: r.get("validate_payload")?,
-            steps: json_col(r, "steps")?,
-            version: r.get("version")?,
-            created_at: r.get("created_at")?,
-            updated_at: r.get("updated_at")?,
+            id: c.get("id")?,
+            organization_id: c.get("organization_id")?,
+            environment_id: c.get("environment_id")?,
+            workflow_id: c.get("workflow_id")?,
+            name: c.get("name")?,
+            description: c.get("description")?,
+            tags: c.json("tags")?,
+            active: c.get("active")?,
+            critical: c.get("critical")?,
+            severity: c.get("severity")?,
+            preferences: c.opt_json("preferences")?,
+            payload_schema: c.opt_json("payload_schema")?,
+            validate_payload: c.get("validate_payload")?,
+            steps: c.json("steps")?,
+            version: c.get("version")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
         })
     }
 }
