@@ -82,6 +82,7 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
 
 /// `tidings serve`.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    crate::background::enable().context("starting the background runtime")?;
     let store = open_store(&cfg).await?;
     store.migrate().await.context("applying migrations")?;
     store
@@ -126,6 +127,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 /// `tidings worker`: runs background work without the HTTP API.
 pub async fn worker(cfg: Config) -> anyhow::Result<()> {
+    crate::background::enable().context("starting the background runtime")?;
     let store = open_store(&cfg).await?;
     store.migrate().await.context("applying migrations")?;
     store

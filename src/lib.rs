@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod app;
+pub mod background;
 pub mod config;
 pub mod crypto;
 pub mod domain;

@@ -339,7 +339,7 @@ pub fn spawn_workers(
         profile,
         retry_base,
     } = options;
-    tokio::spawn(async move {
+    crate::background::spawn(async move {
         let worker = format!("w-{}", new_object_id());
         let runner = Arc::new(steps::Runner::new(store.clone(), profile, retry_base));
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs

@@ -2,6 +2,7 @@
 //! is assembled in a fixed number of queries (notifications, jobs, details, subscribers, workflows).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::domain::id::is_object_id;
 use crate::domain::job::{ExecutionDetail, Job, Notification};
@@ -18,8 +19,9 @@ use crate::store::Store;
 #[derive(Debug, Clone)]
 pub struct ActivityItem {
     pub notification: Notification,
-    pub subscriber: Option<Subscriber>,
-    pub workflow: Option<Workflow>,
+    /// Shared by the items of a page that have the same subscriber or workflow.
+    pub subscriber: Option<Arc<Subscriber>>,
+    pub workflow: Option<Arc<Workflow>>,
     pub jobs: Vec<(Job, Vec<ExecutionDetail>)>,
 }
 
@@ -61,17 +63,17 @@ async fn assemble(
     for d in store.details_of(&ids).await? {
         details.entry(d.job_id.clone()).or_default().push(d);
     }
-    let subscribers: HashMap<String, Subscriber> = store
+    let subscribers: HashMap<String, Arc<Subscriber>> = store
         .subscribers_by_refs(env, &subscriber_refs)
         .await?
         .into_iter()
-        .map(|s| (s.id.clone(), s))
+        .map(|s| (s.id.clone(), Arc::new(s)))
         .collect();
-    let workflows: HashMap<String, Workflow> = store
+    let workflows: HashMap<String, Arc<Workflow>> = store
         .workflows_by_ids(env, &workflow_refs)
         .await?
         .into_iter()
-        .map(|w| (w.id.clone(), w))
+        .map(|w| (w.id.clone(), Arc::new(w)))
         .collect();
     let mut jobs_by_notification: HashMap<String, Vec<(Job, Vec<ExecutionDetail>)>> =
         HashMap::new();

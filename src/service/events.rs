@@ -193,10 +193,12 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     };
     v.finish()?;
 
+    // Generated ids are UUIDv7: time-ordered, so the transaction-id indexes grow at their end instead of
+    // taking a write on a random page per trigger.
     let transaction_id = input
         .transaction_id
         .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let result = |status, error: Vec<String>| TriggerResult {
         status,
         transaction_id: transaction_id.clone(),

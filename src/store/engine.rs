@@ -442,7 +442,7 @@ impl Store {
         }
         let queue = self.trigger_queue.get_or_init(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(group_commit(self.clone(), rx));
+            crate::background::spawn(group_commit(self.clone(), rx));
             tx
         });
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
@@ -66,8 +66,7 @@ pub struct JobOut {
     #[schema(value_type = Option<Object>)]
     pub digest: Option<Value>,
     pub execution_details: Vec<ExecutionDetailOut>,
-    #[schema(value_type = Object)]
-    pub step: Value,
+    pub step: JobStepOut,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub overrides: Option<Value>,
@@ -81,6 +80,26 @@ pub struct JobOut {
     pub schedule_extensions_count: i64,
 }
 
+/// The workflow step a job runs.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStepOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub step_id: String,
+    pub name: String,
+    pub active: bool,
+    #[schema(value_type = Vec<Object>)]
+    pub filters: Vec<Value>,
+    #[serde(rename = "_templateId")]
+    pub template_id: String,
+    #[serde(rename = "_parentId")]
+    pub parent_id: Option<String>,
+    pub should_stop_on_fail: bool,
+    #[schema(value_type = Object)]
+    pub control_variables: Map<String, Value>,
+}
+
 fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
     let digest = job
         .digest
@@ -90,17 +109,17 @@ fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
         job_type: job.step.step_type.as_str().to_owned(),
         digest,
         execution_details: details.into_iter().map(Into::into).collect(),
-        step: json!({
-            "_id": job.step.id,
-            "stepId": job.step.step_id,
-            "name": job.step.name,
-            "active": true,
-            "filters": job.step.filters,
-            "_templateId": job.workflow_ref,
-            "_parentId": null,
-            "shouldStopOnFail": job.step.should_stop_on_fail,
-            "controlVariables": job.step.control_values,
-        }),
+        step: JobStepOut {
+            id: job.step.id,
+            step_id: job.step.step_id,
+            name: job.step.name,
+            active: true,
+            filters: job.step.filters,
+            template_id: job.workflow_ref,
+            parent_id: None,
+            should_stop_on_fail: job.step.should_stop_on_fail,
+            control_variables: job.step.control_values,
+        },
         overrides: job.overrides,
         payload: job.payload,
         provider_id: WireName(job.provider_id),
@@ -110,6 +129,48 @@ fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
         run_at: job.run_at.to_iso(),
         schedule_extensions_count: job.schedule_extensions_count,
     }
+}
+
+/// The recipient of an activity record: with its details, or — once deleted — its ids alone.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ActivitySubscriberOut {
+    #[serde(rename_all = "camelCase")]
+    Known {
+        #[serde(rename = "_id")]
+        id: String,
+        subscriber_id: String,
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Gone {
+        #[serde(rename = "_id")]
+        id: String,
+        subscriber_id: String,
+    },
+}
+
+/// The workflow of an activity record.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActivityTemplateOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub name: String,
+    pub origin: WireName,
+    pub triggers: Vec<ActivityTriggerOut>,
+}
+
+/// `{type: "event", identifier, variables: []}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActivityTriggerOut {
+    #[serde(rename = "type")]
+    pub trigger_type: String,
+    pub identifier: String,
+    #[schema(value_type = Vec<Object>)]
+    pub variables: Vec<Value>,
 }
 
 /// Activity notification (spec §2.7).
@@ -135,16 +196,15 @@ pub struct ActivityOut {
     pub created_at: String,
     pub updated_at: String,
     pub channels: Vec<String>,
-    #[schema(value_type = Object)]
-    pub subscriber: Value,
-    #[schema(value_type = Object)]
-    pub template: Value,
+    pub subscriber: ActivitySubscriberOut,
+    pub template: ActivityTemplateOut,
     pub jobs: Vec<JobOut>,
     #[schema(value_type = Object)]
     pub payload: Value,
     #[schema(value_type = Option<Object>)]
     pub to: Option<Value>,
     pub tags: Vec<String>,
+    #[schema(value_type = Vec<Object>)]
     pub topics: Vec<Value>,
     pub severity: String,
     pub critical: bool,
@@ -155,18 +215,33 @@ impl From<ActivityItem> for ActivityOut {
     fn from(a: ActivityItem) -> Self {
         let n = a.notification;
         let subscriber = match &a.subscriber {
-            Some(s) => json!({
-                "_id": s.id, "subscriberId": s.subscriber_id, "firstName": s.first_name, "lastName": s.last_name,
-                "email": s.email, "phone": s.phone,
-            }),
-            None => json!({"_id": n.subscriber_ref, "subscriberId": n.subscriber_id}),
+            Some(s) => ActivitySubscriberOut::Known {
+                id: s.id.clone(),
+                subscriber_id: s.subscriber_id.clone(),
+                first_name: s.first_name.clone(),
+                last_name: s.last_name.clone(),
+                email: s.email.clone(),
+                phone: s.phone.clone(),
+            },
+            None => ActivitySubscriberOut::Gone {
+                id: n.subscriber_ref.clone(),
+                subscriber_id: n.subscriber_id.clone(),
+            },
         };
-        let template = json!({
-            "_id": n.workflow_ref,
-            "name": a.workflow.as_ref().map(|w| w.name.clone()).unwrap_or_else(|| n.workflow_identifier.clone()),
-            "origin": WireName("svc-cloud".to_owned()),
-            "triggers": [{"type": "event", "identifier": n.workflow_identifier, "variables": []}],
-        });
+        let template = ActivityTemplateOut {
+            id: n.workflow_ref.clone(),
+            name: a
+                .workflow
+                .as_ref()
+                .map(|w| w.name.clone())
+                .unwrap_or_else(|| n.workflow_identifier.clone()),
+            origin: WireName("svc-cloud".to_owned()),
+            triggers: vec![ActivityTriggerOut {
+                trigger_type: "event".to_owned(),
+                identifier: n.workflow_identifier,
+                variables: Vec::new(),
+            }],
+        };
         Self {
             id: n.id,
             environment_id: n.environment_id,
