@@ -82,8 +82,10 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
 
 /// `tidings serve`.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
-    crate::background::enable().context("starting the background runtime")?;
     let store = open_store(&cfg).await?;
+    if store.dialect() == crate::store::Dialect::Sqlite {
+        crate::background::enable().context("starting the background runtime")?;
+    }
     store.migrate().await.context("applying migrations")?;
     store
         .checkpoint()
@@ -127,8 +129,10 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 /// `tidings worker`: runs background work without the HTTP API.
 pub async fn worker(cfg: Config) -> anyhow::Result<()> {
-    crate::background::enable().context("starting the background runtime")?;
     let store = open_store(&cfg).await?;
+    if store.dialect() == crate::store::Dialect::Sqlite {
+        crate::background::enable().context("starting the background runtime")?;
+    }
     store.migrate().await.context("applying migrations")?;
     store
         .checkpoint()

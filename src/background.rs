@@ -5,9 +5,11 @@
 //! Here those tasks are polled as soon as their statement returns. Requests hand work over through channels
 //! and await the answer; nothing else changes.
 //!
-//! `tidings serve` and `tidings worker` turn it on at start-up ([`enable`]). Until then — in tests, which
-//! run many servers in one process, each on its own runtime — [`spawn`] uses the current runtime, so a
-//! test's tasks end with it.
+//! `tidings serve` and `tidings worker` turn it on at start-up on SQLite ([`enable`]). PostgreSQL has a pool
+//! of connections instead of one writer, and a connection's socket belongs to the runtime that opened it:
+//! driven from the other runtime, every statement would wait for a cross-runtime wake-up. Until it is on —
+//! on PostgreSQL, and in tests, which run many servers in one process, each on its own runtime — [`spawn`]
+//! uses the current runtime, so a test's tasks end with it.
 
 use std::future::Future;
 use std::sync::OnceLock;
