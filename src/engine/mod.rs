@@ -314,6 +314,9 @@ pub struct WorkerOptions {
     pub profile: crate::config::WireProfile,
     /// First backoff of a provider retry; doubled on each further retry, ±25 % jitter.
     pub retry_base: Duration,
+    /// How long a claim reserves a job. While a batch runs, its worker renews the lease every third of
+    /// this, so only a worker that stopped (crashed, lost the database) lets its jobs go to another.
+    pub lease: Duration,
 }
 
 impl WorkerOptions {
@@ -323,6 +326,7 @@ impl WorkerOptions {
             concurrency,
             profile,
             retry_base: Duration::from_secs(1),
+            lease: Duration::from_millis(LEASE_MS as u64),
         }
     }
 }
@@ -338,13 +342,14 @@ pub fn spawn_workers(
         concurrency,
         profile,
         retry_base,
+        lease,
     } = options;
     crate::background::spawn(async move {
         let worker = format!("w-{}", new_object_id());
         let runner = Arc::new(steps::Runner::new(store.clone(), profile, retry_base));
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs
-        // running at once (`concurrency`) — but small enough that a batch of slow steps (HTTP calls of up to
-        // 10 s, `concurrency` at a time) finishes well inside the lease.
+        // running at once (`concurrency`). The lease is renewed while a batch runs, so a batch of slow
+        // steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast it.
         let batch = (concurrency * 4).clamp(8, 256) as i64;
         let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
         let mut loops = tokio::task::JoinSet::new();
@@ -353,8 +358,11 @@ pub fn spawn_workers(
                 store.clone(),
                 runner.clone(),
                 running.clone(),
-                batch,
-                worker.clone(),
+                Claims {
+                    worker: worker.clone(),
+                    batch,
+                    lease,
+                },
                 wakeup.clone(),
                 shutdown.clone(),
             ));
@@ -368,18 +376,30 @@ pub fn spawn_workers(
 /// batch. They share the process's concurrency limit and worker id.
 const LOOPS_PER_PROCESS: usize = 2;
 
+/// How a claim loop claims: as whom, how many jobs at a time, for how long.
+struct Claims {
+    worker: String,
+    batch: i64,
+    lease: Duration,
+}
+
 /// Claims a batch of due jobs, runs it, completes it in one transaction; sleeps when there is nothing due.
 async fn worker_loop(
     store: Store,
     runner: Arc<steps::Runner>,
     running: Arc<tokio::sync::Semaphore>,
-    batch: i64,
-    worker: String,
+    claims: Claims,
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) {
+    let Claims {
+        worker,
+        batch,
+        lease,
+    } = claims;
+    let lease_ms = lease.as_millis() as i64;
     while !shutdown.is_cancelled() {
-        let jobs = match store.claim_jobs(&worker, batch, LEASE_MS).await {
+        let jobs = match store.claim_jobs(&worker, batch, lease_ms).await {
             Ok(jobs) => jobs,
             Err(e) => {
                 tracing::warn!(error = ?e, "claiming jobs failed");
@@ -420,6 +440,7 @@ async fn worker_loop(
                 }
             };
         // Run the batch concurrently, then complete it in one transaction.
+        let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
             let runner = runner.clone();
@@ -435,7 +456,23 @@ async fn worker_loop(
             });
         }
         let mut finished = Vec::new();
-        while let Some(result) = set.join_next().await {
+        let mut renew =
+            tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let result = tokio::select! {
+                result = set.join_next() => match result {
+                    Some(result) => result,
+                    None => break,
+                },
+                _ = renew.tick() => {
+                    // Jobs already finished are renewed too: they are still `running` until completed.
+                    if let Err(e) = store.renew_leases(&worker, &ids, lease_ms).await {
+                        tracing::warn!(error = ?e, "renewing leases failed");
+                    }
+                    continue;
+                }
+            };
             match result {
                 Ok((job, Some(outcome))) => finished.push((job, outcome)),
                 Ok((_, None)) => {}

@@ -562,6 +562,22 @@ impl Store {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// Extends the leases `worker` holds on `ids` to `lease_ms` from now (jobs still running under it).
+    pub async fn renew_leases(&self, worker: &str, ids: &[String], lease_ms: i64) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update jobs set locked_until = ");
+        q.bind(now + lease_ms)
+            .push(" where status = 'running' and locked_by = ")
+            .bind(worker);
+        q.push_in("id", ids);
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+
     /// The earliest `run_at` of a queued job, to know how long a worker may sleep.
     pub async fn next_job_due(&self) -> Result<Option<i64>> {
         Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, Option<i64>>(

@@ -585,6 +585,48 @@ async fn lease_expiry_postgres() {
     lease_expiry(Backend::Postgres).await;
 }
 
+/// A step that runs longer than the lease keeps its job: the worker renews the lease while the batch runs,
+/// so the process's other claim loop (polling at least every second) never takes the job over and calls the
+/// slow endpoint a second time.
+async fn slow_steps_keep_their_lease(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    let slow = crate::support::receiver::Receiver::start().await;
+    slow.delay(Duration::from_millis(2_000));
+    workflow(
+        &app,
+        json!({"name": "Slow", "workflowId": "slow", "steps": [
+            {"name": "Call", "type": "http_request", "controlValues": {"method": "POST", "url": format!("{}/slow", slow.url)}}
+        ]}),
+    )
+    .await;
+    let mut options = crate::support::worker_options(app.profile);
+    options.lease = Duration::from_millis(600);
+    app.start_workers_with(options);
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "slow", "to": "sl", "transactionId": "slow-1"}),
+    )
+    .await;
+    let items = settled(&app, "slow-1", 1).await;
+    assert_eq!(items[0]["jobs"][0]["status"], "completed", "{items:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(slow.requests().len(), 1, "the slow step ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_steps_keep_their_lease_sqlite() {
+    slow_steps_keep_their_lease(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_steps_keep_their_lease_postgres() {
+    if crate::support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    slow_steps_keep_their_lease(Backend::Postgres).await;
+}
+
 /// Two `tidings serve` processes on one PostgreSQL database share the queue; no job is done twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_share_the_queue_postgres() {

@@ -204,9 +204,14 @@ impl TestApp {
 
     /// Starts this app's in-process workers (for apps spawned without them).
     pub fn start_workers(&self) {
+        self.start_workers_with(worker_options(self.profile));
+    }
+
+    /// Starts this app's in-process workers with `options`.
+    pub fn start_workers_with(&self, options: tidings::engine::WorkerOptions) {
         tidings::engine::spawn_workers(
             self.store.clone(),
-            worker_options(self.profile),
+            options,
             self.wakeup.clone(),
             self.workers.clone(),
         );

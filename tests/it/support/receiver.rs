@@ -93,6 +93,8 @@ struct State {
     /// Answers used in order, one per request; when empty, `fallback`.
     queue: VecDeque<Reply>,
     fallback: Option<Reply>,
+    /// How long every answer waits before it is sent.
+    delay: Duration,
 }
 
 /// A receiver listening on `127.0.0.1:<random port>` until dropped.
@@ -111,7 +113,7 @@ impl Receiver {
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
                 let state = shared.clone();
                 async move {
-                    let reply = {
+                    let (reply, delay) = {
                         let mut s = state.lock().unwrap();
                         s.received.push(Received {
                             method: method.to_string(),
@@ -121,8 +123,9 @@ impl Receiver {
                             body,
                             at: Instant::now(),
                         });
-                        s.queue.pop_front().or_else(|| s.fallback.clone())
+                        (s.queue.pop_front().or_else(|| s.fallback.clone()), s.delay)
                     };
+                    tokio::time::sleep(delay).await;
                     let reply = reply
                         .unwrap_or_else(|| Reply::json(200, serde_json::json!({"id": "msg-1"})));
                     respond(reply)
@@ -155,6 +158,11 @@ impl Receiver {
     /// The answer for every request once the queue is empty.
     pub fn always(&self, reply: Reply) {
         self.state.lock().unwrap().fallback = Some(reply);
+    }
+
+    /// Makes every answer wait `delay` (a slow provider or endpoint).
+    pub fn delay(&self, delay: Duration) {
+        self.state.lock().unwrap().delay = delay;
     }
 
     /// Every request so far.
