@@ -87,10 +87,10 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         crate::background::enable().context("starting the background runtime")?;
     }
     store.migrate().await.context("applying migrations")?;
-    store
-        .checkpoint()
-        .await
-        .context("checkpointing the database")?;
+    if let Err(e) = store.checkpoint().await {
+        // Only speed depends on it (another process may hold the log): go on.
+        tracing::warn!(error = ?e, "checkpointing the database at start-up failed");
+    }
     for created in environments::bootstrap(&store, cfg.api_key.as_deref()).await? {
         // Printed once so the operator can copy the key; never logged.
         println!(
@@ -134,10 +134,10 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
         crate::background::enable().context("starting the background runtime")?;
     }
     store.migrate().await.context("applying migrations")?;
-    store
-        .checkpoint()
-        .await
-        .context("checkpointing the database")?;
+    if let Err(e) = store.checkpoint().await {
+        // Only speed depends on it (another process may hold the log): go on.
+        tracing::warn!(error = ?e, "checkpointing the database at start-up failed");
+    }
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let workers = crate::engine::spawn_workers(
