@@ -4,3 +4,9 @@
 -- status just as well.
 drop index jobs_transaction;
 create index jobs_transaction on jobs (environment_id, transaction_id);
+
+-- The due-jobs index holds only the jobs a worker may claim (queued, or running under a lease that may
+-- expire). Completed and failed jobs left it: each completion wrote an entry that no claim ever reads, and
+-- the index grew with the whole history instead of staying the size of the backlog.
+drop index jobs_due;
+create index jobs_due on jobs (status, run_at) where status = 'queued' or status = 'running';
