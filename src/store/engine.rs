@@ -696,9 +696,14 @@ impl Store {
     }
 
     /// Counts jobs of `step_type` for the subscriber and workflow created since `since` (throttling).
+    /// Through the subscriber's notifications (`notifications_subscriber`), then their jobs by
+    /// `(notification_id, step_index)`: jobs have no subscriber index, and filtering them by environment
+    /// read every job of the environment. `workflow_ref || ''` keeps SQLite off the workflow index, which
+    /// would read every notification of a busy workflow instead of one subscriber's.
     pub async fn count_recent_jobs(&self, job: &Job, since: i64) -> Result<i64> {
         Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>(
-            "select count(*) from jobs where environment_id = $1 and subscriber_id = $2 and workflow_ref = $3
+            "select count(*) from jobs where notification_id in (select id from notifications
+                 where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
                and step_index = $4 and created_at >= $5 and status in ('completed', 'running')")
             .bind(&job.environment_id).bind(&job.subscriber_id).bind(&job.workflow_ref).bind(job.step_index).bind(since)
             .fetch_one(p).await)?)
