@@ -225,7 +225,8 @@ impl Store {
 
 /// The SQLite writer's page cache, in KiB (negative: SQLite's unit). Every trigger and job completion
 /// updates index pages spread over large tables (transaction ids, subscribers); a cache that keeps them
-/// saves a read per page per transaction. Filled only as pages are written, so an idle server stays small.
+/// saves a read per page per transaction. It fills only as the writer touches pages, so an idle server stays
+/// small.
 const WRITER_CACHE_KIB: &str = "-65536";
 
 /// Pages the write-ahead log grows to before the writer copies it into the database (SQLite's default is
