@@ -464,45 +464,16 @@ fn get_subscriber_inline(
     const SQL: &str = "select id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
         avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, created_at, updated_at \
         from subscribers where environment_id = ?1 and subscriber_id = ?2 and deleted = false";
+    // The select list is `COLUMNS` (a literal, so the statement stays a constant); `SubscriberRow::read`
+    // checks each column's name in debug builds.
     let row = super::fast::with_reader(path, |c| {
         c.prepare_cached(SQL)?
-            .query_row(rusqlite::params![env.as_str(), subscriber_id], |r| {
-                Ok((
-                    SubscriberRow {
-                        id: r.get(0)?,
-                        organization_id: r.get(1)?,
-                        environment_id: r.get(2)?,
-                        subscriber_id: r.get(3)?,
-                        first_name: r.get(4)?,
-                        last_name: r.get(5)?,
-                        email: r.get(6)?,
-                        phone: r.get(7)?,
-                        avatar: r.get(8)?,
-                        locale: r.get(9)?,
-                        timezone: r.get(10)?,
-                        data: None,
-                        channels: Json(Vec::new()),
-                        is_online: r.get(13)?,
-                        last_online_at: r.get(14)?,
-                        deleted: r.get(15)?,
-                        version: r.get(16)?,
-                        created_at: r.get(17)?,
-                        updated_at: r.get(18)?,
-                    },
-                    r.get::<_, Option<String>>(11)?,
-                    r.get::<_, String>(12)?,
-                ))
-            })
+            .query_row(
+                rusqlite::params![env.as_str(), subscriber_id],
+                SubscriberRow::read,
+            )
             .optional()
     })
     .map_err(anyhow::Error::from)?;
-    let Some((mut row, data, channels)) = row else {
-        return Ok(None);
-    };
-    row.data = data
-        .map(|d| serde_json::from_str(&d))
-        .transpose()?
-        .map(Json);
-    row.channels = Json(serde_json::from_str(&channels)?);
-    Ok(Some(row.into()))
+    Ok(row.map(Into::into))
 }
