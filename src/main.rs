@@ -4,6 +4,11 @@ use clap::Parser;
 use tidings::config::{Cli, Command, Config, EnvironmentsCommand};
 use tidings::{app, service};
 
+/// Every request allocates many small, short-lived values (rows, strings, JSON); mimalloc's per-thread
+/// free lists serve them without glibc's arena locking and consolidation (docs/decisions.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter =
