@@ -86,7 +86,7 @@ pub(crate) fn scalar_inline<T: rusqlite::types::FromSql>(
 }
 
 /// `$1` → `?1` (outside quoted strings).
-fn numbered(text: &str) -> String {
+pub(crate) fn numbered(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut quoted = false;
     let mut chars = text.chars().peekable();
