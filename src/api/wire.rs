@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Serialize, Serializer};
 
 use crate::config::WireProfile;
+use crate::domain::channel::ProviderId;
+use crate::domain::Timestamp;
 
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -82,7 +84,7 @@ pub fn spell(canonical: &str) -> std::borrow::Cow<'_, str> {
 /// An identifier that carries the service's name (`providerId`, `origin`): serialized in the profile's spelling.
 #[derive(Debug, Clone, PartialEq, Eq, utoipa::ToSchema)]
 #[schema(value_type = String)]
-pub struct WireName(pub String);
+pub struct WireName(pub std::borrow::Cow<'static, str>);
 
 impl Serialize for WireName {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -90,9 +92,45 @@ impl Serialize for WireName {
     }
 }
 
+/// A timestamp on the wire: its ISO 8601 form (`2026-11-22T08:15:00.000Z`), written without a `String`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(value_type = String, format = DateTime)]
+pub struct IsoTime(pub Timestamp);
+
+impl Serialize for IsoTime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 24];
+        match self.0.iso_str(&mut buf) {
+            Some(iso) => s.serialize_str(iso),
+            None => s.serialize_str(&self.0.iso_outside_years()),
+        }
+    }
+}
+
+impl From<Timestamp> for IsoTime {
+    fn from(t: Timestamp) -> Self {
+        Self(t)
+    }
+}
+
 impl From<&str> for WireName {
     fn from(s: &str) -> Self {
-        Self(s.to_owned())
+        Self(s.to_owned().into())
+    }
+}
+
+impl From<String> for WireName {
+    fn from(s: String) -> Self {
+        Self(s.into())
+    }
+}
+
+impl From<&ProviderId> for WireName {
+    fn from(p: &ProviderId) -> Self {
+        Self(match p.as_static() {
+            Some(id) => id.into(),
+            None => p.as_str().to_owned().into(),
+        })
     }
 }
 

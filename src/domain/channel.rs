@@ -1,6 +1,8 @@
 //! Channels and provider ids (spec §2.1). Provider ids are kept in their canonical `svc` spelling;
 //! the `novu…` spelling is accepted on input and produced on output only by the wire profile.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -59,6 +61,21 @@ impl IntegrationKind {
             "agent" => Some(Self::Agent),
             _ => None,
         }
+    }
+}
+
+impl TryFrom<String> for Channel {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown channel {s:?}"))
+    }
+}
+
+impl From<String> for ProviderId {
+    /// A stored id (see [`ProviderId::from_stored`]).
+    fn from(s: String) -> Self {
+        Self::from_stored(&s)
     }
 }
 
@@ -175,24 +192,35 @@ pub fn canonical_spelling(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A provider id of the spec's full set, canonical spelling.
+/// A provider id of the spec's full set, canonical spelling. Ids of the set borrow the static table;
+/// only an id read back from the database that is not in it (a provider since removed) is owned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ProviderId(String);
+pub struct ProviderId(Cow<'static, str>);
 
 impl ProviderId {
     /// Accepts either spelling; `None` when the id is not in the spec's set.
     pub fn parse(s: &str) -> Option<Self> {
-        let canonical = canonical_spelling(s);
-        provider_group(&canonical).map(|_| Self(canonical.into_owned()))
+        known_provider(&canonical_spelling(s)).map(|id| Self(Cow::Borrowed(id)))
     }
 
     /// Trusted constructor for values read back from the database.
-    pub fn from_stored(s: String) -> Self {
-        Self(s)
+    pub fn from_stored(s: &str) -> Self {
+        Self(match known_provider(s) {
+            Some(id) => Cow::Borrowed(id),
+            None => Cow::Owned(s.to_owned()),
+        })
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id as a `'static` string when it is one of the spec's set (always, for ids made by [`Self::parse`]).
+    pub fn as_static(&self) -> Option<&'static str> {
+        match self.0 {
+            Cow::Borrowed(id) => Some(id),
+            Cow::Owned(_) => None,
+        }
     }
 
     pub fn group(&self) -> ProviderGroup {
@@ -215,6 +243,18 @@ impl ProviderId {
     pub fn is_subscriber_provider(&self) -> bool {
         matches!(self.group(), ProviderGroup::Chat | ProviderGroup::Push)
     }
+}
+
+/// The spec's spelling of `s` from the static tables, when `s` is in the set.
+fn known_provider(s: &str) -> Option<&'static str> {
+    if s == "svc" {
+        return Some("svc");
+    }
+    [EMAIL, SMS, PUSH, CHAT, AGENT]
+        .into_iter()
+        .flat_map(|group| group.iter())
+        .find(|id| **id == s)
+        .copied()
 }
 
 fn provider_group(s: &str) -> Option<ProviderGroup> {

@@ -85,6 +85,14 @@ impl EndpointType {
     }
 }
 
+impl TryFrom<String> for EndpointType {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown endpoint type {s:?}"))
+    }
+}
+
 /// Checks `endpoint` against `t`: exactly the type's keys, string values, E.164 phone numbers, absolute
 /// http(s) webhook URLs. `Err` explains what is wrong.
 pub fn validate_endpoint(t: EndpointType, endpoint: &Value) -> Result<(), String> {

@@ -18,10 +18,24 @@ impl Timestamp {
     /// `2026-11-22T08:15:00.000Z`.
     pub fn to_iso(self) -> String {
         let mut buf = [0u8; 24];
-        if self.write_iso(&mut buf) {
-            // Only ASCII digits and separators were written.
-            return buf.iter().map(|&b| char::from(b)).collect();
+        match self.iso_str(&mut buf) {
+            Some(s) => s.to_owned(),
+            None => self.iso_outside_years(),
         }
+    }
+
+    /// The ISO form written into `buf` for years 0000–9999; `None` outside them (see [`Self::to_iso`]).
+    pub fn iso_str(self, buf: &mut [u8; 24]) -> Option<&str> {
+        if self.write_iso(buf) {
+            // Only ASCII digits and separators were written.
+            std::str::from_utf8(buf).ok()
+        } else {
+            None
+        }
+    }
+
+    /// chrono's form, for the years the fast formatter does not cover.
+    pub fn iso_outside_years(self) -> String {
         match Utc.timestamp_millis_opt(self.0).single() {
             Some(t) => t.to_rfc3339_opts(SecondsFormat::Millis, true),
             None => "1970-01-01T00:00:00.000Z".to_owned(),

@@ -46,7 +46,7 @@ impl From<IntegrationRow> for Integration {
             environment_id: r.environment_id,
             name: r.name,
             identifier: r.identifier,
-            provider_id: ProviderId::from_stored(r.provider_id),
+            provider_id: ProviderId::from_stored(&r.provider_id),
             channel: r.channel.as_deref().and_then(Channel::parse),
             kind: IntegrationKind::parse(&r.kind).unwrap_or(IntegrationKind::Delivery),
             credentials_sealed: r.credentials,

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{no_content, Reply, WireName};
+use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, parse_context_keys};
@@ -108,8 +108,8 @@ pub struct ChannelConnectionOut {
     pub workspace: Value,
     #[schema(value_type = Object)]
     pub auth: Value,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
 }
 
 impl From<ChannelConnection> for ChannelConnectionOut {
@@ -117,15 +117,15 @@ impl From<ChannelConnection> for ChannelConnectionOut {
         Self {
             identifier: c.identifier,
             channel: Some(c.channel),
-            provider_id: Some(WireName(c.provider_id.as_str().to_owned())),
+            provider_id: Some(WireName::from(&c.provider_id)),
             integration_identifier: Some(c.integration_identifier),
             subscriber_id: c.subscriber_id,
             connection_mode: c.mode.as_str(),
             context_keys: c.context_keys,
             workspace: c.workspace,
             auth: json!({ "accessToken": c.access_token }),
-            created_at: c.created_at.to_iso(),
-            updated_at: c.updated_at.to_iso(),
+            created_at: c.created_at.into(),
+            updated_at: c.updated_at.into(),
         }
     }
 }
@@ -266,8 +266,8 @@ pub struct ChannelEndpointOut {
     pub endpoint_type: &'static str,
     #[schema(value_type = Object)]
     pub endpoint: Value,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
 }
 
 impl From<ChannelEndpoint> for ChannelEndpointOut {
@@ -275,15 +275,15 @@ impl From<ChannelEndpoint> for ChannelEndpointOut {
         Self {
             identifier: e.identifier,
             channel: Some(e.channel),
-            provider_id: Some(WireName(e.provider_id.as_str().to_owned())),
+            provider_id: Some(WireName::from(&e.provider_id)),
             integration_identifier: Some(e.integration_identifier),
             connection_identifier: e.connection_identifier,
             subscriber_id: e.subscriber_id,
             context_keys: e.context_keys,
             endpoint_type: e.endpoint_type.as_str(),
             endpoint: e.endpoint,
-            created_at: e.created_at.to_iso(),
-            updated_at: e.updated_at.to_iso(),
+            created_at: e.created_at.into(),
+            updated_at: e.updated_at.into(),
         }
     }
 }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath};
-use crate::api::wire::{Reply, WireName};
+use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::integration::Integration;
 use crate::domain::{Channel, IntegrationKind, Tenant};
@@ -37,7 +37,7 @@ pub struct IntegrationOut {
     pub active: bool,
     pub deleted: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deleted_at: Option<String>,
+    pub deleted_at: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted_by: Option<String>,
     pub primary: bool,
@@ -45,8 +45,8 @@ pub struct IntegrationOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub conditions: Option<Value>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
     #[serde(rename = "__v")]
     pub version: i64,
 }
@@ -59,19 +59,19 @@ impl From<Integration> for IntegrationOut {
             organization_id: i.organization_id,
             name: i.name,
             identifier: i.identifier,
-            provider_id: WireName(i.provider_id.as_str().to_owned()),
+            provider_id: WireName::from(&i.provider_id),
             channel: i.channel,
             kind: i.kind,
             configurations: i.configurations,
             active: i.active,
             deleted: i.deleted,
-            deleted_at: i.deleted_at.map(|t| t.to_iso()),
+            deleted_at: i.deleted_at.map(IsoTime),
             deleted_by: i.deleted_by,
             primary: i.primary,
             priority: i.priority,
             conditions: i.conditions,
-            created_at: i.created_at.to_iso(),
-            updated_at: i.updated_at.to_iso(),
+            created_at: i.created_at.into(),
+            updated_at: i.updated_at.into(),
             version: i.version,
         }
     }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
-use crate::api::wire::{Reply, WireName};
+use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::job::Message;
 use crate::domain::{Channel, Tenant};
@@ -54,13 +54,13 @@ pub struct MessageOut {
     pub read: bool,
     pub seen: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_read_date: Option<String>,
+    pub last_read_date: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_seen_date: Option<String>,
+    pub last_seen_date: Option<IsoTime>,
     pub status: String,
     pub provider_id: WireName,
     /// When the message reached its provider (in-app: when it was created); empty when it was not delivered.
-    pub delivered_at: Vec<String>,
+    pub delivered_at: Vec<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,16 +79,21 @@ pub struct MessageOut {
     #[schema(value_type = Option<Object>)]
     pub overrides: Option<Value>,
     pub context_keys: Vec<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
 }
 
 impl From<Message> for MessageOut {
     fn from(m: Message) -> Self {
         let delivered_at = if m.channel == Channel::InApp.as_str() {
-            vec![m.created_at.to_iso()]
+            vec![IsoTime(m.created_at)]
         } else {
-            m.delivery.delivered_at.iter().map(|t| t.to_iso()).collect()
+            m.delivery
+                .delivered_at
+                .iter()
+                .copied()
+                .map(IsoTime)
+                .collect()
         };
         Self {
             id: m.id,
@@ -110,10 +115,10 @@ impl From<Message> for MessageOut {
             data: m.data,
             read: m.read,
             seen: m.seen,
-            last_read_date: m.last_read_date.map(|t| t.to_iso()),
-            last_seen_date: m.last_seen_date.map(|t| t.to_iso()),
+            last_read_date: m.last_read_date.map(IsoTime),
+            last_seen_date: m.last_seen_date.map(IsoTime),
             status: m.status,
-            provider_id: WireName(m.provider_id),
+            provider_id: WireName::from(m.provider_id),
             delivered_at,
             email: m.delivery.email,
             phone: m.delivery.phone,
@@ -124,8 +129,8 @@ impl From<Message> for MessageOut {
             payload: m.payload,
             overrides: m.overrides,
             context_keys: m.context_keys,
-            created_at: m.created_at.to_iso(),
-            updated_at: m.updated_at.to_iso(),
+            created_at: m.created_at.into(),
+            updated_at: m.updated_at.into(),
         }
     }
 }

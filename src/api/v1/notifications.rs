@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppPath, QueryMap};
-use crate::api::wire::{Reply, WireName};
+use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
 use crate::domain::job::{ExecutionDetail, Job};
@@ -26,7 +26,7 @@ pub struct ExecutionDetailOut {
     pub id: String,
     #[serde(rename = "_jobId")]
     pub job_id: String,
-    pub created_at: String,
+    pub created_at: IsoTime,
     pub status: String,
     pub detail: String,
     pub is_retry: bool,
@@ -42,12 +42,12 @@ impl From<ExecutionDetail> for ExecutionDetailOut {
         Self {
             id: d.id,
             job_id: d.job_id,
-            created_at: d.created_at.to_iso(),
+            created_at: d.created_at.into(),
             status: d.status,
             detail: d.detail,
             is_retry: d.is_retry,
             is_test: d.is_test,
-            provider_id: d.provider_id.map(WireName),
+            provider_id: d.provider_id.map(WireName::from),
             raw: d.raw,
             source: d.source,
         }
@@ -74,9 +74,9 @@ pub struct JobOut {
     pub payload: Value,
     pub provider_id: WireName,
     pub status: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub run_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
+    pub run_at: IsoTime,
     pub schedule_extensions_count: i64,
 }
 
@@ -122,11 +122,11 @@ fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
         },
         overrides: job.overrides,
         payload: job.payload,
-        provider_id: WireName(job.provider_id),
+        provider_id: WireName::from(job.provider_id),
         status: job.status,
-        created_at: job.created_at.to_iso(),
-        updated_at: job.updated_at.to_iso(),
-        run_at: job.run_at.to_iso(),
+        created_at: job.created_at.into(),
+        updated_at: job.updated_at.into(),
+        run_at: job.run_at.into(),
         schedule_extensions_count: job.schedule_extensions_count,
     }
 }
@@ -193,8 +193,8 @@ pub struct ActivityOut {
     )]
     pub digested_notification_id: Option<String>,
     pub transaction_id: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
     pub channels: Vec<String>,
     pub subscriber: ActivitySubscriberOut,
     pub template: ActivityTemplateOut,
@@ -235,7 +235,7 @@ impl From<ActivityItem> for ActivityOut {
                 .as_ref()
                 .map(|w| w.name.clone())
                 .unwrap_or_else(|| n.workflow_identifier.clone()),
-            origin: WireName("svc-cloud".to_owned()),
+            origin: WireName("svc-cloud".into()),
             triggers: vec![ActivityTriggerOut {
                 trigger_type: "event".to_owned(),
                 identifier: n.workflow_identifier,
@@ -250,8 +250,8 @@ impl From<ActivityItem> for ActivityOut {
             template_id: n.workflow_ref,
             digested_notification_id: n.digested_notification_id,
             transaction_id: n.transaction_id,
-            created_at: n.created_at.to_iso(),
-            updated_at: n.updated_at.to_iso(),
+            created_at: n.created_at.into(),
+            updated_at: n.updated_at.into(),
             channels: n.channels,
             subscriber,
             template,

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{Reply, WireName};
+use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber};
 use crate::domain::Tenant;
 use crate::error::{Error, Validation};
@@ -32,7 +32,7 @@ pub struct SubscriberOut {
     /// Deprecated; always empty.
     pub topics: Vec<String>,
     pub is_online: Option<bool>,
-    pub last_online_at: Option<String>,
+    pub last_online_at: Option<IsoTime>,
     #[serde(rename = "__v")]
     pub version: i64,
     #[schema(value_type = Option<Object>)]
@@ -44,8 +44,8 @@ pub struct SubscriberOut {
     #[serde(rename = "_environmentId")]
     pub environment_id: String,
     pub deleted: bool,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
 }
 
 /// ChannelSettings.
@@ -63,7 +63,7 @@ pub struct ChannelSettingsOut {
 impl From<ChannelSettings> for ChannelSettingsOut {
     fn from(c: ChannelSettings) -> Self {
         Self {
-            provider_id: WireName(c.provider_id),
+            provider_id: WireName::from(c.provider_id),
             integration_identifier: c.integration_identifier,
             credentials: c.credentials,
             integration_id: c.integration_id,
@@ -84,7 +84,7 @@ impl From<Subscriber> for SubscriberOut {
             channels: s.channels.into_iter().map(Into::into).collect(),
             topics: Vec::new(),
             is_online: s.is_online,
-            last_online_at: s.last_online_at.map(|t| t.to_iso()),
+            last_online_at: s.last_online_at.map(IsoTime),
             version: s.version,
             data: s.data,
             timezone: s.timezone,
@@ -92,8 +92,8 @@ impl From<Subscriber> for SubscriberOut {
             organization_id: s.organization_id,
             environment_id: s.environment_id,
             deleted: s.deleted,
-            created_at: s.created_at.to_iso(),
-            updated_at: s.updated_at.to_iso(),
+            created_at: s.created_at.into(),
+            updated_at: s.updated_at.into(),
         }
     }
 }

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{no_content, Reply, WireName};
+use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::workflow::{Severity, Step, StepType, Workflow};
 use crate::domain::Tenant;
@@ -118,8 +118,8 @@ pub struct WorkflowOut {
     pub environment_id: String,
     #[serde(rename = "_organizationId")]
     pub organization_id: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
 }
 
 /// A workflow step.
@@ -168,7 +168,7 @@ fn step_out(s: Step, w: &Workflow) -> StepOut {
         variables: json!({}),
         filters: s.filters,
         should_stop_on_fail: s.should_stop_on_fail,
-        origin: WireName("svc-cloud".to_owned()),
+        origin: WireName("svc-cloud".into()),
         workflow_id: w.workflow_id.clone(),
         workflow_database_id: w.id.clone(),
     }
@@ -190,14 +190,14 @@ impl From<Workflow> for WorkflowOut {
             active: w.active,
             critical: w.critical,
             severity: w.severity,
-            origin: WireName("svc-cloud".to_owned()),
+            origin: WireName("svc-cloud".into()),
             validate_payload: w.validate_payload,
             payload_schema: w.payload_schema,
             steps,
             environment_id: w.environment_id,
             organization_id: w.organization_id,
-            created_at: w.created_at.to_iso(),
-            updated_at: w.updated_at.to_iso(),
+            created_at: w.created_at.into(),
+            updated_at: w.updated_at.into(),
         }
     }
 }
