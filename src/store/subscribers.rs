@@ -268,17 +268,27 @@ impl Store {
             // statistics, match the rarest trigrams worth reading and recheck exactly; until they are read, GLOB.
             // Shorter terms have no trigram: `instr` on the row, and the keyset scan stops after a page.
             Dialect::Sqlite if term.chars().count() >= 3 => {
-                let index = format!("subscribers_{column}_search");
+                let stats = self.search_stats_snapshot();
+                // Five characters or more: the 5-gram index (migration 0009), else the trigram one.
+                let long = term.chars().count() >= super::search::GRAM && stats.is_some();
+                let index = if long {
+                    format!("subscribers_{column}_grams")
+                } else {
+                    format!("subscribers_{column}_search")
+                };
                 filter
                     .push(" and seq in (select rowid from ")
                     .push(&index)
                     .push(" where ");
-                match self.search_stats_snapshot() {
+                match stats {
                     Some(stats) => {
+                        let query = if long {
+                            super::search::rare_gram_query(column, term, &stats)
+                        } else {
+                            super::search::rare_trigram_query(column, term, &stats)
+                        };
                         filter.push(&index).push(" match ");
-                        filter
-                            .bind(super::search::rare_trigram_query(column, term, &stats))
-                            .push(")");
+                        filter.bind(query).push(")");
                         filter
                             .push(" and instr(")
                             .push(column)
@@ -345,11 +355,14 @@ impl Store {
             .bind(tenant.organization_id.as_str()).bind(tenant.environment_id.as_str()).bind(prefix).bind(now)
             .execute(p).await.map(|r| r.rows_affected()))?;
         if self.dialect() == Dialect::Sqlite {
-            // Merge the search indexes' segments after a bulk load: queries read one b-tree per trigram.
+            // Merge the search indexes' segments after a bulk load: queries read one b-tree per gram.
             for index in [
                 "subscribers_email_search",
                 "subscribers_phone_search",
                 "subscribers_full_name_search",
+                "subscribers_email_grams",
+                "subscribers_phone_grams",
+                "subscribers_full_name_grams",
             ] {
                 let sql = format!("insert into {index} ({index}) values ('optimize')");
                 on_db!(self.w(), p => sqlx::query(&sql).execute(p).await.map(|_| ()))?;
