@@ -395,6 +395,17 @@ async fn inbox_mark_as(app: TestApp) {
         .map(|m| m["_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(feed["data"][0]["content"], "n2", "newest first");
+    let (_, second) = app
+        .get("/v1/messages?subscriberId=meg&limit=1&page=1")
+        .await;
+    assert_eq!(
+        (
+            second["data"][0]["content"].as_str(),
+            second["data"].as_array().map(Vec::len)
+        ),
+        (Some("n1"), Some(1)),
+        "{second}"
+    );
     let (_, ned) = app.get("/v1/messages?subscriberId=ned").await;
     let ned_id = ned["data"][0]["_id"].as_str().unwrap().to_owned();
     let (_, unseen) = app.get("/v1/subscribers/meg/notifications/unseen").await;
@@ -949,6 +960,26 @@ async fn events_list_filters(app: TestApp) {
     assert_eq!(exact["hasMore"], false, "5 of 5: nothing more");
     let (_, float) = q("limit=2.0&page=1.0".into()).await;
     assert_eq!(float["page"], 1);
+    let order = |page: &serde_json::Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["transactionId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(order(&float), ["t3", "t2"], "page 1 continues page 0");
+    // A later page of a filtered list.
+    let (_, bo1) = q("subscriberIds=bo&limit=1&page=1".into()).await;
+    assert_eq!(
+        (order(&bo1), bo1["hasMore"].as_bool()),
+        (vec!["t4".to_owned()], Some(true))
+    );
+    let (_, bo2) = q("subscriberIds=bo&channels=in_app&limit=1&page=1".into()).await;
+    assert_eq!(
+        (order(&bo2), bo2["hasMore"].as_bool()),
+        (vec!["t3".to_owned()], Some(false))
+    );
     // Bad parameters.
     for (query, status) in [
         ("limit=0", StatusCode::UNPROCESSABLE_ENTITY),
