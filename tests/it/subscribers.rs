@@ -399,6 +399,22 @@ async fn search_long_terms(app: TestApp) {
     assert_eq!(ids("email=zoe.angstrom".into()).await, Vec::<String>::new());
     assert_eq!(ids("email=lab.example".into()).await, ["u1"]);
     assert_eq!(ids("name=%C3%85ngstr%C3%B6m".into()).await, ["u1"]);
+    // A subscriber without an email (nothing indexed) that gets one.
+    app.subscriber("late", json!({})).await;
+    let (status, _) = app
+        .patch(
+            "/v2/subscribers/late",
+            json!({"email": "late.comer@uni.example.se"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids("email=late.comer".into()).await, ["late"]);
+    assert_eq!(ids("email=uni.example.se".into()).await, ["late", "u3"]);
+    let (status, _) = app
+        .patch("/v2/subscribers/late", json!({"email": null}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids("email=late.comer".into()).await, Vec::<String>::new());
     // A term longer than any value, and one made of a repeated gram.
     assert_eq!(
         ids(format!("email={}", "x".repeat(300))).await,
