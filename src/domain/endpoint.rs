@@ -1,6 +1,7 @@
 //! Channel endpoints (spec §2.2) and channel connections (§2.3): types, the shape each endpoint type
 //! requires, and which providers each type suits.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::channel::{ProviderGroup, ProviderId};
@@ -160,6 +161,25 @@ pub struct ChannelEndpoint {
     pub connection_identifier: Option<String>,
     pub subscriber_id: Option<String>,
     pub context_keys: Vec<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A channel endpoint as the list shows it: the JSON columns stay the stored text and are written out
+/// without being parsed and re-serialized, which is most of the cost of a 100-row page.
+#[derive(Debug)]
+pub struct EndpointListing {
+    pub id: String,
+    pub identifier: String,
+    pub endpoint_type: EndpointType,
+    pub endpoint: Box<RawValue>,
+    pub integration_identifier: String,
+    pub provider_id: ProviderId,
+    pub channel: Channel,
+    pub connection_identifier: Option<String>,
+    pub subscriber_id: Option<String>,
+    /// A JSON array of strings.
+    pub context_keys: Box<RawValue>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

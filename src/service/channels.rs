@@ -4,7 +4,8 @@ use serde_json::Value;
 
 use crate::domain::context::{context_keys, parse_context, ContextEntry};
 use crate::domain::endpoint::{
-    validate_endpoint, ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointType,
+    validate_endpoint, ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing,
+    EndpointType,
 };
 use crate::domain::id::new_identifier;
 use crate::domain::integration::Integration;
@@ -450,7 +451,7 @@ pub async fn list_endpoints(
     tenant: &Tenant,
     filter: &ChannelFilter,
     page: &PageRequest,
-) -> Result<Page<ChannelEndpoint>> {
+) -> Result<Page<EndpointListing>> {
     store
         .list_endpoints(&tenant.environment_id, filter, page)
         .await

@@ -1,5 +1,6 @@
 //! Contexts, channel connections and channel endpoints.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -9,7 +10,9 @@ use super::sql::Sql;
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, ContextEntry};
-use crate::domain::endpoint::{ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointType};
+use crate::domain::endpoint::{
+    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
+};
 use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
 use crate::error::Result;
 
@@ -275,14 +278,56 @@ pub(crate) struct EndpointRow {
     updated_at: i64,
 }
 
-impl EndpointRow {
-    /// One row of an inline (rusqlite) read, by column name.
+impl From<EndpointRow> for ChannelEndpoint {
+    fn from(r: EndpointRow) -> Self {
+        ChannelEndpoint {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            identifier: r.identifier,
+            endpoint_type: r.endpoint_type,
+            endpoint: r.endpoint.0,
+            integration_identifier: r.integration_identifier,
+            provider_id: r.provider_id,
+            channel: r.channel,
+            connection_identifier: r.connection_identifier,
+            subscriber_id: r.subscriber_id,
+            context_keys: r.context_keys.0,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+/// The columns of a list page (see [`EndpointListing`]).
+const ENDPOINT_LIST_COLUMNS: &str =
+    "id, identifier, endpoint_type, endpoint, integration_identifier, provider_id, \
+    channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct EndpointListRow {
+    id: String,
+    identifier: String,
+    #[sqlx(try_from = "String")]
+    endpoint_type: EndpointType,
+    endpoint: Json<Box<RawValue>>,
+    integration_identifier: String,
+    #[sqlx(try_from = "String")]
+    provider_id: ProviderId,
+    #[sqlx(try_from = "String")]
+    channel: Channel,
+    connection_identifier: Option<String>,
+    subscriber_id: Option<String>,
+    context_keys: Json<Box<RawValue>>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl EndpointListRow {
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         let mut c = Columns::new(r);
         Ok(Self {
             id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
             identifier: c.get("identifier")?,
             endpoint_type: c.parse("endpoint_type", EndpointType::parse)?,
             endpoint: c.json("endpoint")?,
@@ -298,18 +343,16 @@ impl EndpointRow {
     }
 }
 
-impl Keyed for EndpointRow {
+impl Keyed for EndpointListRow {
     fn key(&self) -> &str {
         &self.id
     }
 }
 
-impl From<EndpointRow> for ChannelEndpoint {
-    fn from(r: EndpointRow) -> Self {
-        ChannelEndpoint {
+impl From<EndpointListRow> for EndpointListing {
+    fn from(r: EndpointListRow) -> Self {
+        EndpointListing {
             id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
             identifier: r.identifier,
             endpoint_type: r.endpoint_type,
             endpoint: r.endpoint.0,
@@ -376,15 +419,15 @@ impl Store {
         env: &EnvironmentId,
         filter: &ChannelFilter,
         page: &PageRequest,
-    ) -> Result<Page<ChannelEndpoint>> {
+    ) -> Result<Page<EndpointListing>> {
         let listing = Listing {
-            columns: ENDPOINT_COLUMNS,
+            columns: ENDPOINT_LIST_COLUMNS,
             from: "channel_endpoints",
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
         };
-        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), EndpointRow::read);
-        Ok(cursor_page_with::<EndpointRow>(reader, listing, page)
+        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), EndpointListRow::read);
+        Ok(cursor_page_with::<EndpointListRow>(reader, listing, page)
             .await?
             .map(Into::into))
     }

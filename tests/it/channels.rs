@@ -726,6 +726,15 @@ async fn endpoint_list_filters(app: TestApp) {
         .map(|e| e["identifier"].as_str().unwrap())
         .collect();
     assert_eq!(order, ["e6", "e5", "e4", "e3", "e2", "e1"]);
+    // A list item is the endpoint as a single read shows it (the list writes the stored JSON as it is).
+    for listed in page["data"].as_array().unwrap() {
+        let id = listed["identifier"].as_str().unwrap();
+        let (_, single) = app.get(&format!("/v1/channel-endpoints/{id}")).await;
+        assert_eq!(listed, &single, "{id}");
+    }
+    let e1 = &page["data"][5];
+    assert_eq!(e1["endpoint"], json!({"channelId": "C1"}));
+    assert_eq!(e1["contextKeys"], json!(["region:eu", "tenant:acme"]));
 
     // Connections list with the same filters.
     app.post("/v1/channel-connections", connection(json!({"connectionMode": "shared", "context": {"tenant": "acme"}, "identifier": "conn-shared"}))).await;

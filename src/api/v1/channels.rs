@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
@@ -13,7 +14,9 @@ use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, parse_context_keys};
-use crate::domain::endpoint::{ChannelConnection, ChannelEndpoint, ConnectionMode};
+use crate::domain::endpoint::{
+    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing,
+};
 use crate::domain::{Channel, Tenant};
 use crate::error::{Result, Validation};
 use crate::service::channels::{self as service, NewConnection, NewEndpoint};
@@ -261,17 +264,42 @@ pub struct ChannelEndpointOut {
     pub integration_identifier: Option<String>,
     pub connection_identifier: Option<String>,
     pub subscriber_id: Option<String>,
-    pub context_keys: Vec<String>,
+    /// Raw JSON: a list page writes the stored text as it is.
+    #[schema(value_type = Vec<String>)]
+    pub context_keys: Box<RawValue>,
     #[serde(rename = "type")]
     pub endpoint_type: &'static str,
     #[schema(value_type = Object)]
-    pub endpoint: Value,
+    pub endpoint: Box<RawValue>,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
 }
 
+/// `value` as raw JSON text (serializing a JSON value cannot fail).
+fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("a JSON value serializes")
+}
+
 impl From<ChannelEndpoint> for ChannelEndpointOut {
     fn from(e: ChannelEndpoint) -> Self {
+        Self {
+            identifier: e.identifier,
+            channel: Some(e.channel),
+            provider_id: Some(WireName::from(&e.provider_id)),
+            integration_identifier: Some(e.integration_identifier),
+            connection_identifier: e.connection_identifier,
+            subscriber_id: e.subscriber_id,
+            context_keys: raw(&e.context_keys),
+            endpoint_type: e.endpoint_type.as_str(),
+            endpoint: raw(&e.endpoint),
+            created_at: e.created_at.into(),
+            updated_at: e.updated_at.into(),
+        }
+    }
+}
+
+impl From<EndpointListing> for ChannelEndpointOut {
+    fn from(e: EndpointListing) -> Self {
         Self {
             identifier: e.identifier,
             channel: Some(e.channel),
