@@ -1,9 +1,10 @@
 //! Notifications (one per trigger and subscriber), jobs (one per notification step), execution details
 //! and messages: what the engine produces and the activity feed reads.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::workflow::Step;
+use super::workflow::{Step, StepSummary};
 use super::Timestamp;
 
 /// Job states. A job is `queued` until a worker claims it (`running`), then ends `completed`, `failed`,
@@ -67,6 +68,25 @@ pub struct Job {
     pub schedule_extensions_count: i64,
     /// Retry and failover state of a channel step (`engine::deliver`); `None` before its first attempt.
     pub delivery: Option<Value>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A job as the activity feed shows it: only what the feed writes, the JSON columns kept as the stored text.
+#[derive(Debug, Clone)]
+pub struct JobSummary {
+    pub id: String,
+    pub notification_id: String,
+    pub workflow_ref: String,
+    pub step_index: i64,
+    pub step: StepSummary,
+    pub status: String,
+    pub provider_id: String,
+    pub payload: Box<RawValue>,
+    pub overrides: Option<Box<RawValue>>,
+    pub digest: Option<Box<RawValue>>,
+    pub run_at: Timestamp,
+    pub schedule_extensions_count: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

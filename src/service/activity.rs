@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::domain::id::is_object_id;
-use crate::domain::job::{ExecutionDetail, Job, Notification};
+use crate::domain::job::{ExecutionDetail, JobSummary, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::Workflow;
 use crate::domain::{EnvironmentId, Tenant};
@@ -22,7 +22,7 @@ pub struct ActivityItem {
     /// Shared by the items of a page that have the same subscriber or workflow.
     pub subscriber: Option<Arc<Subscriber>>,
     pub workflow: Option<Arc<Workflow>>,
-    pub jobs: Vec<(Job, Vec<ExecutionDetail>)>,
+    pub jobs: Vec<(JobSummary, Vec<ExecutionDetail>)>,
 }
 
 /// `GET /v1/notifications` after query parsing.
@@ -75,7 +75,7 @@ async fn assemble(
         .into_iter()
         .map(|w| (w.id.clone(), Arc::new(w)))
         .collect();
-    let mut jobs_by_notification: HashMap<String, Vec<(Job, Vec<ExecutionDetail>)>> =
+    let mut jobs_by_notification: HashMap<String, Vec<(JobSummary, Vec<ExecutionDetail>)>> =
         HashMap::new();
     for job in jobs {
         let d = details.remove(&job.id).unwrap_or_default();

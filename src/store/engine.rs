@@ -1,6 +1,7 @@
 //! The delivery engine's tables: triggers, notifications, jobs (claimed with leases), execution details
 //! and messages. Everything a step produces is written in the transaction that completes its job.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -9,8 +10,10 @@ use super::page::PortableRow;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::context::context_set;
-use crate::domain::job::{ExecutionDetail, Job, Message, MessageDelivery, Notification};
-use crate::domain::workflow::Step;
+use crate::domain::job::{
+    ExecutionDetail, Job, JobSummary, Message, MessageDelivery, Notification,
+};
+use crate::domain::workflow::{Step, StepSummary};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -981,14 +984,14 @@ impl Store {
     /// The jobs of several notifications (one query for a whole page), each notification's in step order
     /// (then creation order). Sorted here rather than in SQL: an `order by` over the page's rows makes the
     /// database copy every row, JSON columns and all, through a sorter.
-    pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<Job>> {
+    pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<JobSummary>> {
         if notification_ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut q = Sql::new("select ");
-        q.push(JOB_COLUMNS).push(" from jobs where 1 = 1");
+        q.push(JOB_SUMMARY_COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        let mut jobs: Vec<Job> = fetch::<JobRow>(self, q)
+        let mut jobs: Vec<JobSummary> = fetch::<JobSummaryRow>(self, q)
             .await?
             .into_iter()
             .map(Into::into)
@@ -1380,6 +1383,72 @@ impl ReadRow for JobRow {
             created_at: c.get("created_at")?,
             updated_at: c.get("updated_at")?,
         })
+    }
+}
+
+/// The columns the activity feed shows of a job (see [`JobSummary`]).
+const JOB_SUMMARY_COLUMNS: &str =
+    "id, notification_id, workflow_ref, step_index, step, status, provider_id, \
+    payload, overrides, digest, run_at, schedule_extensions_count, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct JobSummaryRow {
+    id: String,
+    notification_id: String,
+    workflow_ref: String,
+    step_index: i64,
+    step: Json<StepSummary>,
+    status: String,
+    provider_id: String,
+    payload: Json<Box<RawValue>>,
+    overrides: Option<Json<Box<RawValue>>>,
+    digest: Option<Json<Box<RawValue>>>,
+    run_at: i64,
+    schedule_extensions_count: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl ReadRow for JobSummaryRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
+        Ok(Self {
+            id: c.get("id")?,
+            notification_id: c.get("notification_id")?,
+            workflow_ref: c.get("workflow_ref")?,
+            step_index: c.get("step_index")?,
+            step: c.json("step")?,
+            status: c.get("status")?,
+            provider_id: c.get("provider_id")?,
+            payload: c.json("payload")?,
+            overrides: c.opt_json("overrides")?,
+            digest: c.opt_json("digest")?,
+            run_at: c.get("run_at")?,
+            schedule_extensions_count: c.get("schedule_extensions_count")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
+        })
+    }
+}
+
+impl From<JobSummaryRow> for JobSummary {
+    fn from(r: JobSummaryRow) -> Self {
+        JobSummary {
+            id: r.id,
+            notification_id: r.notification_id,
+            workflow_ref: r.workflow_ref,
+            step_index: r.step_index,
+            step: r.step.0,
+            status: r.status,
+            provider_id: r.provider_id,
+            payload: r.payload.0,
+            overrides: r.overrides.map(|o| o.0),
+            digest: r.digest.map(|d| d.0),
+            run_at: Timestamp(r.run_at),
+            schedule_extensions_count: r.schedule_extensions_count,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
     }
 }
 

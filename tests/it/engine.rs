@@ -223,6 +223,24 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
     assert_eq!(sent[0].json()["to"], json!(["ann@example.com"]));
     assert_eq!(sent[0].json()["subject"], "Hi");
     assert_eq!(jobs[0]["providerId"], "svc");
+    // A job shows its step as stored and the trigger's payload (the feed writes their JSON as stored).
+    let step = &jobs[0]["step"];
+    assert_eq!(step["stepId"], "inbox");
+    assert_eq!(step["name"], "Inbox");
+    assert_eq!(
+        step["controlVariables"],
+        json!({"body": "Hello {{ payload.name }}"})
+    );
+    assert_eq!(step["filters"], json!([]));
+    assert_eq!(step["shouldStopOnFail"], false);
+    assert_eq!(step["_templateId"], n["_templateId"]);
+    assert_eq!(
+        jobs[1]["step"]["controlVariables"],
+        json!({"amount": 1, "unit": "seconds"})
+    );
+    assert_eq!(jobs[0]["payload"], json!({"name": "Ann"}));
+    assert!(jobs[0].get("digest").is_none(), "only digest jobs show one");
+    assert!(jobs[0].get("overrides").is_none());
     // The delay really waited: the email job ran at least a second after the in-app one.
     let ran = |j: &serde_json::Value| {
         tidings::domain::Timestamp::parse(j["updatedAt"].as_str().unwrap())
@@ -262,6 +280,11 @@ async fn digest_collapses_triggers(app: TestApp) {
     // The later triggers' digest jobs were merged into the first.
     let items = settled(&app, "d2", 1).await;
     assert_eq!(items[0]["jobs"][0]["status"], "merged");
+    // The digest job shows its digest state.
+    let first = settled(&app, "d1", 1).await;
+    let job = &first[0]["jobs"][0];
+    assert_eq!(job["type"], "digest");
+    assert!(job["digest"].is_object(), "{job}");
 }
 db_test!(digest, digest_collapses_triggers);
 

@@ -4,7 +4,8 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
@@ -12,7 +13,7 @@ use crate::api::extract::{AppPath, QueryMap};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
-use crate::domain::job::{ExecutionDetail, Job};
+use crate::domain::job::{ExecutionDetail, JobSummary};
 use crate::domain::{Tenant, Timestamp};
 use crate::error::{Error, Validation};
 use crate::service::activity::{self as service, ActivityItem, ActivityQuery};
@@ -61,17 +62,17 @@ pub struct JobOut {
     #[serde(rename = "_id")]
     pub id: String,
     #[serde(rename = "type")]
-    pub job_type: String,
+    pub job_type: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub digest: Option<Value>,
+    pub digest: Option<Box<RawValue>>,
     pub execution_details: Vec<ExecutionDetailOut>,
     pub step: JobStepOut,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub overrides: Option<Value>,
+    pub overrides: Option<Box<RawValue>>,
     #[schema(value_type = Object)]
-    pub payload: Value,
+    pub payload: Box<RawValue>,
     pub provider_id: WireName,
     pub status: String,
     pub created_at: IsoTime,
@@ -90,23 +91,23 @@ pub struct JobStepOut {
     pub name: String,
     pub active: bool,
     #[schema(value_type = Vec<Object>)]
-    pub filters: Vec<Value>,
+    pub filters: Box<RawValue>,
     #[serde(rename = "_templateId")]
     pub template_id: String,
     #[serde(rename = "_parentId")]
     pub parent_id: Option<String>,
     pub should_stop_on_fail: bool,
     #[schema(value_type = Object)]
-    pub control_variables: Map<String, Value>,
+    pub control_variables: Box<RawValue>,
 }
 
-fn job_out(job: Job, details: Vec<ExecutionDetail>) -> JobOut {
+fn job_out(job: JobSummary, details: Vec<ExecutionDetail>) -> JobOut {
     let digest = job
         .digest
         .filter(|_| job.step.step_type == crate::domain::workflow::StepType::Digest);
     JobOut {
         id: job.id,
-        job_type: job.step.step_type.as_str().to_owned(),
+        job_type: job.step.step_type.as_str(),
         digest,
         execution_details: details.into_iter().map(Into::into).collect(),
         step: JobStepOut {
