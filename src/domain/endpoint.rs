@@ -165,8 +165,8 @@ pub struct ChannelEndpoint {
     pub updated_at: Timestamp,
 }
 
-/// A channel endpoint as the list shows it: the JSON columns stay the stored text and are written out
-/// without being parsed and re-serialized, which is most of the cost of a 100-row page.
+/// A channel endpoint as the list shows it: only the shown fields, and the JSON columns kept as the stored
+/// text, written out without being parsed into maps and serialized again for every row of a page.
 #[derive(Debug)]
 pub struct EndpointListing {
     pub id: String,
