@@ -503,39 +503,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::super::plans::{migrated, plan};
     use super::*;
-
-    /// An in-memory SQLite database with every migration applied.
-    fn migrated() -> rusqlite::Connection {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        for f in files {
-            conn.execute_batch(&std::fs::read_to_string(&f).unwrap())
-                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        }
-        conn
-    }
-
-    fn plan(conn: &rusqlite::Connection, sql: &str) -> String {
-        let mut stmt = conn
-            .prepare(&format!(
-                "explain query plan {}",
-                super::super::fast::numbered(sql)
-            ))
-            .unwrap();
-        // Unbound parameters are NULL: the plan does not depend on their values.
-        let mut rows = stmt.raw_query();
-        let mut steps = Vec::new();
-        while let Some(row) = rows.next().unwrap() {
-            steps.push(row.get::<_, String>(3).unwrap());
-        }
-        steps.join("; ")
-    }
 
     /// The endpoints of a subscriber or of a context set (the list's first page, and a delivery's
     /// destinations) are read from a covering index alone: no table page per row.
@@ -545,7 +514,7 @@ mod tests {
         let env = EnvironmentId("6b05edefbd5e51c18e7ee068".to_owned());
         let first_page = |filter: ChannelFilter| {
             format!(
-                "select {ENDPOINT_COLUMNS} from channel_endpoints where {} order by created_at desc, id desc limit 101",
+                "select {ENDPOINT_LIST_COLUMNS} from channel_endpoints where {} order by created_at desc, id desc limit 101",
                 filter.to_sql(&env, true).text
             )
         };

@@ -1542,3 +1542,31 @@ impl ReadRow for MessageRow {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::plans::{migrated, plan};
+
+    /// The digest lookups read the digest-key index in order (no sort for the open window), and the
+    /// index is partial: jobs without a digest key, nearly all of them, add no entry to it.
+    #[test]
+    fn digest_lookups_use_the_partial_digest_index() {
+        let conn = migrated();
+        for sql in [
+            "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1",
+            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1",
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("USING INDEX jobs_digest (digest_key=?"), "{sql}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{sql}: {p}");
+        }
+        let partial: bool = conn
+            .query_row(
+                "select \"partial\" from pragma_index_list('jobs') where name = 'jobs_digest'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(partial);
+    }
+}

@@ -297,3 +297,40 @@ mod tests {
         );
     }
 }
+
+/// Query plans on the migrated SQLite schema, for tests that pin which index a statement reads.
+#[cfg(test)]
+pub(crate) mod plans {
+    /// An in-memory SQLite database with every migration applied.
+    pub fn migrated() -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for f in files {
+            conn.execute_batch(&std::fs::read_to_string(&f).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+        conn
+    }
+
+    /// The plan's steps, joined with "; ".
+    pub fn plan(conn: &rusqlite::Connection, sql: &str) -> String {
+        let mut stmt = conn
+            .prepare(&format!(
+                "explain query plan {}",
+                super::fast::numbered(sql)
+            ))
+            .unwrap();
+        // Unbound parameters are NULL: the plan does not depend on their values.
+        let mut rows = stmt.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next().unwrap() {
+            steps.push(row.get::<_, String>(3).unwrap());
+        }
+        steps.join("; ")
+    }
+}
