@@ -16,8 +16,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::job::{status, ExecutionDetail, Job, Notification};
+use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
-use crate::domain::{new_object_id, Timestamp};
+use crate::domain::{new_object_id, EnvironmentId, Timestamp};
 use crate::store::engine::JobOutcome;
 use crate::store::Store;
 
@@ -439,6 +440,8 @@ async fn worker_loop(
                     HashMap::new()
                 }
             };
+        // And its subscribers, one query per environment (`None`: each job reads its own).
+        let subscribers = prefetch_subscribers(&store, &jobs).await;
         // Run the batch concurrently, then complete it in one transaction.
         let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut set = tokio::task::JoinSet::new();
@@ -449,9 +452,18 @@ async fn worker_loop(
             let notification = notifications
                 .remove(&job.notification_id)
                 .filter(|n| n.environment_id == job.environment_id);
+            let subscriber: Option<Option<Arc<Subscriber>>> = subscribers.as_ref().map(|found| {
+                found
+                    .get(&(job.environment_id.clone(), job.subscriber_id.clone()))
+                    .cloned()
+            });
             set.spawn(async move {
                 let _permit = running.acquire_owned().await;
-                let outcome = runner.run(&job, &worker, notification.as_ref()).await;
+                let prefetched = steps::Prefetched {
+                    notification: notification.as_ref(),
+                    subscriber: subscriber.as_ref().map(|s| s.as_deref()),
+                };
+                let outcome = runner.run(&job, &worker, prefetched).await;
                 (job, outcome)
             });
         }
@@ -495,6 +507,38 @@ async fn worker_loop(
             }
         }
     }
+}
+
+/// The current subscribers of a batch's jobs by (environment, subscriberId), one query per environment;
+/// `None` when a read failed (each job then reads its own subscriber).
+async fn prefetch_subscribers(
+    store: &Store,
+    jobs: &[Job],
+) -> Option<HashMap<(String, String), Arc<Subscriber>>> {
+    let mut wanted: HashMap<&str, Vec<String>> = HashMap::new();
+    for job in jobs {
+        let ids = wanted.entry(job.environment_id.as_str()).or_default();
+        if !ids.contains(&job.subscriber_id) {
+            ids.push(job.subscriber_id.clone());
+        }
+    }
+    let mut found = HashMap::new();
+    for (env, ids) in wanted {
+        let env = EnvironmentId(env.to_owned());
+        match store.subscribers_by_ids(&env, &ids).await {
+            Ok(list) => found.extend(list.into_iter().map(|s| {
+                (
+                    (s.environment_id.clone(), s.subscriber_id.clone()),
+                    Arc::new(s),
+                )
+            })),
+            Err(e) => {
+                tracing::warn!(error = ?e, "prefetching subscribers failed");
+                return None;
+            }
+        }
+    }
+    Some(found)
 }
 
 /// The outcome of a step that finished without producing anything else.

@@ -1,9 +1,5 @@
 //! Step executors: what each step type does when its job runs, and which job comes next.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
 use serde_json::{json, Map, Value};
 
 use super::{detail, finished, job_for_step};
@@ -11,7 +7,7 @@ use crate::config::WireProfile;
 use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{status, Job, Message, Notification};
 use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::{duration_ms, StepType, Workflow};
+use crate::domain::workflow::{duration_ms, StepType};
 use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::render::Renderer;
@@ -33,14 +29,17 @@ pub struct Runner {
     pub(super) profile: WireProfile,
     /// First backoff of a provider retry (doubled on each further retry).
     pub(super) retry_base: std::time::Duration,
-    workflows: Mutex<HashMap<(String, String), CachedWorkflow>>,
 }
 
-/// A workflow definition (or its absence) and when it was read.
-type CachedWorkflow = (Instant, Option<Arc<Workflow>>);
-
-/// How long the workers reuse a workflow definition they read.
-const WORKFLOW_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// What a worker read for its whole batch, handed to each job so that it need not read it again.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Prefetched<'a> {
+    /// The job's notification; `None`: not read with the batch (the job reads it).
+    pub notification: Option<&'a Notification>,
+    /// The job's subscriber: `Some(None)` when the batch's read found none (deleted); `None` when the
+    /// batch's subscribers were not read (the job reads its own).
+    pub subscriber: Option<Option<&'a Subscriber>>,
+}
 
 /// What a step decided about the rest of the chain.
 pub(super) enum Chain {
@@ -62,20 +61,19 @@ impl Runner {
             http,
             profile,
             retry_base,
-            workflows: Mutex::default(),
         }
     }
 
     /// Runs one claimed job and returns what completes it. On an infrastructure error the job is put back
     /// with backoff (or, after the last attempt, completed as failed) and `None` is returned.
-    /// `notification` is the job's notification when the caller fetched it with the batch (else it is read).
+    /// `prefetched` holds what the caller read with the batch (the rest is read here).
     pub async fn run(
         &self,
         job: &Job,
         worker: &str,
-        notification: Option<&Notification>,
+        prefetched: Prefetched<'_>,
     ) -> Option<JobOutcome> {
-        match self.execute(job, notification).await {
+        match self.execute(job, prefetched).await {
             Ok(outcome) => Some(outcome),
             Err(e) => {
                 tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
@@ -98,10 +96,10 @@ impl Runner {
         }
     }
 
-    async fn execute(&self, job: &Job, prefetched: Option<&Notification>) -> Result<JobOutcome> {
+    async fn execute(&self, job: &Job, prefetched: Prefetched<'_>) -> Result<JobOutcome> {
         let env = EnvironmentId(job.environment_id.clone());
         let fetched;
-        let notification = match prefetched {
+        let notification = match prefetched.notification {
             Some(n) => Some(n),
             None => {
                 fetched = self
@@ -121,11 +119,15 @@ impl Runner {
             );
             return Ok(finished(status::FAILED, vec![d]));
         };
-        let subscriber = self.store.get_subscriber(&env, &job.subscriber_id).await?;
-        let subscriber_json = subscriber
-            .as_ref()
-            .map(subscriber_vars)
-            .unwrap_or(Value::Null);
+        let fetched_subscriber;
+        let subscriber = match prefetched.subscriber {
+            Some(s) => s,
+            None => {
+                fetched_subscriber = self.store.get_subscriber(&env, &job.subscriber_id).await?;
+                fetched_subscriber.as_ref()
+            }
+        };
+        let subscriber_json = subscriber.map(subscriber_vars).unwrap_or(Value::Null);
 
         let filters: Vec<StepFilter> = job
             .step
@@ -188,8 +190,7 @@ impl Runner {
                 (finished(status::COMPLETED, vec![d]), Chain::Continue)
             }
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
-                self.channel(job, notification, subscriber.as_ref(), &vars)
-                    .await?
+                self.channel(job, notification, subscriber, &vars).await?
             }
             StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
         };
@@ -200,29 +201,15 @@ impl Runner {
         Ok(outcome)
     }
 
-    /// A workflow by id, cached for [`WORKFLOW_TTL`]: every job of a busy workflow needs it, and a change
-    /// reaches running chains within that time.
-    async fn workflow(&self, env: &EnvironmentId, id: &str) -> Result<Option<Arc<Workflow>>> {
-        let key = (env.0.clone(), id.to_owned());
-        if let Some((at, w)) = self.workflows.lock().expect("cache lock").get(&key) {
-            if at.elapsed() < WORKFLOW_TTL {
-                return Ok(w.clone());
-            }
-        }
-        let w = self.store.get_workflow(env, id).await?.map(Arc::new);
-        let mut cache = self.workflows.lock().expect("cache lock");
-        if cache.len() > 10_000 {
-            cache.clear();
-        }
-        cache.insert(key, (Instant::now(), w.clone()));
-        Ok(w)
-    }
-
     /// The job of the step after `job`, from the workflow's current definition. A digest step whose window
     /// is already open for the same key absorbs this event instead.
     async fn next_job(&self, job: &Job, n: &Notification) -> Result<Option<Job>> {
         let env = EnvironmentId(job.environment_id.clone());
-        let Some(workflow) = self.workflow(&env, &job.workflow_ref).await? else {
+        let Some(workflow) = self
+            .store
+            .get_workflow_cached(&env, &job.workflow_ref)
+            .await?
+        else {
             return Ok(None);
         };
         let index = job.step_index + 1;

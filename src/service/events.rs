@@ -205,7 +205,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         error,
     };
     let workflow = store
-        .get_workflow(&tenant.environment_id, &input.name)
+        .get_workflow_cached(&tenant.environment_id, &input.name)
         .await?
         .ok_or_else(|| Error::NotFound(format!("Workflow not found: {}", input.name)))?;
     if !workflow.active {

@@ -87,6 +87,8 @@ pub struct Store {
     trigger_queue: std::sync::Arc<
         std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<engine::TriggerRequest>>,
     >,
+    /// Workflow definitions read by triggers and workers (see `workflows`).
+    workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
     /// SQLite file only: the thread that checkpoints the write-ahead log, stopped with the last clone.
@@ -130,6 +132,7 @@ impl Store {
                     sqlite_path: sqlite_path.map(std::sync::Arc::from),
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
+                    workflow_cache: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -161,6 +164,7 @@ impl Store {
                     sqlite_path: None,
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
+                    workflow_cache: Default::default(),
                     _checkpointer: None,
                 })
             }

@@ -395,6 +395,31 @@ impl Store {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// The environment's current (not deleted) subscribers among `subscriber_ids`, in one query: what the
+    /// workers read for a whole batch instead of one [`Store::get_subscriber`] per job.
+    pub async fn subscribers_by_ids(
+        &self,
+        env: &EnvironmentId,
+        subscriber_ids: &[String],
+    ) -> Result<Vec<Subscriber>> {
+        if subscriber_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select ");
+        q.push(COLUMNS)
+            .push(" from subscribers where environment_id = ")
+            .bind(env.as_str())
+            .push(" and deleted = false");
+        q.push_in("subscriber_id", subscriber_ids);
+        let rows: Vec<SubscriberRow> = match self.sqlite_path.as_deref() {
+            Some(path) => query_inline(path, &q, SubscriberRow::read)?,
+            None => {
+                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?
+            }
+        };
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// subscriberIds of the environment's subscribers whose email is one of `emails` (exact).
     pub async fn subscriber_ids_by_emails(
         &self,

@@ -1,5 +1,10 @@
 //! Workflows; steps are stored as one JSON array per workflow.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -14,6 +19,48 @@ use crate::error::{Error, Result};
 
 const COLUMNS: &str = "id, organization_id, environment_id, workflow_id, name, description, tags, active, critical, \
     severity, preferences, payload_schema, validate_payload, steps, version, created_at, updated_at";
+
+/// How long [`Store::get_workflow_cached`] reuses a definition it read. Writes through this process clear
+/// the cache at once; another process's change reaches this one within this time.
+pub const WORKFLOW_TTL: Duration = Duration::from_secs(1);
+
+/// A workflow definition (or its absence) and when it was read.
+type CachedWorkflow = (Instant, Option<Arc<Workflow>>);
+
+/// Workflow definitions read by triggers and workers, by (environment, `_id` or identifier).
+#[derive(Debug, Default)]
+pub(crate) struct WorkflowCache {
+    entries: Mutex<HashMap<(String, String), CachedWorkflow>>,
+    /// Bumped by every write: a read that began before a write does not store what it read.
+    generation: AtomicU64,
+}
+
+impl WorkflowCache {
+    fn get(&self, key: &(String, String)) -> Option<Option<Arc<Workflow>>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(key)
+            .filter(|(at, _)| at.elapsed() < WORKFLOW_TTL)
+            .map(|(_, w)| w.clone())
+    }
+
+    fn put(&self, key: (String, String), generation: u64, w: Option<Arc<Workflow>>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if entries.len() >= 10_000 {
+            entries.clear();
+        }
+        entries.insert(key, (Instant::now(), w));
+    }
+
+    fn clear(&self) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        entries.clear();
+    }
+}
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct WorkflowRow {
@@ -109,6 +156,7 @@ impl Store {
             .bind(w.preferences.as_ref().map(Json)).bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload)
             .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0)
             .execute(p).await.map(|_| ()));
+        self.workflow_cache.clear();
         match res {
             Ok(()) => Ok(()),
             Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
@@ -151,6 +199,26 @@ impl Store {
         Ok(row.map(Into::into))
     }
 
+    /// [`Store::get_workflow`] through a short-lived cache (see [`WORKFLOW_TTL`]), for the reads every
+    /// trigger and every job makes. Not for read-modify-write cycles: updates check the stored version.
+    pub async fn get_workflow_cached(
+        &self,
+        env: &EnvironmentId,
+        id_or_identifier: &str,
+    ) -> Result<Option<Arc<Workflow>>> {
+        let key = (env.0.clone(), id_or_identifier.to_owned());
+        if let Some(w) = self.workflow_cache.get(&key) {
+            return Ok(w);
+        }
+        let generation = self.workflow_cache.generation.load(Ordering::Acquire);
+        let w = self
+            .get_workflow(env, id_or_identifier)
+            .await?
+            .map(Arc::new);
+        self.workflow_cache.put(key, generation, w.clone());
+        Ok(w)
+    }
+
     pub async fn list_workflows(
         &self,
         env: &EnvironmentId,
@@ -183,6 +251,7 @@ impl Store {
             .bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload).bind(Json(&w.steps))
             .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(&w.id).bind(expected_version)
             .execute(p).await.map(|r| r.rows_affected()));
+        self.workflow_cache.clear();
         match res {
             Ok(n) => Ok(n == 1),
             Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
@@ -195,8 +264,9 @@ impl Store {
         let n = on_db!(self.w(), p => sqlx::query(
             "update workflows set deleted = true, version = version + 1, updated_at = $1
              where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()));
+        self.workflow_cache.clear();
+        Ok(n? == 1)
     }
 }
 

@@ -1141,3 +1141,57 @@ async fn throttle_and_scheduled_delay(app: TestApp) {
     );
 }
 db_test!(throttle_schedule, throttle_and_scheduled_delay);
+
+/// Triggers read workflows through a short-lived cache; a change made through the API reaches the very next
+/// trigger (writes clear the cache), and so do a delete and a re-creation under the same identifier.
+async fn workflow_changes_reach_the_next_trigger(app: TestApp) {
+    let body = |active: bool, text: &str| {
+        json!({"name": "Ping", "workflowId": "ping", "active": active, "steps": [
+            {"name": "One", "type": "in_app", "controlValues": {"body": text}}
+        ]})
+    };
+    let trigger = |tx: &'static str| {
+        let app = &app;
+        async move {
+            app.post(
+                "/v1/events/trigger",
+                json!({"name": "ping", "to": "cache-reader", "transactionId": tx}),
+            )
+            .await
+        }
+    };
+    workflow(&app, body(true, "first")).await;
+    let (status, out) = trigger("tx-cache-1").await;
+    assert_eq!(
+        (status, out["status"].clone()),
+        (StatusCode::CREATED, json!("processed"))
+    );
+
+    let (status, out) = app.put("/v2/workflows/ping", body(false, "first")).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let (status, out) = trigger("tx-cache-2").await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["status"], "trigger_not_active", "{out}");
+
+    let (status, _) = app.delete("/v2/workflows/ping").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, out) = trigger("tx-cache-3").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+
+    workflow(&app, body(true, "second")).await;
+    let (status, out) = trigger("tx-cache-4").await;
+    assert_eq!(
+        (status, out["status"].clone()),
+        (StatusCode::CREATED, json!("processed"))
+    );
+    // The job of the re-created workflow renders its own body.
+    let messages = eventually(|| async {
+        let messages = messages_of(&app, "cache-reader").await;
+        (messages.len() == 2).then_some(messages)
+    })
+    .await;
+    let mut bodies: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, ["first", "second"]);
+}
+db_test!(workflow_cache, workflow_changes_reach_the_next_trigger);
