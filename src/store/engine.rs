@@ -508,21 +508,31 @@ impl Store {
         Ok(fresh)
     }
 
-    /// Claims up to `limit` due jobs for `worker` with a lease; jobs whose lease expired are claimed again.
-    pub async fn claim_jobs(&self, worker: &str, limit: i64, lease_ms: i64) -> Result<Vec<Job>> {
+    /// Claims up to `limit` due jobs for `worker` with a lease. With `reclaim_expired`, jobs whose lease
+    /// expired (their worker died) are claimed again, before due ones.
+    pub async fn claim_jobs(
+        &self,
+        worker: &str,
+        limit: i64,
+        lease_ms: i64,
+        reclaim_expired: bool,
+    ) -> Result<Vec<Job>> {
         let now = Timestamp::now().0;
         // Two statements, each served by the `jobs_due (status, run_at)` index in order and stopping after
         // `limit` rows. One statement with `(queued and due) or (running and expired) order by run_at` would
         // collect and sort the whole backlog on every claim.
-        let expired = self
-            .claim_where(
+        let expired = if reclaim_expired {
+            self.claim_where(
                 worker,
                 "status = 'running' and locked_until < $3",
                 limit,
                 lease_ms,
                 now,
             )
-            .await?;
+            .await?
+        } else {
+            Vec::new()
+        };
         let left = limit - expired.len() as i64;
         let mut jobs = expired;
         if left > 0 {

@@ -557,15 +557,28 @@ async fn lease_expiry(backend: Backend) {
     )
     .await;
     // A worker claims the job with a short lease, then dies without finishing it.
-    let claimed = app.store.claim_jobs("dead-worker", 10, 300).await.unwrap();
+    let claimed = app
+        .store
+        .claim_jobs("dead-worker", 10, 300, true)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         app.store
-            .claim_jobs("other", 10, 300)
+            .claim_jobs("other", 10, 300, true)
             .await
             .unwrap()
             .is_empty(),
         "the lease holds"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        app.store
+            .claim_jobs("other", 10, 300, false)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a claim that does not look for expired leases leaves the job alone"
     );
     app.start_workers();
     let items = settled(&app, "lease", 1).await;
