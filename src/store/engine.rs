@@ -359,10 +359,24 @@ pub(crate) type TriggerRequest = (
 /// Most triggers one group commit takes.
 const GROUP_COMMIT_MAX: usize = 1000;
 
+/// Group commits that may be under way at once on PostgreSQL (each holds a pool connection).
+const POSTGRES_GROUPS_IN_FLIGHT: usize = 3;
+
 /// The writer behind [`Store::insert_triggers`]: takes every request waiting, records them in one
 /// transaction, and answers each with its share of the outcome.
 async fn group_commit(store: Store, mut rx: tokio::sync::mpsc::UnboundedReceiver<TriggerRequest>) {
+    // SQLite has one writer: one group at a time. PostgreSQL commits several at once, so the next group
+    // is written while the previous one waits for its commit.
+    let in_flight = match store.dialect() {
+        Dialect::Sqlite => 1,
+        Dialect::Postgres => POSTGRES_GROUPS_IN_FLIGHT,
+    };
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(in_flight));
     while let Some(first) = rx.recv().await {
+        // Taken before the group is drained, so that a group waiting for its turn keeps growing.
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
         let mut requests = vec![first];
         let mut count = requests[0].0.len();
         while count < GROUP_COMMIT_MAX {
@@ -374,28 +388,42 @@ async fn group_commit(store: Store, mut rx: tokio::sync::mpsc::UnboundedReceiver
                 Err(_) => break,
             }
         }
-        let mut sizes = Vec::with_capacity(requests.len());
-        let mut all = Vec::with_capacity(count);
-        let mut replies = Vec::with_capacity(requests.len());
-        for (records, reply) in requests {
-            sizes.push(records.len());
-            all.extend(records);
-            replies.push(reply);
+        if in_flight == 1 {
+            commit_group(&store, requests, count).await;
+            drop(permit);
+        } else {
+            let store = store.clone();
+            tokio::spawn(async move {
+                commit_group(&store, requests, count).await;
+                drop(permit);
+            });
         }
-        match store.insert_triggers_now(&all).await {
-            Ok(fresh) => {
-                let mut fresh = fresh.into_iter();
-                for (size, reply) in sizes.into_iter().zip(replies) {
-                    let _ = reply.send(Ok(fresh.by_ref().take(size).collect()));
-                }
+    }
+}
+
+/// Records one group of trigger requests in one transaction and answers each request.
+async fn commit_group(store: &Store, requests: Vec<TriggerRequest>, count: usize) {
+    let mut sizes = Vec::with_capacity(requests.len());
+    let mut all = Vec::with_capacity(count);
+    let mut replies = Vec::with_capacity(requests.len());
+    for (records, reply) in requests {
+        sizes.push(records.len());
+        all.extend(records);
+        replies.push(reply);
+    }
+    match store.insert_triggers_now(&all).await {
+        Ok(fresh) => {
+            let mut fresh = fresh.into_iter();
+            for (size, reply) in sizes.into_iter().zip(replies) {
+                let _ = reply.send(Ok(fresh.by_ref().take(size).collect()));
             }
-            Err(e) => {
-                let message = format!("{e:#}");
-                for reply in replies {
-                    let _ = reply.send(Err(crate::error::Error::Internal(anyhow::anyhow!(
-                        "{message}"
-                    ))));
-                }
+        }
+        Err(e) => {
+            let message = format!("{e:#}");
+            for reply in replies {
+                let _ = reply.send(Err(crate::error::Error::Internal(anyhow::anyhow!(
+                    "{message}"
+                ))));
             }
         }
     }
@@ -409,25 +437,25 @@ pub struct TriggerRecord {
     pub batch: Vec<(Notification, Job, Vec<ExecutionDetail>)>,
 }
 
-/// Appends an event to the `digest.events` of a digest job that is still waiting.
+/// Appends an event to the `digest.events` of a digest job that is still waiting, in one statement: the
+/// row's lock makes concurrent appends (a trigger's group commit and a worker's completion, or two group
+/// commits on PostgreSQL) queue instead of one overwriting the other's read. The JSON functions differ.
 macro_rules! append_digest_event {
-    ($tx:expr, $job_id:expr, $event:expr, $now:expr) => {{
-        let current: Option<Json<Value>> =
-            sqlx::query_scalar("select digest from jobs where id = $1")
-                .bind($job_id)
-                .fetch_optional(&mut *$tx)
-                .await?
-                .flatten();
-        let mut digest = current
-            .map(|j| j.0)
-            .unwrap_or_else(|| serde_json::json!({}));
-        if let Some(events) = digest.get_mut("events").and_then(Value::as_array_mut) {
-            events.push($event.clone());
-        } else {
-            digest["events"] = Value::Array(vec![$event.clone()]);
-        }
-        sqlx::query("update jobs set digest = $1, updated_at = $2 where id = $3")
-            .bind(Json(&digest))
+    ($tx:expr, $dialect:expr, $job_id:expr, $event:expr, $now:expr) => {{
+        let sql = match $dialect {
+            Dialect::Postgres => {
+                "update jobs set digest = jsonb_set(coalesce(digest, '{}'::jsonb), '{events}',
+                   coalesce(digest -> 'events', '[]'::jsonb) || jsonb_build_array($1::jsonb)),
+                   updated_at = $2 where id = $3"
+            }
+            Dialect::Sqlite => {
+                "update jobs set digest = json_set(coalesce(digest, '{}'), '$.events',
+                   json_insert(coalesce(json_extract(digest, '$.events'), json('[]')), '$[#]', json($1))),
+                   updated_at = $2 where id = $3"
+            }
+        };
+        sqlx::query(sql)
+            .bind(Json(&$event))
             .bind($now)
             .bind($job_id)
             .execute(&mut *$tx)
@@ -463,10 +491,16 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = Timestamp::now().0;
+        // In key order: concurrent groups (PostgreSQL) that share transaction ids then wait for each other
+        // instead of deadlocking.
+        let mut ordered: Vec<&TriggerRecord> = records.iter().collect();
+        ordered.sort_by(|a, b| {
+            (&a.environment_id.0, &a.transaction_id).cmp(&(&b.environment_id.0, &b.transaction_id))
+        });
         let keys = insert_rows(
             "insert into trigger_transactions (environment_id, transaction_id, created_at)",
             "on conflict (environment_id, transaction_id) do nothing returning environment_id, transaction_id",
-            records
+            ordered
                 .iter()
                 .map(|r| vec![Arg::from(r.environment_id.as_str()), Arg::from(&r.transaction_id), Arg::Int(now)])
                 .collect(),
@@ -495,13 +529,21 @@ impl Store {
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            for job in &jobs {
-                if let Some(open) = job.digest.as_ref().and_then(|d| d.get("mergedInto")).and_then(Value::as_str) {
-                    let event = serde_json::json!({
-                        "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
-                    });
-                    append_digest_event!(&mut *tx, open, event, now);
-                }
+            // By digest job (stable: each job's events stay in order), so that concurrent transactions lock
+            // the jobs in the same order.
+            let mut merges: Vec<(&str, &Job)> = jobs
+                .iter()
+                .filter_map(|job| {
+                    let open = job.digest.as_ref()?.get("mergedInto")?.as_str()?;
+                    Some((open, *job))
+                })
+                .collect();
+            merges.sort_by_key(|(open, _)| *open);
+            for (open, job) in merges {
+                let event = serde_json::json!({
+                    "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
+                });
+                append_digest_event!(&mut *tx, dialect, open, event, now);
             }
             tx.commit().await.map(|_| fresh)
         })?;
@@ -683,10 +725,11 @@ impl Store {
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            for o in &done {
-                if let Some((digest_job, event)) = &o.merge_into {
-                    append_digest_event!(&mut *tx, digest_job, event, now);
-                }
+            // By digest job, as in `insert_triggers_now`.
+            let mut merges: Vec<&(String, Value)> = done.iter().filter_map(|o| o.merge_into.as_ref()).collect();
+            merges.sort_by(|a, b| a.0.cmp(&b.0));
+            for (digest_job, event) in merges {
+                append_digest_event!(&mut *tx, dialect, digest_job, event, now);
             }
             tx.commit().await.map(|_| owned)
         })?;

@@ -1208,3 +1208,44 @@ async fn workflow_changes_reach_the_next_trigger(app: TestApp) {
     assert_eq!(bodies, ["first", "second"]);
 }
 db_test!(workflow_cache, workflow_changes_reach_the_next_trigger);
+
+/// Bulk triggers sharing transaction ids, listed in opposite orders and sent at once: each id runs exactly
+/// once (on PostgreSQL several group commits are under way at a time, and they must neither deadlock nor
+/// both record an id).
+async fn concurrent_duplicate_transaction_ids(app: TestApp) {
+    one_step_workflow(&app).await;
+    let events = |reversed: bool| {
+        let mut events: Vec<serde_json::Value> = (0..10)
+            .map(|i| json!({"name": "ping", "to": "twice", "payload": {"i": i}, "transactionId": format!("dup-{i}")}))
+            .collect();
+        if reversed {
+            events.reverse();
+        }
+        json!({ "events": events })
+    };
+    let (a, b, c, d) = tokio::join!(
+        app.post("/v1/events/trigger/bulk", events(false)),
+        app.post("/v1/events/trigger/bulk", events(true)),
+        app.post("/v1/events/trigger/bulk", events(false)),
+        app.post("/v1/events/trigger/bulk", events(true)),
+    );
+    let mut processed: Vec<String> = Vec::new();
+    for (status, out) in [a, b, c, d] {
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        for r in out.as_array().expect("an array of results") {
+            if r["status"] == "processed" {
+                processed.push(r["transactionId"].as_str().unwrap().to_owned());
+            } else {
+                assert_eq!(r["status"], "error", "{r}");
+            }
+        }
+    }
+    processed.sort();
+    let expected: Vec<String> = (0..10).map(|i| format!("dup-{i}")).collect();
+    assert_eq!(processed, expected, "each transaction id ran exactly once");
+    for i in 0..10 {
+        let items = settled(&app, &format!("dup-{i}"), 1).await;
+        assert_eq!(items.len(), 1);
+    }
+}
+db_test!(duplicate_ids_at_once, concurrent_duplicate_transaction_ids);
