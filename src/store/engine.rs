@@ -359,24 +359,12 @@ pub(crate) type TriggerRequest = (
 /// Most triggers one group commit takes.
 const GROUP_COMMIT_MAX: usize = 1000;
 
-/// Group commits that may be under way at once on PostgreSQL (each holds a pool connection).
-const POSTGRES_GROUPS_IN_FLIGHT: usize = 3;
-
 /// The writer behind [`Store::insert_triggers`]: takes every request waiting, records them in one
-/// transaction, and answers each with its share of the outcome.
+/// transaction, and answers each with its share of the outcome. One group at a time, on both databases:
+/// on PostgreSQL three groups under way at once made each group smaller and cost the database more per
+/// event (2,955 → 2,425 single triggers/s end to end).
 async fn group_commit(store: Store, mut rx: tokio::sync::mpsc::UnboundedReceiver<TriggerRequest>) {
-    // SQLite has one writer: one group at a time. PostgreSQL commits several at once, so the next group
-    // is written while the previous one waits for its commit.
-    let in_flight = match store.dialect() {
-        Dialect::Sqlite => 1,
-        Dialect::Postgres => POSTGRES_GROUPS_IN_FLIGHT,
-    };
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(in_flight));
     while let Some(first) = rx.recv().await {
-        // Taken before the group is drained, so that a group waiting for its turn keeps growing.
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
         let mut requests = vec![first];
         let mut count = requests[0].0.len();
         while count < GROUP_COMMIT_MAX {
@@ -388,16 +376,7 @@ async fn group_commit(store: Store, mut rx: tokio::sync::mpsc::UnboundedReceiver
                 Err(_) => break,
             }
         }
-        if in_flight == 1 {
-            commit_group(&store, requests, count).await;
-            drop(permit);
-        } else {
-            let store = store.clone();
-            tokio::spawn(async move {
-                commit_group(&store, requests, count).await;
-                drop(permit);
-            });
-        }
+        commit_group(&store, requests, count).await;
     }
 }
 
@@ -438,8 +417,9 @@ pub struct TriggerRecord {
 }
 
 /// Appends an event to the `digest.events` of a digest job that is still waiting, in one statement: the
-/// row's lock makes concurrent appends (a trigger's group commit and a worker's completion, or two group
-/// commits on PostgreSQL) queue instead of one overwriting the other's read. The JSON functions differ.
+/// row's lock makes concurrent appends (a trigger's group commit and a worker's completion, or the group
+/// commits of two processes on PostgreSQL) queue instead of one overwriting the other's read. The JSON
+/// functions differ.
 macro_rules! append_digest_event {
     ($tx:expr, $dialect:expr, $job_id:expr, $event:expr, $now:expr) => {{
         let sql = match $dialect {
@@ -491,8 +471,8 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = Timestamp::now().0;
-        // In key order: concurrent groups (PostgreSQL) that share transaction ids then wait for each other
-        // instead of deadlocking.
+        // In key order: concurrent transactions that share transaction ids (another process's group commit on
+        // PostgreSQL) then wait for each other instead of deadlocking.
         let mut ordered: Vec<&TriggerRecord> = records.iter().collect();
         ordered.sort_by(|a, b| {
             (&a.environment_id.0, &a.transaction_id).cmp(&(&b.environment_id.0, &b.transaction_id))

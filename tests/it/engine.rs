@@ -1210,8 +1210,7 @@ async fn workflow_changes_reach_the_next_trigger(app: TestApp) {
 db_test!(workflow_cache, workflow_changes_reach_the_next_trigger);
 
 /// Bulk triggers sharing transaction ids, listed in opposite orders and sent at once: each id runs exactly
-/// once (on PostgreSQL several group commits are under way at a time, and they must neither deadlock nor
-/// both record an id).
+/// once, whichever group commit records it.
 async fn concurrent_duplicate_transaction_ids(app: TestApp) {
     one_step_workflow(&app).await;
     let events = |reversed: bool| {
