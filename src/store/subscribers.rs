@@ -405,12 +405,7 @@ impl Store {
         if subscriber_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = Sql::new("select ");
-        q.push(COLUMNS)
-            .push(" from subscribers where environment_id = ")
-            .bind(env.as_str())
-            .push(" and deleted = false");
-        q.push_in("subscriber_id", subscriber_ids);
+        let q = subscribers_by_ids_sql(self.dialect(), env, subscriber_ids);
         let rows: Vec<SubscriberRow> = match self.sqlite_path.as_deref() {
             Some(path) => query_inline(path, &q, SubscriberRow::read)?,
             None => {
@@ -493,6 +488,22 @@ impl Store {
 }
 
 /// `get_subscriber` on SQLite, run inline (see `store::fast`).
+/// The statement of [`Store::subscribers_by_ids`]. On SQLite it names its index: from about eight ids on,
+/// the planner (without statistics) preferred an `(environment_id, deleted, …)` index and read every
+/// subscriber of the environment — 77 % of a trigger load's time at 100,000 subscribers.
+fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids: &[String]) -> Sql {
+    let mut q = Sql::new("select ");
+    q.push(COLUMNS).push(match dialect {
+        Dialect::Sqlite => " from subscribers indexed by subscribers_identifier",
+        Dialect::Postgres => " from subscribers",
+    });
+    q.push(" where environment_id = ")
+        .bind(env.as_str())
+        .push(" and deleted = false");
+    q.push_in("subscriber_id", subscriber_ids);
+    q
+}
+
 fn get_subscriber_inline(
     path: &std::path::Path,
     env: &EnvironmentId,
@@ -514,4 +525,24 @@ fn get_subscriber_inline(
     })
     .map_err(anyhow::Error::from)?;
     Ok(row.map(Into::into))
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::super::plans::{migrated, plan};
+    use super::*;
+
+    /// A batch's subscribers are read through the (environment, subscriberId) index, not by scanning the
+    /// environment through one of its other indexes.
+    #[test]
+    fn subscribers_by_ids_read_the_identifier_index() {
+        let conn = migrated();
+        let ids: Vec<String> = (0..32).map(|i| format!("s{i}")).collect();
+        let q = subscribers_by_ids_sql(Dialect::Sqlite, &EnvironmentId("e".into()), &ids);
+        let p = plan(&conn, &q.text);
+        assert!(
+            p.contains("USING INDEX subscribers_identifier (environment_id=? AND subscriber_id=?)"),
+            "{p}"
+        );
+    }
 }
