@@ -19,7 +19,7 @@ use crate::domain::job::{status, ExecutionDetail, Job, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
 use crate::domain::{new_object_id, EnvironmentId, Timestamp};
-use crate::store::engine::JobOutcome;
+use crate::store::engine::{HandedJob, JobOutcome};
 use crate::store::Store;
 
 /// How long a claimed job is reserved for its worker.
@@ -353,6 +353,12 @@ pub fn spawn_workers(
         // steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast it.
         let batch = (concurrency * 4).clamp(8, 256) as i64;
         let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+        // New notifications' first jobs come straight from the trigger writer, already leased to us.
+        let handed: Handed = Arc::new(std::sync::Mutex::new(store.hand_jobs_to(
+            &worker,
+            lease.as_millis() as i64,
+            2 * batch as usize,
+        )));
         let mut loops = tokio::task::JoinSet::new();
         for _ in 0..LOOPS_PER_PROCESS {
             loops.spawn(worker_loop(
@@ -364,11 +370,21 @@ pub fn spawn_workers(
                     batch,
                     lease,
                 },
+                handed.clone(),
                 wakeup.clone(),
                 shutdown.clone(),
             ));
         }
         while loops.join_next().await.is_some() {}
+        // Jobs handed over but not started go back to the queue for another process (or the next start).
+        store.stop_handing_jobs(&worker);
+        let left: Vec<String> = take_handed(&handed, usize::MAX)
+            .into_iter()
+            .map(|(job, _)| job.id)
+            .collect();
+        if let Err(e) = store.release_jobs(&worker, &left).await {
+            tracing::warn!(error = ?e, "releasing handed jobs failed; their leases will expire");
+        }
         tracing::debug!("worker stopped");
     })
 }
@@ -384,6 +400,29 @@ struct Claims {
     lease: Duration,
 }
 
+/// The jobs the trigger writer hands to this process's claim loops (see `Store::hand_jobs_to`).
+type Handed = Arc<std::sync::Mutex<tokio::sync::mpsc::Receiver<HandedJob>>>;
+
+/// Up to `most` handed jobs that are waiting, without waiting.
+fn take_handed(handed: &Handed, most: usize) -> Vec<HandedJob> {
+    let mut rx = handed.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = Vec::new();
+    while out.len() < most {
+        match rx.try_recv() {
+            Ok(job) => out.push(job),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+fn has_handed(handed: &Handed) -> bool {
+    !handed.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+}
+
+/// While handed jobs keep a claim loop busy, it still claims from the database at least this often.
+const CLAIM_EVERY: Duration = Duration::from_millis(20);
+
 /// How often a claim loop looks for jobs whose lease expired (their worker stopped). Such a job waits its
 /// lease (60 s) anyway; looking on every claim cost each claim a second statement.
 const RECLAIM_EVERY: Duration = Duration::from_secs(1);
@@ -394,6 +433,7 @@ async fn worker_loop(
     runner: Arc<steps::Runner>,
     running: Arc<tokio::sync::Semaphore>,
     claims: Claims,
+    handed: Handed,
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) {
@@ -404,32 +444,69 @@ async fn worker_loop(
     } = claims;
     let lease_ms = lease.as_millis() as i64;
     let mut reclaimed_at: Option<std::time::Instant> = None;
+    let mut claimed_at: Option<std::time::Instant> = None;
     while !shutdown.is_cancelled() {
-        // Expired leases are looked for at most every RECLAIM_EVERY: a claim is then one statement.
-        let reclaim = reclaimed_at.is_none_or(|at| at.elapsed() >= RECLAIM_EVERY);
-        if reclaim {
-            reclaimed_at = Some(std::time::Instant::now());
+        // Jobs the trigger writer handed over come first; while they keep coming, the database is still
+        // asked at least every CLAIM_EVERY, with room for a quarter of a batch (delays, next steps).
+        let claim_due = claimed_at.is_none_or(|at| at.elapsed() >= CLAIM_EVERY);
+        let room = if claim_due { batch - batch / 4 } else { batch };
+        let taken = take_handed(&handed, room as usize);
+        let mut notifications: HashMap<String, Notification> = HashMap::new();
+        let mut jobs: Vec<Job> = Vec::with_capacity(taken.len());
+        for (job, notification) in taken {
+            notifications.insert(notification.id.clone(), notification);
+            jobs.push(job);
         }
-        let jobs = match store.claim_jobs(&worker, batch, lease_ms, reclaim).await {
-            Ok(jobs) => jobs,
-            Err(e) => {
-                tracing::warn!(error = ?e, "claiming jobs failed");
-                if shutdown
-                    .run_until_cancelled(tokio::time::sleep(Duration::from_secs(1)))
-                    .await
-                    .is_none()
-                {
-                    break;
-                }
-                continue;
+        if jobs.is_empty() || claim_due {
+            claimed_at = Some(std::time::Instant::now());
+            // Expired leases are looked for at most every RECLAIM_EVERY: a claim is then one statement.
+            let reclaim = reclaimed_at.is_none_or(|at| at.elapsed() >= RECLAIM_EVERY);
+            if reclaim {
+                reclaimed_at = Some(std::time::Instant::now());
             }
-        };
+            let left = batch - jobs.len() as i64;
+            match store.claim_jobs(&worker, left, lease_ms, reclaim).await {
+                Ok(claimed) => {
+                    // Their notifications in one query (a job whose notification is missing reads it).
+                    let keys: Vec<(String, String)> = claimed
+                        .iter()
+                        .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
+                        .collect();
+                    match store.get_notifications(&keys).await {
+                        Ok(list) => {
+                            notifications.extend(list.into_iter().map(|n| (n.id.clone(), n)))
+                        }
+                        Err(e) => tracing::warn!(error = ?e, "prefetching notifications failed"),
+                    }
+                    jobs.extend(claimed);
+                }
+                Err(e) => {
+                    tracing::warn!(error = ?e, "claiming jobs failed");
+                    if jobs.is_empty() {
+                        if shutdown
+                            .run_until_cancelled(tokio::time::sleep(Duration::from_secs(1)))
+                            .await
+                            .is_none()
+                        {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
         if jobs.is_empty() {
             let wait = match store.next_job_due().await {
                 Ok(Some(due)) => (due - Timestamp::now().0).clamp(5, 1000) as u64,
                 _ => 1000,
             };
+            // Listen before looking at the hand-over once more: a trigger hands its jobs over, then wakes us.
             let notified = wakeup.0.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if has_handed(&handed) {
+                continue;
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = notified => {},
@@ -437,19 +514,6 @@ async fn worker_loop(
             }
             continue;
         }
-        // The batch's notifications in one query (a job whose notification is missing reads it itself).
-        let keys: Vec<(String, String)> = jobs
-            .iter()
-            .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
-            .collect();
-        let mut notifications: HashMap<String, Notification> =
-            match store.get_notifications(&keys).await {
-                Ok(list) => list.into_iter().map(|n| (n.id.clone(), n)).collect(),
-                Err(e) => {
-                    tracing::warn!(error = ?e, "prefetching notifications failed");
-                    HashMap::new()
-                }
-            };
         // And its subscribers, one query per environment (`None`: each job reads its own).
         let subscribers = prefetch_subscribers(&store, &jobs).await;
         // Run the batch concurrently, then complete it in one transaction.

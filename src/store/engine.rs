@@ -185,7 +185,8 @@ fn json(v: impl serde::Serialize) -> Arg {
     Arg::Json(serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
-fn insert_jobs(jobs: &[&Job]) -> Vec<Sql> {
+/// Inserts jobs, queued — or, with `lease` (worker, until), already claimed by that worker.
+fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql> {
     let rows = jobs
         .iter()
         .map(|j| {
@@ -208,7 +209,9 @@ fn insert_jobs(jobs: &[&Job]) -> Vec<Sql> {
                 Arg::OptJson(j.digest.clone()),
                 Arg::OptText(j.digest_key.clone()),
                 Arg::Int(j.run_at.0),
-                Arg::Int(0),
+                Arg::Int(i64::from(lease.is_some())),
+                Arg::OptText(lease.map(|(worker, _)| worker.to_owned())),
+                Arg::OptInt(lease.map(|(_, until)| until)),
                 Arg::from(&j.dedupe_key),
                 Arg::Int(j.schedule_extensions_count),
                 Arg::Int(j.created_at.0),
@@ -219,7 +222,8 @@ fn insert_jobs(jobs: &[&Job]) -> Vec<Sql> {
     insert_rows(
         "insert into jobs (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
          workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload, overrides, digest, \
-         digest_key, run_at, attempts, dedupe_key, schedule_extensions_count, created_at, updated_at)",
+         digest_key, run_at, attempts, locked_by, locked_until, dedupe_key, schedule_extensions_count, created_at, \
+         updated_at)",
         "on conflict (dedupe_key) do nothing",
         rows,
     )
@@ -443,6 +447,18 @@ macro_rules! append_digest_event {
     }};
 }
 
+/// A job a trigger recorded already leased to this process's workers, with its notification.
+pub type HandedJob = (Job, Notification);
+
+/// Where the trigger writer hands the due first jobs of new notifications: this process's workers, as
+/// `worker`, for `lease_ms` (see [`Store::hand_jobs_to`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Handoff {
+    worker: String,
+    lease_ms: i64,
+    jobs: tokio::sync::mpsc::Sender<HandedJob>,
+}
+
 impl Store {
     /// Records triggers, grouped with the triggers other requests are recording at the same moment into one
     /// transaction (group commit: the writer is the bottleneck, not the rows). Per record: true when it was
@@ -463,6 +479,53 @@ impl Store {
         done_rx
             .await
             .map_err(|_| anyhow::anyhow!("the trigger writer dropped the request"))?
+    }
+
+    /// From now on, the trigger writer records the first job of a new notification that is due at once
+    /// already leased to `worker` (as a claim would) and hands it, with its notification, to the returned
+    /// receiver after the commit: no claim statement and no read of the notification. At most `capacity`
+    /// jobs wait there; beyond that, jobs are queued for claiming as usual. A job handed to workers that
+    /// stop is claimed again when its lease expires, like any claimed job.
+    pub fn hand_jobs_to(
+        &self,
+        worker: &str,
+        lease_ms: i64,
+        capacity: usize,
+    ) -> tokio::sync::mpsc::Receiver<HandedJob> {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        *self.handoff.write().unwrap_or_else(|p| p.into_inner()) = Some(Handoff {
+            worker: worker.to_owned(),
+            lease_ms,
+            jobs: tx,
+        });
+        rx
+    }
+
+    /// Stops handing jobs to `worker` (see [`Store::hand_jobs_to`]).
+    pub fn stop_handing_jobs(&self, worker: &str) {
+        let mut handoff = self.handoff.write().unwrap_or_else(|p| p.into_inner());
+        if handoff.as_ref().is_some_and(|h| h.worker == worker) {
+            *handoff = None;
+        }
+    }
+
+    /// Gives back jobs `worker` holds but will not run (a stopping process): queued again at once, their
+    /// claim not counted as an attempt.
+    pub async fn release_jobs(&self, worker: &str, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = Sql::new(
+            "update jobs set status = 'queued', locked_by = null, locked_until = null, attempts = attempts - 1, \
+             updated_at = ",
+        );
+        q.bind(Timestamp::now().0)
+            .push(" where status = 'running' and locked_by = ")
+            .bind(worker);
+        q.push_in("id", ids);
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?,
+        )
     }
 
     /// Records triggers in one transaction, with multi-row inserts (see [`Store::insert_triggers`]).
@@ -486,6 +549,11 @@ impl Store {
                 .collect(),
         );
         let dialect = self.dialect();
+        let handoff = self
+            .handoff
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let fresh = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
@@ -502,9 +570,35 @@ impl Store {
             let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
             let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
             let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.1)).collect();
+            // The jobs due now go to this process's workers already leased, as far as they have room.
+            let mut handed: Vec<HandedJob> = Vec::new();
+            let mut permits = None;
+            if let Some(h) = &handoff {
+                let due: Vec<usize> = (0..jobs.len())
+                    .filter(|&i| jobs[i].status == crate::domain::job::status::QUEUED && jobs[i].run_at.0 <= now)
+                    .collect();
+                if let Ok(p) = h.jobs.try_reserve_many(due.len()) {
+                    let by_id: std::collections::HashMap<&str, &Notification> =
+                        notifications.iter().map(|n| (n.id.as_str(), *n)).collect();
+                    for i in due {
+                        let mut job = jobs[i].clone();
+                        job.status = crate::domain::job::status::RUNNING.to_owned();
+                        job.attempts += 1;
+                        let n = by_id[job.notification_id.as_str()].clone();
+                        handed.push((job, n));
+                    }
+                    permits = Some(p);
+                }
+            }
+            let handed_ids: std::collections::HashSet<&str> = handed.iter().map(|(j, _)| j.id.as_str()).collect();
+            let queued: Vec<&Job> = jobs.iter().copied().filter(|j| !handed_ids.contains(j.id.as_str())).collect();
+            let leased: Vec<&Job> = handed.iter().map(|(j, _)| j).collect();
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
             let mut inserts = insert_notifications(&notifications);
-            inserts.extend(insert_jobs(&jobs));
+            inserts.extend(insert_jobs(&queued, None));
+            if let Some(h) = handoff.as_ref().filter(|_| !leased.is_empty()) {
+                inserts.extend(insert_jobs(&leased, Some((&h.worker, now + h.lease_ms))));
+            }
             inserts.extend(insert_details(&details));
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
@@ -525,7 +619,13 @@ impl Store {
                 });
                 append_digest_event!(&mut *tx, dialect, open, event, now);
             }
-            tx.commit().await.map(|_| fresh)
+            tx.commit().await?;
+            if let Some(permits) = permits {
+                for (permit, job) in permits.zip(handed) {
+                    permit.send(job);
+                }
+            }
+            Ok::<_, sqlx::Error>(fresh)
         })?;
         Ok(fresh)
     }
@@ -701,7 +801,7 @@ impl Store {
             let next: Vec<&Job> = done.iter().filter_map(|o| o.next.as_ref()).collect();
             let mut inserts = insert_details(&details);
             inserts.extend(insert_messages(&messages));
-            inserts.extend(insert_jobs(&next));
+            inserts.extend(insert_jobs(&next, None));
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }

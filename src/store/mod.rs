@@ -87,6 +87,8 @@ pub struct Store {
     trigger_queue: std::sync::Arc<
         std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<engine::TriggerRequest>>,
     >,
+    /// This process's workers, when they take jobs straight from the trigger writer (see `engine`).
+    handoff: std::sync::Arc<std::sync::RwLock<Option<engine::Handoff>>>,
     /// Workflow definitions read by triggers and workers (see `workflows`).
     workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
@@ -133,6 +135,7 @@ impl Store {
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
+                    handoff: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -165,6 +168,7 @@ impl Store {
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
+                    handoff: Default::default(),
                     _checkpointer: None,
                 })
             }

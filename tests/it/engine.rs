@@ -1248,3 +1248,97 @@ async fn concurrent_duplicate_transaction_ids(app: TestApp) {
     }
 }
 db_test!(duplicate_ids_at_once, concurrent_duplicate_transaction_ids);
+
+/// A trigger hands the due first job of each notification to this process's workers, already leased:
+/// released (a stopping process gives it back), it is queued again for anyone; handed to workers that died,
+/// it is claimed again when its lease expires, and it still finishes exactly once.
+async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    one_step_workflow(&app).await;
+    let trigger = |tx: &'static str| {
+        let app = &app;
+        async move {
+            let (status, out) = app
+                .post(
+                    "/v1/events/trigger",
+                    json!({"name": "ping", "to": "handy", "payload": {"i": 1}, "transactionId": tx}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{out}");
+        }
+    };
+
+    // Released: queued again, its claim not counted.
+    let mut rx = app.store.hand_jobs_to("stopping-worker", 60_000, 16);
+    trigger("handed-released").await;
+    let (job, notification) = rx.try_recv().expect("the first job was handed over");
+    assert_eq!(job.status, "running");
+    assert_eq!(job.attempts, 1);
+    assert_eq!(notification.transaction_id, "handed-released");
+    assert!(
+        app.store
+            .claim_jobs("other", 10, 300, true)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a handed job is leased in the database"
+    );
+    let released = app
+        .store
+        .release_jobs("stopping-worker", std::slice::from_ref(&job.id))
+        .await
+        .unwrap();
+    assert_eq!(released, 1);
+    let claimed = app.store.claim_jobs("other", 10, 300, false).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(
+        (claimed[0].id.as_str(), claimed[0].attempts),
+        (job.id.as_str(), 1)
+    );
+    assert!(app
+        .store
+        .release_jobs("other", std::slice::from_ref(&job.id))
+        .await
+        .is_ok());
+
+    // Handed to workers that died: claimed again after the lease.
+    let mut rx = app.store.hand_jobs_to("dead-worker", 300, 16);
+    trigger("handed-dead").await;
+    let (dead, _) = rx.try_recv().expect("the first job was handed over");
+    app.store.stop_handing_jobs("dead-worker");
+    drop(rx);
+    app.start_workers();
+    for tx in ["handed-released", "handed-dead"] {
+        let items = settled(&app, tx, 1).await;
+        let jobs = items[0]["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 2, "{tx}");
+        assert!(jobs.iter().all(|j| j["status"] == "completed"), "{jobs:?}");
+        let first = jobs[0]["executionDetails"].as_array().unwrap();
+        let success = first.iter().filter(|d| d["status"] == "Success").count();
+        assert_eq!(success, 1, "{tx}: finished exactly once: {first:?}");
+    }
+    // The dead worker comes back: it no longer owns its job, so nothing it reports is written.
+    let outcome = tidings::store::engine::JobOutcome {
+        status: "completed".into(),
+        ..Default::default()
+    };
+    assert!(!app
+        .store
+        .complete_job(&dead, "dead-worker", &outcome)
+        .await
+        .unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_jobs_sqlite() {
+    handed_jobs_are_released_or_reclaimed(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_jobs_postgres() {
+    if crate::support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    handed_jobs_are_released_or_reclaimed(Backend::Postgres).await;
+}
