@@ -72,6 +72,33 @@ pub struct Job {
     pub updated_at: Timestamp,
 }
 
+/// A notification as the activity feed shows it: only what the feed writes, the JSON columns kept as the
+/// stored text (written into the response as they are, never parsed into maps and vectors).
+#[derive(Debug, Clone)]
+pub struct NotificationSummary {
+    pub id: String,
+    pub organization_id: String,
+    pub environment_id: String,
+    pub subscriber_ref: String,
+    pub subscriber_id: String,
+    pub workflow_ref: String,
+    pub workflow_identifier: String,
+    pub transaction_id: String,
+    /// JSON array of channel names.
+    pub channels: Box<RawValue>,
+    pub payload: Box<RawValue>,
+    pub to: Option<Box<RawValue>>,
+    /// JSON array of strings.
+    pub tags: Box<RawValue>,
+    pub severity: String,
+    pub critical: bool,
+    /// JSON array of `type:id` strings.
+    pub context_keys: Box<RawValue>,
+    pub digested_notification_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
 /// A job as the activity feed shows it: only what the feed writes, the JSON columns kept as the stored text.
 #[derive(Debug, Clone)]
 pub struct JobSummary {

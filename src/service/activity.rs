@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::domain::id::is_object_id;
-use crate::domain::job::{ExecutionDetail, JobSummary, Notification};
+use crate::domain::job::{ExecutionDetail, JobSummary, NotificationSummary};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::Workflow;
 use crate::domain::{EnvironmentId, Tenant};
@@ -18,7 +18,7 @@ use crate::store::Store;
 /// One activity record, ready to render.
 #[derive(Debug, Clone)]
 pub struct ActivityItem {
-    pub notification: Notification,
+    pub notification: NotificationSummary,
     /// Shared by the items of a page that have the same subscriber or workflow.
     pub subscriber: Option<Arc<Subscriber>>,
     pub workflow: Option<Arc<Workflow>>,
@@ -42,7 +42,7 @@ pub struct ActivityQuery {
 async fn assemble(
     store: &Store,
     env: &EnvironmentId,
-    notifications: Vec<Notification>,
+    notifications: Vec<NotificationSummary>,
 ) -> Result<Vec<ActivityItem>> {
     let ids: Vec<String> = notifications.iter().map(|n| n.id.clone()).collect();
     let mut subscriber_refs: Vec<String> = notifications
@@ -104,7 +104,7 @@ pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<ActivityIte
         ));
     }
     let n = store
-        .get_notification(&tenant.environment_id, id)
+        .get_notification_summary(&tenant.environment_id, id)
         .await?
         .ok_or_else(|| Error::NotFound("Notification not found".into()))?;
     Ok(assemble(store, &tenant.environment_id, vec![n])

@@ -11,7 +11,7 @@ use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::context::context_set;
 use crate::domain::job::{
-    ExecutionDetail, Job, JobSummary, Message, MessageDelivery, Notification,
+    ExecutionDetail, Job, JobSummary, Message, MessageDelivery, Notification, NotificationSummary,
 };
 use crate::domain::workflow::{Step, StepSummary};
 use crate::domain::{EnvironmentId, Timestamp};
@@ -957,6 +957,84 @@ impl From<NotificationRow> for Notification {
     }
 }
 
+/// The columns the activity feed shows of a notification (see [`NotificationSummary`]).
+const NOTIFICATION_SUMMARY_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, \
+    workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
+    context_keys, digested_notification_id, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct NotificationSummaryRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    subscriber_ref: String,
+    subscriber_id: String,
+    workflow_ref: String,
+    workflow_identifier: String,
+    transaction_id: String,
+    channels: Json<Box<RawValue>>,
+    payload: Json<Box<RawValue>>,
+    to_value: Option<Json<Box<RawValue>>>,
+    tags: Json<Box<RawValue>>,
+    severity: String,
+    critical: bool,
+    context_keys: Json<Box<RawValue>>,
+    digested_notification_id: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<NotificationSummaryRow> for NotificationSummary {
+    fn from(r: NotificationSummaryRow) -> Self {
+        NotificationSummary {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            subscriber_ref: r.subscriber_ref,
+            subscriber_id: r.subscriber_id,
+            workflow_ref: r.workflow_ref,
+            workflow_identifier: r.workflow_identifier,
+            transaction_id: r.transaction_id,
+            channels: r.channels.0,
+            payload: r.payload.0,
+            to: r.to_value.map(|j| j.0),
+            tags: r.tags.0,
+            severity: r.severity,
+            critical: r.critical,
+            context_keys: r.context_keys.0,
+            digested_notification_id: r.digested_notification_id,
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+impl ReadRow for NotificationSummaryRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
+        Ok(Self {
+            id: c.get("id")?,
+            organization_id: c.get("organization_id")?,
+            environment_id: c.get("environment_id")?,
+            subscriber_ref: c.get("subscriber_ref")?,
+            subscriber_id: c.get("subscriber_id")?,
+            workflow_ref: c.get("workflow_ref")?,
+            workflow_identifier: c.get("workflow_identifier")?,
+            transaction_id: c.get("transaction_id")?,
+            channels: c.json("channels")?,
+            payload: c.json("payload")?,
+            to_value: c.opt_json("to_value")?,
+            tags: c.json("tags")?,
+            severity: c.get("severity")?,
+            critical: c.get("critical")?,
+            context_keys: c.json("context_keys")?,
+            digested_notification_id: c.get("digested_notification_id")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
+        })
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct DetailRow {
     id: String,
@@ -1065,16 +1143,35 @@ impl Store {
             .map(Into::into))
     }
 
-    /// A page of notifications, newest first; `has_more` is exact (reads `limit + 1`).
+    /// One notification as the activity feed shows it.
+    pub async fn get_notification_summary(
+        &self,
+        env: &EnvironmentId,
+        id: &str,
+    ) -> Result<Option<NotificationSummary>> {
+        let mut q = Sql::new("select ");
+        q.push(NOTIFICATION_SUMMARY_COLUMNS)
+            .push(" from notifications where environment_id = ")
+            .bind(env.as_str());
+        q.push(" and id = ").bind(id);
+        Ok(fetch::<NotificationSummaryRow>(self, q)
+            .await?
+            .into_iter()
+            .next()
+            .map(Into::into))
+    }
+
+    /// A page of notifications as the activity feed shows them, newest first; `has_more` is exact (reads
+    /// `limit + 1`).
     pub async fn list_notifications(
         &self,
         env: &EnvironmentId,
         f: &NotificationFilter,
         page: i64,
         limit: i64,
-    ) -> Result<(Vec<Notification>, bool)> {
+    ) -> Result<(Vec<NotificationSummary>, bool)> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_COLUMNS)
+        q.push(NOTIFICATION_SUMMARY_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         if let Some(ids) = &f.subscriber_ids {
@@ -1111,7 +1208,7 @@ impl Store {
         if let Some(b) = f.before {
             q.push(" and created_at <= ").bind(b);
         }
-        newest_first_page::<NotificationRow, Notification>(self, q, page, limit).await
+        newest_first_page::<NotificationSummaryRow, NotificationSummary>(self, q, page, limit).await
     }
 
     /// The jobs of several notifications (one query for a whole page), each notification's in step order

@@ -179,6 +179,26 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
     assert_eq!(n["subscriber"]["subscriberId"], "ann");
     assert_eq!(n["template"]["triggers"][0]["identifier"], "chain");
     assert_eq!(n["channels"], json!(["in_app", "delay", "email"]));
+    // The stored JSON columns come back as they were given.
+    assert_eq!(n["payload"], json!({"name": "Ann"}));
+    assert_eq!(
+        n["to"],
+        json!({"subscriberId": "ann", "email": "ann@example.com"})
+    );
+    assert_eq!(n["tags"], json!([]));
+    assert_eq!(n["contextKeys"], json!([]));
+    assert_eq!(
+        (n["severity"].as_str(), n["critical"].as_bool()),
+        (Some("none"), Some(false))
+    );
+    // The single read shows the same record.
+    let (status, one) = app
+        .get(&format!("/v1/notifications/{}", n["_id"].as_str().unwrap()))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    for field in ["payload", "to", "tags", "contextKeys", "channels", "jobs"] {
+        assert_eq!(one[field], n[field], "{field}");
+    }
     let jobs = n["jobs"].as_array().unwrap();
     let summary: Vec<(&str, &str)> = jobs
         .iter()

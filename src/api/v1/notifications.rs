@@ -196,20 +196,23 @@ pub struct ActivityOut {
     pub transaction_id: String,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
-    pub channels: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub channels: Box<RawValue>,
     pub subscriber: ActivitySubscriberOut,
     pub template: ActivityTemplateOut,
     pub jobs: Vec<JobOut>,
     #[schema(value_type = Object)]
-    pub payload: Value,
+    pub payload: Box<RawValue>,
     #[schema(value_type = Option<Object>)]
-    pub to: Option<Value>,
-    pub tags: Vec<String>,
+    pub to: Option<Box<RawValue>>,
+    #[schema(value_type = Vec<String>)]
+    pub tags: Box<RawValue>,
     #[schema(value_type = Vec<Object>)]
     pub topics: Vec<Value>,
     pub severity: String,
     pub critical: bool,
-    pub context_keys: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub context_keys: Box<RawValue>,
 }
 
 impl From<ActivityItem> for ActivityOut {
