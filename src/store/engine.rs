@@ -1070,16 +1070,6 @@ impl From<DetailRow> for ExecutionDetail {
     }
 }
 
-async fn fetch<R: PortableRow + ReadRow>(store: &Store, q: Sql) -> Result<Vec<R>> {
-    if let Some(path) = store.sqlite_path.as_deref() {
-        // Inline on SQLite: a page of rows through sqlx costs a thread hand-off per row.
-        return super::fast::query_inline(path, &q, R::read);
-    }
-    Ok(
-        on_db!(store.r(), p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone()).fetch_all(p).await)?,
-    )
-}
-
 /// Runs `q` (a select without ordering) as page `page` of `limit` rows, newest first; `has_more` is exact
 /// (reads `limit + 1`).
 async fn newest_first_page<R: PortableRow + ReadRow + Into<T>, T>(
@@ -1092,7 +1082,8 @@ async fn newest_first_page<R: PortableRow + ReadRow + Into<T>, T>(
         .bind(limit + 1)
         .push(" offset ")
         .bind(page * limit);
-    let mut rows: Vec<T> = fetch::<R>(store, q)
+    let mut rows: Vec<T> = store
+        .fetch_rows::<R>(q)
         .await?
         .into_iter()
         .map(Into::into)
@@ -1115,7 +1106,7 @@ impl Store {
         q.push(NOTIFICATION_COLUMNS)
             .push(" from notifications where true");
         q.push_in("id", &ids);
-        let rows = fetch::<NotificationRow>(self, q).await?;
+        let rows = self.fetch_rows::<NotificationRow>(q).await?;
         Ok(rows
             .into_iter()
             .map(Notification::from)
@@ -1136,7 +1127,8 @@ impl Store {
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(fetch::<NotificationRow>(self, q)
+        Ok(self
+            .fetch_rows::<NotificationRow>(q)
             .await?
             .into_iter()
             .next()
@@ -1154,7 +1146,8 @@ impl Store {
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(fetch::<NotificationSummaryRow>(self, q)
+        Ok(self
+            .fetch_rows::<NotificationSummaryRow>(q)
             .await?
             .into_iter()
             .next()
@@ -1221,7 +1214,8 @@ impl Store {
         let mut q = Sql::new("select ");
         q.push(JOB_SUMMARY_COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        let mut jobs: Vec<JobSummary> = fetch::<JobSummaryRow>(self, q)
+        let mut jobs: Vec<JobSummary> = self
+            .fetch_rows::<JobSummaryRow>(q)
             .await?
             .into_iter()
             .map(Into::into)
@@ -1246,7 +1240,8 @@ impl Store {
              raw, created_at from execution_details where 1 = 1",
         );
         q.push_in("notification_id", notification_ids);
-        let mut details: Vec<ExecutionDetail> = fetch::<DetailRow>(self, q)
+        let mut details: Vec<ExecutionDetail> = self
+            .fetch_rows::<DetailRow>(q)
             .await?
             .into_iter()
             .map(Into::into)

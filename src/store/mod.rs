@@ -277,6 +277,24 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
+impl Store {
+    /// The rows of a select on the read side: inline on SQLite (through sqlx every row would cost a thread
+    /// hand-off), from the pool on PostgreSQL.
+    pub(crate) async fn fetch_rows<R: page::PortableRow + fast::ReadRow>(
+        &self,
+        q: sql::Sql,
+    ) -> Result<Vec<R>> {
+        if let Some(path) = self.sqlite_path.as_deref() {
+            return fast::query_inline(path, &q, R::read);
+        }
+        Ok(
+            on_db!(self.r(), p => sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone())
+            .fetch_all(p)
+            .await)?,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

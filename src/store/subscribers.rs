@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{query_inline, Columns, ReadRow};
+use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
@@ -386,12 +386,7 @@ impl Store {
         q.push(COLUMNS).push(" from subscribers where true");
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<SubscriberRow> = match self.sqlite_path.as_deref() {
-            Some(path) => query_inline(path, &q, SubscriberRow::read)?,
-            None => {
-                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?
-            }
-        };
+        let rows: Vec<SubscriberRow> = self.fetch_rows(q).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
@@ -406,12 +401,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let q = subscribers_by_ids_sql(self.dialect(), env, subscriber_ids);
-        let rows: Vec<SubscriberRow> = match self.sqlite_path.as_deref() {
-            Some(path) => query_inline(path, &q, SubscriberRow::read)?,
-            None => {
-                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, SubscriberRow>(&q.text), q.args.clone()).fetch_all(p).await)?
-            }
-        };
+        let rows: Vec<SubscriberRow> = self.fetch_rows(q).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{query_inline, Columns, ReadRow};
+use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
-use super::sql::{bind_args, Sql};
+use super::sql::Sql;
 use super::{is_unique_violation, on_db, Store};
 use crate::domain::id::is_object_id;
 use crate::domain::workflow::{Severity, Step, Workflow};
@@ -189,13 +189,7 @@ impl Store {
             .push(" limit 1");
         // The read pool (inline on SQLite: every trigger reads its workflow); the write connection is kept
         // for writes (updates re-check `version`).
-        let row: Option<WorkflowRow> = match self.sqlite_path.as_deref() {
-            Some(path) => query_inline(path, &q, WorkflowRow::read)?
-                .into_iter()
-                .next(),
-            None => on_db!(self.r(), p =>
-                bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_optional(p).await)?,
-        };
+        let row: Option<WorkflowRow> = self.fetch_rows(q).await?.into_iter().next();
         Ok(row.map(Into::into))
     }
 
@@ -284,12 +278,7 @@ impl Store {
         q.push(COLUMNS).push(" from workflows where true");
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<WorkflowRow> = match self.sqlite_path.as_deref() {
-            Some(path) => query_inline(path, &q, WorkflowRow::read)?,
-            None => {
-                on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, WorkflowRow>(&q.text), q.args.clone()).fetch_all(p).await)?
-            }
-        };
+        let rows: Vec<WorkflowRow> = self.fetch_rows(q).await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 }
