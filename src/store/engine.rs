@@ -571,32 +571,32 @@ impl Store {
             let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
             let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.1)).collect();
             // The jobs due now go to this process's workers already leased, as far as they have room.
+            // `jobs[i]` is the first job of `notifications[i]` (both follow the records' batches).
             let mut handed: Vec<HandedJob> = Vec::new();
+            let mut queued: Vec<&Job> = jobs.clone();
             let mut permits = None;
             if let Some(h) = &handoff {
-                let due: Vec<usize> = (0..jobs.len())
-                    .filter(|&i| jobs[i].status == crate::domain::job::status::QUEUED && jobs[i].run_at.0 <= now)
-                    .collect();
+                let (due, rest): (Vec<usize>, Vec<usize>) = (0..jobs.len())
+                    .partition(|&i| jobs[i].status == crate::domain::job::status::QUEUED && jobs[i].run_at.0 <= now);
                 if let Ok(p) = h.jobs.try_reserve_many(due.len()) {
-                    let by_id: std::collections::HashMap<&str, &Notification> =
-                        notifications.iter().map(|n| (n.id.as_str(), *n)).collect();
-                    for i in due {
-                        let mut job = jobs[i].clone();
-                        job.status = crate::domain::job::status::RUNNING.to_owned();
-                        job.attempts += 1;
-                        let n = by_id[job.notification_id.as_str()].clone();
-                        handed.push((job, n));
-                    }
+                    handed = due
+                        .into_iter()
+                        .map(|i| {
+                            let mut job = jobs[i].clone();
+                            job.status = crate::domain::job::status::RUNNING.to_owned();
+                            job.attempts += 1;
+                            (job, notifications[i].clone())
+                        })
+                        .collect();
+                    queued = rest.into_iter().map(|i| jobs[i]).collect();
                     permits = Some(p);
                 }
             }
-            let handed_ids: std::collections::HashSet<&str> = handed.iter().map(|(j, _)| j.id.as_str()).collect();
-            let queued: Vec<&Job> = jobs.iter().copied().filter(|j| !handed_ids.contains(j.id.as_str())).collect();
             let leased: Vec<&Job> = handed.iter().map(|(j, _)| j).collect();
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
             let mut inserts = insert_notifications(&notifications);
             inserts.extend(insert_jobs(&queued, None));
-            if let Some(h) = handoff.as_ref().filter(|_| !leased.is_empty()) {
+            if let Some(h) = &handoff {
                 inserts.extend(insert_jobs(&leased, Some((&h.worker, now + h.lease_ms))));
             }
             inserts.extend(insert_details(&details));
