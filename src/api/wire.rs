@@ -215,3 +215,181 @@ pub fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
 pub fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
+
+/// A JSON object written member by member into a byte buffer: for the hot pages that skip serde's
+/// per-field work and write borrowed row views straight into the response. Keys are literals that need no
+/// escaping; dropping it without [`JsonObject::close`] leaves the object open for later members.
+pub struct JsonObject<'b> {
+    out: &'b mut Vec<u8>,
+    first: bool,
+}
+
+impl<'b> JsonObject<'b> {
+    /// Writes `{` and starts the first member.
+    pub fn open(out: &'b mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, first: true }
+    }
+
+    /// Continues an object whose `{` and first members were written earlier.
+    pub fn continued(out: &'b mut Vec<u8>) -> Self {
+        Self { out, first: false }
+    }
+
+    /// Writes the key of the next member; its value is written next into the buffer returned.
+    pub fn key(&mut self, key: &'static str) -> &mut Vec<u8> {
+        self.out.reserve(key.len() + 4);
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self.out
+    }
+
+    pub fn str(&mut self, key: &'static str, v: &str) -> &mut Self {
+        let out = self.key(key);
+        write_str(out, v);
+        self
+    }
+
+    /// A string, or `null`.
+    pub fn opt_str(&mut self, key: &'static str, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.str(key, v),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    /// A value that already is JSON text (a stored JSON column).
+    pub fn raw(&mut self, key: &'static str, json: &str) -> &mut Self {
+        self.key(key).extend_from_slice(json.as_bytes());
+        self
+    }
+
+    pub fn bool(&mut self, key: &'static str, v: bool) -> &mut Self {
+        self.raw(key, if v { "true" } else { "false" })
+    }
+
+    pub fn int(&mut self, key: &'static str, v: i64) -> &mut Self {
+        let out = self.key(key);
+        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self
+    }
+
+    /// A timestamp in its ISO 8601 form (as [`IsoTime`] writes it). The rows of a page share many
+    /// timestamps (a job's creation, update and run, its details' creation), so the last one formatted on
+    /// this thread is kept.
+    pub fn time(&mut self, key: &'static str, t: Timestamp) -> &mut Self {
+        thread_local! {
+            static LAST: std::cell::Cell<(i64, [u8; 24])> = const { std::cell::Cell::new((i64::MIN, [0; 24])) };
+        }
+        let (at, mut iso) = LAST.get();
+        if at != t.0 {
+            if t.iso_str(&mut iso).is_none() {
+                return self.str(key, &t.iso_outside_years());
+            }
+            LAST.set((t.0, iso));
+        }
+        let out = self.key(key);
+        out.push(b'"');
+        out.extend_from_slice(&iso);
+        out.push(b'"');
+        self
+    }
+
+    /// A canonical `svc…` identifier in the current profile's spelling (as [`WireName`] writes it).
+    pub fn name(&mut self, key: &'static str, canonical: &str) -> &mut Self {
+        self.str(key, &spell(canonical))
+    }
+
+    /// The buffer, to write a value after [`JsonObject::key`].
+    pub fn out(&mut self) -> &mut Vec<u8> {
+        self.out
+    }
+
+    /// Writes `}`.
+    pub fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// Writes `s` as a JSON string, quoted and escaped exactly as serde_json escapes it (`"`, `\\` and the
+/// control characters; nothing else), copying the runs in between whole.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// A success response whose JSON body is already written: `single` bodies get the `novu` profile's
+/// envelope, as [`Reply::ok`] gives them; pages never do.
+pub fn raw_reply(status: StatusCode, single: bool, body: Vec<u8>) -> Response {
+    if single && profile() == WireProfile::Novu {
+        let mut wrapped = Vec::with_capacity(body.len() + 9);
+        wrapped.extend_from_slice(b"{\"data\":");
+        wrapped.extend_from_slice(&body);
+        wrapped.push(b'}');
+        return json_response(status, wrapped);
+    }
+    json_response(status, body)
+}
+
+/// Runs `f` as if inside a request under `profile` (tests of code that spells names).
+#[cfg(test)]
+pub(crate) fn with_profile<T>(profile: WireProfile, f: impl FnOnce() -> T) -> T {
+    CONTEXT.sync_scope(
+        RequestContext {
+            profile,
+            path: String::new(),
+        },
+        f,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("é€😀 plain \\\" end");
+        for s in [all.as_str(), "", "plain", "\"", "tail\n"] {
+            let mut out = Vec::new();
+            super::write_str(&mut out, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(s).unwrap()
+            );
+        }
+    }
+}

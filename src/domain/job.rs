@@ -1,10 +1,9 @@
 //! Notifications (one per trigger and subscriber), jobs (one per notification step), execution details
 //! and messages: what the engine produces and the activity feed reads.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::workflow::{Step, StepSummary};
+use super::workflow::Step;
 use super::Timestamp;
 
 /// Job states. A job is `queued` until a worker claims it (`running`), then ends `completed`, `failed`,
@@ -72,50 +71,91 @@ pub struct Job {
     pub updated_at: Timestamp,
 }
 
-/// A notification as the activity feed shows it: only what the feed writes, the JSON columns kept as the
-/// stored text (written into the response as they are, never parsed into maps and vectors).
-#[derive(Debug, Clone)]
-pub struct NotificationSummary {
-    pub id: String,
-    pub organization_id: String,
-    pub environment_id: String,
-    pub subscriber_ref: String,
-    pub subscriber_id: String,
-    pub workflow_ref: String,
-    pub workflow_identifier: String,
-    pub transaction_id: String,
+/// A notification as the activity feed shows it, borrowed from a row: only what the feed writes, the JSON
+/// columns as the stored text (written into the response as they are, never parsed).
+#[derive(Debug, Clone, Copy)]
+pub struct NotificationView<'a> {
+    pub id: &'a str,
+    pub organization_id: &'a str,
+    pub environment_id: &'a str,
+    pub subscriber_ref: &'a str,
+    pub subscriber_id: &'a str,
+    pub workflow_ref: &'a str,
+    pub workflow_identifier: &'a str,
+    pub transaction_id: &'a str,
     /// JSON array of channel names.
-    pub channels: Box<RawValue>,
-    pub payload: Box<RawValue>,
-    pub to: Option<Box<RawValue>>,
+    pub channels: &'a str,
+    pub payload: &'a str,
+    pub to: Option<&'a str>,
     /// JSON array of strings.
-    pub tags: Box<RawValue>,
-    pub severity: String,
+    pub tags: &'a str,
+    pub severity: &'a str,
     pub critical: bool,
     /// JSON array of `type:id` strings.
-    pub context_keys: Box<RawValue>,
-    pub digested_notification_id: Option<String>,
+    pub context_keys: &'a str,
+    pub digested_notification_id: Option<&'a str>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
-/// A job as the activity feed shows it: only what the feed writes, the JSON columns kept as the stored text.
+/// A job's state as [`Store::jobs_of`](crate::store::Store::jobs_of) reads it.
 #[derive(Debug, Clone)]
 pub struct JobSummary {
     pub id: String,
     pub notification_id: String,
-    pub workflow_ref: String,
     pub step_index: i64,
-    pub step: StepSummary,
     pub status: String,
     pub provider_id: String,
-    pub payload: Box<RawValue>,
-    pub overrides: Option<Box<RawValue>>,
-    pub digest: Option<Box<RawValue>>,
+    pub run_at: Timestamp,
+    pub created_at: Timestamp,
+}
+
+impl From<JobView<'_>> for JobSummary {
+    fn from(v: JobView<'_>) -> Self {
+        Self {
+            id: v.id.to_owned(),
+            notification_id: v.notification_id.to_owned(),
+            step_index: v.step_index,
+            status: v.status.to_owned(),
+            provider_id: v.provider_id.to_owned(),
+            run_at: v.run_at,
+            created_at: v.created_at,
+        }
+    }
+}
+
+/// A job as the activity feed writes it, borrowed from a row; `step` is the stored step's JSON text.
+#[derive(Debug, Clone, Copy)]
+pub struct JobView<'a> {
+    pub id: &'a str,
+    pub notification_id: &'a str,
+    pub workflow_ref: &'a str,
+    pub step_index: i64,
+    pub step: &'a str,
+    pub status: &'a str,
+    pub provider_id: &'a str,
+    pub payload: &'a str,
+    pub overrides: Option<&'a str>,
+    pub digest: Option<&'a str>,
     pub run_at: Timestamp,
     pub schedule_extensions_count: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// An execution detail as the activity feed writes it, borrowed from a row.
+#[derive(Debug, Clone, Copy)]
+pub struct DetailView<'a> {
+    pub id: &'a str,
+    pub job_id: &'a str,
+    pub status: &'a str,
+    pub detail: &'a str,
+    pub source: &'a str,
+    pub is_retry: bool,
+    pub is_test: bool,
+    pub provider_id: Option<&'a str>,
+    pub raw: Option<&'a str>,
+    pub created_at: Timestamp,
 }
 
 impl Job {

@@ -1,7 +1,6 @@
 //! Workflows (a trigger identifier and ordered steps) and the validation of their steps' control values.
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::Timestamp;
@@ -99,32 +98,6 @@ pub struct Step {
     pub filters: Vec<Value>,
     #[serde(default)]
     pub should_stop_on_fail: bool,
-}
-
-/// A stored step read for display (the activity feed): its controls and filters stay JSON text.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepSummary {
-    #[serde(rename = "_id")]
-    pub id: String,
-    pub step_id: String,
-    pub name: String,
-    #[serde(rename = "type")]
-    pub step_type: StepType,
-    #[serde(default = "empty_object")]
-    pub control_values: Box<RawValue>,
-    #[serde(default = "empty_array")]
-    pub filters: Box<RawValue>,
-    #[serde(default)]
-    pub should_stop_on_fail: bool,
-}
-
-fn empty_object() -> Box<RawValue> {
-    RawValue::from_string("{}".to_owned()).expect("valid JSON")
-}
-
-fn empty_array() -> Box<RawValue> {
-    RawValue::from_string("[]".to_owned()).expect("valid JSON")
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,11 +1,10 @@
 //! The activity feed: notifications with their subscriber, workflow, jobs and execution details. A page
-//! is assembled in a fixed number of queries (notifications, jobs, details, subscribers, workflows).
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//! is read in a fixed number of queries (notifications, subscribers, workflows, jobs, details), each row
+//! handed to an [`ActivitySink`] as a borrowed view while it is current: the API layer writes the response
+//! from the views without an owned copy of every row.
 
 use crate::domain::id::is_object_id;
-use crate::domain::job::{ExecutionDetail, JobSummary, NotificationSummary};
+use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::Workflow;
 use crate::domain::{EnvironmentId, Tenant};
@@ -15,14 +14,55 @@ use crate::store::page::{Cursor, PageRequest, SortColumn};
 use crate::store::subscribers::SubscriberSearch;
 use crate::store::Store;
 
-/// One activity record, ready to render.
-#[derive(Debug, Clone)]
-pub struct ActivityItem {
-    pub notification: NotificationSummary,
-    /// Shared by the items of a page that have the same subscriber or workflow.
-    pub subscriber: Option<Arc<Subscriber>>,
-    pub workflow: Option<Arc<Workflow>>,
-    pub jobs: Vec<(JobSummary, Vec<ExecutionDetail>)>,
+/// Receives the rows of an activity page in this order: the notifications (page order), then the known
+/// subscribers and the workflows among them, then their jobs, then the jobs' execution details (jobs and
+/// details in no particular order).
+pub trait ActivitySink: Send {
+    fn notification(&mut self, n: NotificationView<'_>);
+    fn subscriber(&mut self, s: &Subscriber);
+    fn workflow(&mut self, w: &Workflow);
+    fn job(&mut self, j: JobView<'_>);
+    fn detail(&mut self, d: DetailView<'_>);
+}
+
+/// What the queries after the notifications need to know of them.
+#[derive(Default)]
+struct Refs {
+    ids: Vec<String>,
+    subscribers: Vec<String>,
+    workflows: Vec<String>,
+}
+
+impl Refs {
+    fn add(&mut self, n: &NotificationView<'_>) {
+        self.ids.push(n.id.to_owned());
+        self.subscribers.push(n.subscriber_ref.to_owned());
+        self.workflows.push(n.workflow_ref.to_owned());
+    }
+}
+
+/// Reads the subscribers, workflows, jobs and details of the notifications in `refs` into `sink`.
+async fn assemble(
+    store: &Store,
+    env: &EnvironmentId,
+    mut refs: Refs,
+    sink: &mut impl ActivitySink,
+) -> Result<()> {
+    refs.subscribers.sort();
+    refs.subscribers.dedup();
+    refs.workflows.sort();
+    refs.workflows.dedup();
+    for s in store.subscribers_by_refs(env, &refs.subscribers).await? {
+        sink.subscriber(&s);
+    }
+    for w in store.workflows_by_ids(env, &refs.workflows).await? {
+        sink.workflow(&w);
+    }
+    store.visit_jobs_of(&refs.ids, |j| sink.job(j)).await?;
+    store
+        .visit_details_of(&refs.ids, |d| sink.detail(d))
+        .await?;
+    Ok(())
 }
 
 /// `GET /v1/notifications` after query parsing.
@@ -39,63 +79,13 @@ pub struct ActivityQuery {
     pub limit: i64,
 }
 
-async fn assemble(
+/// One activity record into `sink`; `NotFound` when the environment has no such notification.
+pub async fn get(
     store: &Store,
-    env: &EnvironmentId,
-    notifications: Vec<NotificationSummary>,
-) -> Result<Vec<ActivityItem>> {
-    let ids: Vec<String> = notifications.iter().map(|n| n.id.clone()).collect();
-    let mut subscriber_refs: Vec<String> = notifications
-        .iter()
-        .map(|n| n.subscriber_ref.clone())
-        .collect();
-    subscriber_refs.sort();
-    subscriber_refs.dedup();
-    let mut workflow_refs: Vec<String> = notifications
-        .iter()
-        .map(|n| n.workflow_ref.clone())
-        .collect();
-    workflow_refs.sort();
-    workflow_refs.dedup();
-
-    let jobs = store.jobs_of(&ids).await?;
-    let mut details: HashMap<String, Vec<ExecutionDetail>> = HashMap::new();
-    for d in store.details_of(&ids).await? {
-        details.entry(d.job_id.clone()).or_default().push(d);
-    }
-    let subscribers: HashMap<String, Arc<Subscriber>> = store
-        .subscribers_by_refs(env, &subscriber_refs)
-        .await?
-        .into_iter()
-        .map(|s| (s.id.clone(), Arc::new(s)))
-        .collect();
-    let workflows: HashMap<String, Arc<Workflow>> = store
-        .workflows_by_ids(env, &workflow_refs)
-        .await?
-        .into_iter()
-        .map(|w| (w.id.clone(), Arc::new(w)))
-        .collect();
-    let mut jobs_by_notification: HashMap<String, Vec<(JobSummary, Vec<ExecutionDetail>)>> =
-        HashMap::new();
-    for job in jobs {
-        let d = details.remove(&job.id).unwrap_or_default();
-        jobs_by_notification
-            .entry(job.notification_id.clone())
-            .or_default()
-            .push((job, d));
-    }
-    Ok(notifications
-        .into_iter()
-        .map(|n| ActivityItem {
-            subscriber: subscribers.get(&n.subscriber_ref).cloned(),
-            workflow: workflows.get(&n.workflow_ref).cloned(),
-            jobs: jobs_by_notification.remove(&n.id).unwrap_or_default(),
-            notification: n,
-        })
-        .collect())
-}
-
-pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<ActivityItem> {
+    tenant: &Tenant,
+    id: &str,
+    sink: &mut impl ActivitySink,
+) -> Result<()> {
     if !is_object_id(id) {
         return Err(Error::invalid(
             "notificationId",
@@ -103,24 +93,29 @@ pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<ActivityIte
             id,
         ));
     }
-    let n = store
-        .get_notification_summary(&tenant.environment_id, id)
-        .await?
-        .ok_or_else(|| Error::NotFound("Notification not found".into()))?;
-    Ok(assemble(store, &tenant.environment_id, vec![n])
-        .await?
-        .remove(0))
+    let mut refs = Refs::default();
+    store
+        .visit_notification(&tenant.environment_id, id, |n| {
+            refs.add(&n);
+            sink.notification(n);
+        })
+        .await?;
+    if refs.ids.is_empty() {
+        return Err(Error::NotFound("Notification not found".into()));
+    }
+    assemble(store, &tenant.environment_id, refs, sink).await
 }
 
-/// A page of activity, newest first, and whether more follow.
+/// A page of activity, newest first, into `sink`; returns whether more follow and the page number.
 pub async fn list(
     store: &Store,
     tenant: &Tenant,
     q: ActivityQuery,
-) -> Result<(Vec<ActivityItem>, bool, i64)> {
+    sink: &mut impl ActivitySink,
+) -> Result<(bool, i64)> {
     let env = &tenant.environment_id;
     if q.topic_filter {
-        return Ok((Vec::new(), false, q.page));
+        return Ok((false, q.page));
     }
     let mut filter = q.filter.clone();
     let names_subscribers =
@@ -153,12 +148,17 @@ pub async fn list(
         ids.sort();
         ids.dedup();
         if ids.is_empty() {
-            return Ok((Vec::new(), false, 0));
+            return Ok((false, 0));
         }
         filter.subscriber_ids = Some(ids);
     }
-    let (notifications, has_more) = store
-        .list_notifications(env, &filter, q.page, q.limit)
+    let mut refs = Refs::default();
+    let has_more = store
+        .visit_notifications(env, &filter, q.page, q.limit, |n| {
+            refs.add(&n);
+            sink.notification(n);
+        })
         .await?;
-    Ok((assemble(store, env, notifications).await?, has_more, q.page))
+    assemble(store, env, refs, sink).await?;
+    Ok((has_more, q.page))
 }

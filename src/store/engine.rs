@@ -8,12 +8,13 @@ use sqlx::types::Json;
 use super::fast::{Columns, ReadRow};
 use super::page::PortableRow;
 use super::sql::{bind_args, Arg, Sql};
-use super::{on_db, Dialect, Store};
+use super::{on_db, Dialect, Store, ViewRow};
 use crate::domain::context::context_set;
 use crate::domain::job::{
-    ExecutionDetail, Job, JobSummary, Message, MessageDelivery, Notification, NotificationSummary,
+    DetailView, ExecutionDetail, Job, JobSummary, JobView, Message, MessageDelivery, Notification,
+    NotificationView,
 };
-use crate::domain::workflow::{Step, StepSummary};
+use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -957,13 +958,13 @@ impl From<NotificationRow> for Notification {
     }
 }
 
-/// The columns the activity feed shows of a notification (see [`NotificationSummary`]).
-const NOTIFICATION_SUMMARY_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, \
+/// The columns the activity feed shows of a notification (see [`NotificationView`]).
+const NOTIFICATION_VIEW_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, \
     workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
     context_keys, digested_notification_id, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
-struct NotificationSummaryRow {
+struct NotificationViewRow {
     id: String,
     organization_id: String,
     environment_id: String,
@@ -984,63 +985,65 @@ struct NotificationSummaryRow {
     updated_at: i64,
 }
 
-impl From<NotificationSummaryRow> for NotificationSummary {
-    fn from(r: NotificationSummaryRow) -> Self {
-        NotificationSummary {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            subscriber_ref: r.subscriber_ref,
-            subscriber_id: r.subscriber_id,
-            workflow_ref: r.workflow_ref,
-            workflow_identifier: r.workflow_identifier,
-            transaction_id: r.transaction_id,
-            channels: r.channels.0,
-            payload: r.payload.0,
-            to: r.to_value.map(|j| j.0),
-            tags: r.tags.0,
-            severity: r.severity,
-            critical: r.critical,
-            context_keys: r.context_keys.0,
-            digested_notification_id: r.digested_notification_id,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
+impl ViewRow for NotificationViewRow {
+    type View<'a> = NotificationView<'a>;
+
+    fn view(&self) -> NotificationView<'_> {
+        NotificationView {
+            id: &self.id,
+            organization_id: &self.organization_id,
+            environment_id: &self.environment_id,
+            subscriber_ref: &self.subscriber_ref,
+            subscriber_id: &self.subscriber_id,
+            workflow_ref: &self.workflow_ref,
+            workflow_identifier: &self.workflow_identifier,
+            transaction_id: &self.transaction_id,
+            channels: self.channels.0.get(),
+            payload: self.payload.0.get(),
+            to: self.to_value.as_ref().map(|j| j.0.get()),
+            tags: self.tags.0.get(),
+            severity: &self.severity,
+            critical: self.critical,
+            context_keys: self.context_keys.0.get(),
+            digested_notification_id: self.digested_notification_id.as_deref(),
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
         }
     }
-}
 
-impl ReadRow for NotificationSummaryRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<NotificationView<'a>> {
         let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
-            subscriber_ref: c.get("subscriber_ref")?,
-            subscriber_id: c.get("subscriber_id")?,
-            workflow_ref: c.get("workflow_ref")?,
-            workflow_identifier: c.get("workflow_identifier")?,
-            transaction_id: c.get("transaction_id")?,
-            channels: c.json("channels")?,
-            payload: c.json("payload")?,
-            to_value: c.opt_json("to_value")?,
-            tags: c.json("tags")?,
-            severity: c.get("severity")?,
+        Ok(NotificationView {
+            id: c.str("id")?,
+            organization_id: c.str("organization_id")?,
+            environment_id: c.str("environment_id")?,
+            subscriber_ref: c.str("subscriber_ref")?,
+            subscriber_id: c.str("subscriber_id")?,
+            workflow_ref: c.str("workflow_ref")?,
+            workflow_identifier: c.str("workflow_identifier")?,
+            transaction_id: c.str("transaction_id")?,
+            channels: c.str("channels")?,
+            payload: c.str("payload")?,
+            to: c.opt_str("to_value")?,
+            tags: c.str("tags")?,
+            severity: c.str("severity")?,
             critical: c.get("critical")?,
-            context_keys: c.json("context_keys")?,
-            digested_notification_id: c.get("digested_notification_id")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
+            context_keys: c.str("context_keys")?,
+            digested_notification_id: c.opt_str("digested_notification_id")?,
+            created_at: Timestamp(c.get("created_at")?),
+            updated_at: Timestamp(c.get("updated_at")?),
         })
     }
 }
 
+/// The columns the activity feed shows of an execution detail (see [`DetailView`]).
+const DETAIL_VIEW_COLUMNS: &str =
+    "id, job_id, status, detail, source, is_retry, is_test, provider_id, raw, created_at";
+
 #[derive(sqlx::FromRow)]
-struct DetailRow {
+struct DetailViewRow {
     id: String,
-    environment_id: String,
     job_id: String,
-    notification_id: String,
     status: String,
     detail: String,
     source: String,
@@ -1051,22 +1054,38 @@ struct DetailRow {
     created_at: i64,
 }
 
-impl From<DetailRow> for ExecutionDetail {
-    fn from(r: DetailRow) -> Self {
-        ExecutionDetail {
-            id: r.id,
-            environment_id: r.environment_id,
-            job_id: r.job_id,
-            notification_id: r.notification_id,
-            status: r.status,
-            detail: r.detail,
-            source: r.source,
-            is_retry: r.is_retry,
-            is_test: r.is_test,
-            provider_id: r.provider_id,
-            raw: r.raw,
-            created_at: Timestamp(r.created_at),
+impl ViewRow for DetailViewRow {
+    type View<'a> = DetailView<'a>;
+
+    fn view(&self) -> DetailView<'_> {
+        DetailView {
+            id: &self.id,
+            job_id: &self.job_id,
+            status: &self.status,
+            detail: &self.detail,
+            source: &self.source,
+            is_retry: self.is_retry,
+            is_test: self.is_test,
+            provider_id: self.provider_id.as_deref(),
+            raw: self.raw.as_deref(),
+            created_at: Timestamp(self.created_at),
         }
+    }
+
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<DetailView<'a>> {
+        let mut c = Columns::new(r);
+        Ok(DetailView {
+            id: c.str("id")?,
+            job_id: c.str("job_id")?,
+            status: c.str("status")?,
+            detail: c.str("detail")?,
+            source: c.str("source")?,
+            is_retry: c.get("is_retry")?,
+            is_test: c.get("is_test")?,
+            provider_id: c.opt_str("provider_id")?,
+            raw: c.opt_str("raw")?,
+            created_at: Timestamp(c.get("created_at")?),
+        })
     }
 }
 
@@ -1135,41 +1154,38 @@ impl Store {
             .map(Into::into))
     }
 
-    /// One notification as the activity feed shows it.
-    pub async fn get_notification_summary(
+    /// One notification as the activity feed shows it, handed to `visit` (not called when there is none).
+    pub async fn visit_notification(
         &self,
         env: &EnvironmentId,
         id: &str,
-    ) -> Result<Option<NotificationSummary>> {
+        visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
+    ) -> Result<()> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_SUMMARY_COLUMNS)
+        q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(self
-            .fetch_rows::<NotificationSummaryRow>(q)
-            .await?
-            .into_iter()
-            .next()
-            .map(Into::into))
+        self.visit_rows::<NotificationViewRow>(q, visit).await
     }
 
-    /// A page of notifications as the activity feed shows them, newest first; `has_more` is exact (reads
-    /// `limit + 1`).
-    pub async fn list_notifications(
+    /// A page of notifications as the activity feed shows them, newest first, each handed to `visit`;
+    /// returns whether more follow (exact: reads `limit + 1`).
+    pub async fn visit_notifications(
         &self,
         env: &EnvironmentId,
         f: &NotificationFilter,
         page: i64,
         limit: i64,
-    ) -> Result<(Vec<NotificationSummary>, bool)> {
+        mut visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
+    ) -> Result<bool> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_SUMMARY_COLUMNS)
+        q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         if let Some(ids) = &f.subscriber_ids {
             if ids.is_empty() {
-                return Ok((Vec::new(), false));
+                return Ok(false);
             }
             q.push_in("subscriber_id", ids);
         }
@@ -1201,25 +1217,43 @@ impl Store {
         if let Some(b) = f.before {
             q.push(" and created_at <= ").bind(b);
         }
-        newest_first_page::<NotificationSummaryRow, NotificationSummary>(self, q, page, limit).await
+        q.push(" order by created_at desc, id desc limit ")
+            .bind(limit + 1)
+            .push(" offset ")
+            .bind(page * limit);
+        let mut seen = 0;
+        self.visit_rows::<NotificationViewRow>(q, |n| {
+            seen += 1;
+            if seen <= limit {
+                visit(n);
+            }
+        })
+        .await?;
+        Ok(seen > limit)
     }
 
-    /// The jobs of several notifications (one query for a whole page), each notification's in step order
-    /// (then creation order). Sorted here rather than in SQL: an `order by` over the page's rows makes the
-    /// database copy every row, JSON columns and all, through a sorter.
-    pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<JobSummary>> {
+    /// The jobs of several notifications (one query for a whole page), each handed to `visit`, in no
+    /// particular order: an `order by` over the page's rows makes the database copy every row, JSON columns
+    /// and all, through a sorter, so the caller orders what it keeps.
+    pub async fn visit_jobs_of(
+        &self,
+        notification_ids: &[String],
+        visit: impl for<'v> FnMut(JobView<'v>) + Send,
+    ) -> Result<()> {
         if notification_ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let mut q = Sql::new("select ");
-        q.push(JOB_SUMMARY_COLUMNS).push(" from jobs where 1 = 1");
+        q.push(JOB_VIEW_COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        let mut jobs: Vec<JobSummary> = self
-            .fetch_rows::<JobSummaryRow>(q)
-            .await?
-            .into_iter()
-            .map(Into::into)
-            .collect();
+        self.visit_rows::<JobViewRow>(q, visit).await
+    }
+
+    /// The jobs of several notifications, each notification's in step order (then creation order).
+    pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<JobSummary>> {
+        let mut jobs: Vec<JobSummary> = Vec::new();
+        self.visit_jobs_of(notification_ids, |j| jobs.push(j.into()))
+            .await?;
         jobs.sort_by(|a, b| {
             (&a.notification_id, a.step_index, a.created_at).cmp(&(
                 &b.notification_id,
@@ -1230,25 +1264,21 @@ impl Store {
         Ok(jobs)
     }
 
-    /// The execution details of several notifications, oldest first (one query for a whole page).
-    pub async fn details_of(&self, notification_ids: &[String]) -> Result<Vec<ExecutionDetail>> {
+    /// The execution details of several notifications (one query for a whole page), each handed to
+    /// `visit`, in no particular order (see [`Store::visit_jobs_of`]).
+    pub async fn visit_details_of(
+        &self,
+        notification_ids: &[String],
+        visit: impl for<'v> FnMut(DetailView<'v>) + Send,
+    ) -> Result<()> {
         if notification_ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let mut q = Sql::new(
-            "select id, environment_id, job_id, notification_id, status, detail, source, is_retry, is_test, provider_id, \
-             raw, created_at from execution_details where 1 = 1",
-        );
+        let mut q = Sql::new("select ");
+        q.push(DETAIL_VIEW_COLUMNS)
+            .push(" from execution_details where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        let mut details: Vec<ExecutionDetail> = self
-            .fetch_rows::<DetailRow>(q)
-            .await?
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        // Sorted here, not in SQL (see `jobs_of`).
-        details.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(details)
+        self.visit_rows::<DetailViewRow>(q, visit).await
     }
 }
 
@@ -1611,18 +1641,18 @@ impl ReadRow for JobRow {
     }
 }
 
-/// The columns the activity feed shows of a job (see [`JobSummary`]).
-const JOB_SUMMARY_COLUMNS: &str =
+/// The columns the activity feed shows of a job (see [`JobView`]).
+const JOB_VIEW_COLUMNS: &str =
     "id, notification_id, workflow_ref, step_index, step, status, provider_id, \
     payload, overrides, digest, run_at, schedule_extensions_count, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
-struct JobSummaryRow {
+struct JobViewRow {
     id: String,
     notification_id: String,
     workflow_ref: String,
     step_index: i64,
-    step: Json<StepSummary>,
+    step: Json<Box<RawValue>>,
     status: String,
     provider_id: String,
     payload: Json<Box<RawValue>>,
@@ -1634,65 +1664,45 @@ struct JobSummaryRow {
     updated_at: i64,
 }
 
-impl ReadRow for JobSummaryRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            notification_id: c.get("notification_id")?,
-            workflow_ref: c.get("workflow_ref")?,
-            step_index: c.get("step_index")?,
-            step: c.json("step")?,
-            status: c.get("status")?,
-            provider_id: c.get("provider_id")?,
-            payload: c.json("payload")?,
-            overrides: c.opt_json("overrides")?,
-            digest: c.opt_json("digest")?,
-            run_at: c.get("run_at")?,
-            schedule_extensions_count: c.get("schedule_extensions_count")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
-        })
-    }
-}
+impl ViewRow for JobViewRow {
+    type View<'a> = JobView<'a>;
 
-impl From<JobSummaryRow> for JobSummary {
-    fn from(r: JobSummaryRow) -> Self {
-        JobSummary {
-            id: r.id,
-            notification_id: r.notification_id,
-            workflow_ref: r.workflow_ref,
-            step_index: r.step_index,
-            step: r.step.0,
-            status: r.status,
-            provider_id: r.provider_id,
-            payload: r.payload.0,
-            overrides: r.overrides.map(|o| o.0),
-            digest: r.digest.map(|d| d.0),
-            run_at: Timestamp(r.run_at),
-            schedule_extensions_count: r.schedule_extensions_count,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
+    fn view(&self) -> JobView<'_> {
+        JobView {
+            id: &self.id,
+            notification_id: &self.notification_id,
+            workflow_ref: &self.workflow_ref,
+            step_index: self.step_index,
+            step: self.step.0.get(),
+            status: &self.status,
+            provider_id: &self.provider_id,
+            payload: self.payload.0.get(),
+            overrides: self.overrides.as_ref().map(|j| j.0.get()),
+            digest: self.digest.as_ref().map(|j| j.0.get()),
+            run_at: Timestamp(self.run_at),
+            schedule_extensions_count: self.schedule_extensions_count,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
         }
     }
-}
 
-impl ReadRow for DetailRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<JobView<'a>> {
         let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            environment_id: c.get("environment_id")?,
-            job_id: c.get("job_id")?,
-            notification_id: c.get("notification_id")?,
-            status: c.get("status")?,
-            detail: c.get("detail")?,
-            source: c.get("source")?,
-            is_retry: c.get("is_retry")?,
-            is_test: c.get("is_test")?,
-            provider_id: c.get("provider_id")?,
-            raw: c.get("raw")?,
-            created_at: c.get("created_at")?,
+        Ok(JobView {
+            id: c.str("id")?,
+            notification_id: c.str("notification_id")?,
+            workflow_ref: c.str("workflow_ref")?,
+            step_index: c.get("step_index")?,
+            step: c.str("step")?,
+            status: c.str("status")?,
+            provider_id: c.str("provider_id")?,
+            payload: c.str("payload")?,
+            overrides: c.opt_str("overrides")?,
+            digest: c.opt_str("digest")?,
+            run_at: Timestamp(c.get("run_at")?),
+            schedule_extensions_count: c.get("schedule_extensions_count")?,
+            created_at: Timestamp(c.get("created_at")?),
+            updated_at: Timestamp(c.get("updated_at")?),
         })
     }
 }

@@ -26,7 +26,14 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update(None, "cache_size", -2000)?;
+    conn.pragma_update(
+        None,
+        "cache_size",
+        std::env::var("XCACHE")
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(-2000),
+    )?;
     Ok(conn)
 }
 
@@ -71,6 +78,26 @@ pub(crate) fn query_inline<R>(
             out.push(map(row)?);
         }
         Ok(out)
+    })
+    .map_err(|e| anyhow::Error::from(e).into())
+}
+
+/// A statement of the [`Sql`](super::sql::Sql) builder run inline, each row handed to `visit` while it is
+/// current (nothing is copied out of it unless `visit` copies).
+pub(crate) fn visit_inline(
+    path: &Path,
+    q: &super::sql::Sql,
+    mut visit: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+) -> crate::error::Result<()> {
+    let text = numbered(&q.text);
+    with_reader(path, |c| {
+        let mut stmt = c.prepare_cached(&text)?;
+        bind_all(&mut stmt, &q.args)?;
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            visit(row)?;
+        }
+        Ok(())
     })
     .map_err(|e| anyhow::Error::from(e).into())
 }
@@ -156,6 +183,18 @@ impl<'a, 'r> Columns<'a, 'r> {
     pub fn get<T: rusqlite::types::FromSql>(&mut self, name: &str) -> rusqlite::Result<T> {
         let at = self.next_index(name);
         self.row.get(at)
+    }
+
+    /// The next column, text, borrowed from the row.
+    pub fn str(&mut self, name: &str) -> rusqlite::Result<&'a str> {
+        let at = self.next_index(name);
+        self.row.get_ref(at)?.as_str().map_err(Into::into)
+    }
+
+    /// The next column, nullable text, borrowed from the row.
+    pub fn opt_str(&mut self, name: &str) -> rusqlite::Result<Option<&'a str>> {
+        let at = self.next_index(name);
+        self.row.get_ref(at)?.as_str_or_null().map_err(Into::into)
     }
 
     /// The next column, text, through `parse` without copying it; `None` from `parse` is an error naming

@@ -295,6 +295,40 @@ impl Store {
     }
 }
 
+/// A row type that lends a borrowed view of itself, and builds the same view straight from a SQLite row:
+/// the read side hands views to a visitor instead of collecting owned rows (see [`Store::visit_rows`]).
+pub(crate) trait ViewRow: page::PortableRow {
+    type View<'a>;
+
+    fn view(&self) -> Self::View<'_>;
+
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<Self::View<'a>>;
+}
+
+impl Store {
+    /// Hands each row of a select to `visit` as a borrowed view: inline on SQLite, while the row is current
+    /// (no owned copy of it is made); from the pool on PostgreSQL, after the rows arrived.
+    pub(crate) async fn visit_rows<R: ViewRow>(
+        &self,
+        q: sql::Sql,
+        mut visit: impl for<'v> FnMut(R::View<'v>) + Send,
+    ) -> Result<()> {
+        if let Some(path) = self.sqlite_path.as_deref() {
+            return fast::visit_inline(path, &q, |row| {
+                visit(R::view_inline(row)?);
+                Ok(())
+            });
+        }
+        let rows: Vec<R> = on_db!(self.r(), p => sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone())
+            .fetch_all(p)
+            .await)?;
+        for r in &rows {
+            visit(r.view());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

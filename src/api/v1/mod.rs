@@ -1,5 +1,6 @@
 //! `/v1/…` routes.
 
+pub mod activity_json;
 pub mod channels;
 pub mod events;
 pub mod integrations;

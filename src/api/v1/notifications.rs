@@ -2,7 +2,8 @@
 //! records with their jobs and execution details.
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -10,16 +11,17 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppPath, QueryMap};
-use crate::api::wire::{IsoTime, Reply, WireName};
+use crate::api::v1::activity_json::ActivityJson;
+use crate::api::wire::{raw_reply, IsoTime, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
-use crate::domain::job::{ExecutionDetail, JobSummary};
 use crate::domain::{Tenant, Timestamp};
 use crate::error::{Error, Validation};
-use crate::service::activity::{self as service, ActivityItem, ActivityQuery};
+use crate::service::activity::{self as service, ActivityQuery};
 use crate::store::engine::NotificationFilter;
 
-/// ExecutionDetail.
+/// ExecutionDetail. The `…Out` types of this module describe the schema (OpenAPI); the responses are written by
+/// [`ActivityJson`], which a test pins to these types byte for byte.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutionDetailOut {
@@ -36,23 +38,6 @@ pub struct ExecutionDetailOut {
     pub provider_id: Option<WireName>,
     pub raw: Option<String>,
     pub source: String,
-}
-
-impl From<ExecutionDetail> for ExecutionDetailOut {
-    fn from(d: ExecutionDetail) -> Self {
-        Self {
-            id: d.id,
-            job_id: d.job_id,
-            created_at: d.created_at.into(),
-            status: d.status,
-            detail: d.detail,
-            is_retry: d.is_retry,
-            is_test: d.is_test,
-            provider_id: d.provider_id.map(WireName::from),
-            raw: d.raw,
-            source: d.source,
-        }
-    }
 }
 
 /// Job.
@@ -99,37 +84,6 @@ pub struct JobStepOut {
     pub should_stop_on_fail: bool,
     #[schema(value_type = Object)]
     pub control_variables: Box<RawValue>,
-}
-
-fn job_out(job: JobSummary, details: Vec<ExecutionDetail>) -> JobOut {
-    let digest = job
-        .digest
-        .filter(|_| job.step.step_type == crate::domain::workflow::StepType::Digest);
-    JobOut {
-        id: job.id,
-        job_type: job.step.step_type.as_str(),
-        digest,
-        execution_details: details.into_iter().map(Into::into).collect(),
-        step: JobStepOut {
-            id: job.step.id,
-            step_id: job.step.step_id,
-            name: job.step.name,
-            active: true,
-            filters: job.step.filters,
-            template_id: job.workflow_ref,
-            parent_id: None,
-            should_stop_on_fail: job.step.should_stop_on_fail,
-            control_variables: job.step.control_values,
-        },
-        overrides: job.overrides,
-        payload: job.payload,
-        provider_id: WireName::from(job.provider_id),
-        status: job.status,
-        created_at: job.created_at.into(),
-        updated_at: job.updated_at.into(),
-        run_at: job.run_at.into(),
-        schedule_extensions_count: job.schedule_extensions_count,
-    }
 }
 
 /// The recipient of an activity record: with its details, or — once deleted — its ids alone.
@@ -213,62 +167,6 @@ pub struct ActivityOut {
     pub critical: bool,
     #[schema(value_type = Vec<String>)]
     pub context_keys: Box<RawValue>,
-}
-
-impl From<ActivityItem> for ActivityOut {
-    fn from(a: ActivityItem) -> Self {
-        let n = a.notification;
-        let subscriber = match &a.subscriber {
-            Some(s) => ActivitySubscriberOut::Known {
-                id: s.id.clone(),
-                subscriber_id: s.subscriber_id.clone(),
-                first_name: s.first_name.clone(),
-                last_name: s.last_name.clone(),
-                email: s.email.clone(),
-                phone: s.phone.clone(),
-            },
-            None => ActivitySubscriberOut::Gone {
-                id: n.subscriber_ref.clone(),
-                subscriber_id: n.subscriber_id.clone(),
-            },
-        };
-        let template = ActivityTemplateOut {
-            id: n.workflow_ref.clone(),
-            name: a
-                .workflow
-                .as_ref()
-                .map(|w| w.name.clone())
-                .unwrap_or_else(|| n.workflow_identifier.clone()),
-            origin: WireName("svc-cloud".into()),
-            triggers: vec![ActivityTriggerOut {
-                trigger_type: "event".to_owned(),
-                identifier: n.workflow_identifier,
-                variables: Vec::new(),
-            }],
-        };
-        Self {
-            id: n.id,
-            environment_id: n.environment_id,
-            organization_id: n.organization_id,
-            subscriber_ref: n.subscriber_ref,
-            template_id: n.workflow_ref,
-            digested_notification_id: n.digested_notification_id,
-            transaction_id: n.transaction_id,
-            created_at: n.created_at.into(),
-            updated_at: n.updated_at.into(),
-            channels: n.channels,
-            subscriber,
-            template,
-            jobs: a.jobs.into_iter().map(|(j, d)| job_out(j, d)).collect(),
-            payload: n.payload,
-            to: n.to,
-            tags: n.tags,
-            topics: Vec::new(),
-            severity: n.severity,
-            critical: n.critical,
-            context_keys: n.context_keys,
-        }
-    }
 }
 
 /// `{hasMore, data, pageSize, page}`.
@@ -361,14 +259,13 @@ pub async fn list_notifications(
         page,
         limit,
     };
-    let (items, has_more, page) = service::list(&state.store, &tenant, query).await?;
-    let body = ActivityPage {
-        has_more,
-        data: items.into_iter().map(Into::into).collect(),
-        page_size: limit,
-        page,
-    };
-    Ok(Reply::page(body).into_response())
+    let mut sink = ActivityJson::default();
+    let (has_more, page) = service::list(&state.store, &tenant, query, &mut sink).await?;
+    Ok(raw_reply(
+        StatusCode::OK,
+        false,
+        sink.page(has_more, limit, page)?,
+    ))
 }
 
 /// Retrieve one triggered event with its jobs and execution details.
@@ -380,6 +277,7 @@ pub async fn get_notification(
     tenant: Tenant,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Response> {
-    let item = service::get(&state.store, &tenant, &id).await?;
-    Ok(Reply::ok(ActivityOut::from(item)).into_response())
+    let mut sink = ActivityJson::default();
+    service::get(&state.store, &tenant, &id, &mut sink).await?;
+    Ok(raw_reply(StatusCode::OK, true, sink.one()?))
 }
