@@ -72,12 +72,11 @@ pub struct Job {
 }
 
 /// A notification as the activity feed shows it, borrowed from a row: only what the feed writes, the JSON
-/// columns as the stored text (written into the response as they are, never parsed).
+/// columns as the stored text (written into the response as they are, never parsed). Its organization and
+/// environment are the reader's (every read is scoped to them), so they are not read.
 #[derive(Debug, Clone, Copy)]
 pub struct NotificationView<'a> {
     pub id: &'a str,
-    pub organization_id: &'a str,
-    pub environment_id: &'a str,
     pub subscriber_ref: &'a str,
     pub subscriber_id: &'a str,
     pub workflow_ref: &'a str,
@@ -124,12 +123,12 @@ impl From<JobView<'_>> for JobSummary {
     }
 }
 
-/// A job as the activity feed writes it, borrowed from a row; `step` is the stored step's JSON text.
+/// A job as the activity feed writes it, borrowed from a row; `step` is the stored step's JSON text. Its
+/// workflow is its notification's.
 #[derive(Debug, Clone, Copy)]
 pub struct JobView<'a> {
     pub id: &'a str,
     pub notification_id: &'a str,
-    pub workflow_ref: &'a str,
     pub step_index: i64,
     pub step: &'a str,
     pub status: &'a str,

@@ -67,6 +67,17 @@ pub struct Subscriber {
     pub updated_at: Timestamp,
 }
 
+/// What an activity record shows of its subscriber, borrowed from a row.
+#[derive(Debug, Clone, Copy)]
+pub struct SubscriberContact<'a> {
+    pub id: &'a str,
+    pub subscriber_id: &'a str,
+    pub first_name: Option<&'a str>,
+    pub last_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+    pub phone: Option<&'a str>,
+}
+
 impl Subscriber {
     /// `firstName + " " + lastName`, trimmed: what the `name` search matches.
     pub fn full_name(&self) -> String {

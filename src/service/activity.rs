@@ -5,8 +5,7 @@
 
 use crate::domain::id::is_object_id;
 use crate::domain::job::{DetailView, JobView, NotificationView};
-use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::Workflow;
+use crate::domain::subscriber::SubscriberContact;
 use crate::domain::{EnvironmentId, Tenant};
 use crate::error::{Error, Result};
 use crate::store::engine::NotificationFilter;
@@ -19,8 +18,9 @@ use crate::store::Store;
 /// details in no particular order).
 pub trait ActivitySink: Send {
     fn notification(&mut self, n: NotificationView<'_>);
-    fn subscriber(&mut self, s: &Subscriber);
-    fn workflow(&mut self, w: &Workflow);
+    fn subscriber(&mut self, s: SubscriberContact<'_>);
+    /// A workflow's `_id` and name.
+    fn workflow(&mut self, id: &str, name: &str);
     fn job(&mut self, j: JobView<'_>);
     fn detail(&mut self, d: DetailView<'_>);
 }
@@ -52,11 +52,11 @@ async fn assemble(
     refs.subscribers.dedup();
     refs.workflows.sort();
     refs.workflows.dedup();
-    for s in store.subscribers_by_refs(env, &refs.subscribers).await? {
-        sink.subscriber(&s);
-    }
-    for w in store.workflows_by_ids(env, &refs.workflows).await? {
-        sink.workflow(&w);
+    store
+        .visit_contacts_by_refs(env, &refs.subscribers, |s| sink.subscriber(s))
+        .await?;
+    for (id, name) in store.workflow_names(env, &refs.workflows).await? {
+        sink.workflow(&id, &name);
     }
     store.visit_jobs_of(&refs.ids, |j| sink.job(j)).await?;
     store

@@ -959,15 +959,13 @@ impl From<NotificationRow> for Notification {
 }
 
 /// The columns the activity feed shows of a notification (see [`NotificationView`]).
-const NOTIFICATION_VIEW_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, \
+const NOTIFICATION_VIEW_COLUMNS: &str = "id, subscriber_ref, subscriber_id, \
     workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
     context_keys, digested_notification_id, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct NotificationViewRow {
     id: String,
-    organization_id: String,
-    environment_id: String,
     subscriber_ref: String,
     subscriber_id: String,
     workflow_ref: String,
@@ -991,8 +989,6 @@ impl ViewRow for NotificationViewRow {
     fn view(&self) -> NotificationView<'_> {
         NotificationView {
             id: &self.id,
-            organization_id: &self.organization_id,
-            environment_id: &self.environment_id,
             subscriber_ref: &self.subscriber_ref,
             subscriber_id: &self.subscriber_id,
             workflow_ref: &self.workflow_ref,
@@ -1015,8 +1011,6 @@ impl ViewRow for NotificationViewRow {
         let mut c = Columns::new(r);
         Ok(NotificationView {
             id: c.str("id")?,
-            organization_id: c.str("organization_id")?,
-            environment_id: c.str("environment_id")?,
             subscriber_ref: c.str("subscriber_ref")?,
             subscriber_id: c.str("subscriber_id")?,
             workflow_ref: c.str("workflow_ref")?,
@@ -1642,15 +1636,13 @@ impl ReadRow for JobRow {
 }
 
 /// The columns the activity feed shows of a job (see [`JobView`]).
-const JOB_VIEW_COLUMNS: &str =
-    "id, notification_id, workflow_ref, step_index, step, status, provider_id, \
+const JOB_VIEW_COLUMNS: &str = "id, notification_id, step_index, step, status, provider_id, \
     payload, overrides, digest, run_at, schedule_extensions_count, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct JobViewRow {
     id: String,
     notification_id: String,
-    workflow_ref: String,
     step_index: i64,
     step: Json<Box<RawValue>>,
     status: String,
@@ -1671,7 +1663,6 @@ impl ViewRow for JobViewRow {
         JobView {
             id: &self.id,
             notification_id: &self.notification_id,
-            workflow_ref: &self.workflow_ref,
             step_index: self.step_index,
             step: self.step.0.get(),
             status: &self.status,
@@ -1691,7 +1682,6 @@ impl ViewRow for JobViewRow {
         Ok(JobView {
             id: c.str("id")?,
             notification_id: c.str("notification_id")?,
-            workflow_ref: c.str("workflow_ref")?,
             step_index: c.get("step_index")?,
             step: c.str("step")?,
             status: c.str("status")?,

@@ -112,22 +112,24 @@ pub(crate) fn scalar_inline<T: rusqlite::types::FromSql>(
         .next())
 }
 
-/// `$1` → `?1` (outside quoted strings).
+/// `$1` → `?1` (outside quoted strings). Byte by byte: `$`, `'` and digits are ASCII, so every other byte
+/// (of any UTF-8 sequence) is copied as it is.
 pub(crate) fn numbered(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
     let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\'' {
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\'' {
             quoted = !quoted;
         }
-        if c == '$' && !quoted && chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push('?');
+        if b == b'$' && !quoted && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            out.push(b'?');
         } else {
-            out.push(c);
+            out.push(b);
         }
     }
-    out
+    // Only ASCII bytes were replaced by ASCII bytes.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
 fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[super::sql::Arg]) -> rusqlite::Result<()> {
@@ -256,6 +258,10 @@ mod tests {
         assert_eq!(
             super::numbered("select '$1', x from t where a = $1 and b in ($2, $10)"),
             "select '$1', x from t where a = ?1 and b in (?2, ?10)"
+        );
+        assert_eq!(
+            super::numbered("select 'é$1', 'ü' || $2 from t where a = $1"),
+            "select 'é$1', 'ü' || ?2 from t where a = ?1"
         );
     }
 }

@@ -6,8 +6,8 @@ use sqlx::types::Json;
 use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
-use super::{is_unique_violation, on_db, Dialect, Store};
-use crate::domain::subscriber::{ChannelSettings, Subscriber};
+use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
+use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact};
 use crate::domain::{EnvironmentId, Tenant, Timestamp};
 use crate::error::{Error, Result};
 
@@ -373,21 +373,23 @@ impl Store {
 }
 
 impl Store {
-    /// Subscribers by `_id`, deleted ones included (activity records outlive them). One query.
-    pub async fn subscribers_by_refs(
+    /// What activity records show of subscribers, by `_id`, deleted ones included (activity records
+    /// outlive them), each handed to `visit`. One query.
+    pub async fn visit_contacts_by_refs(
         &self,
         env: &EnvironmentId,
         refs: &[String],
-    ) -> Result<Vec<Subscriber>> {
+        visit: impl for<'v> FnMut(SubscriberContact<'v>) + Send,
+    ) -> Result<()> {
         if refs.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let mut q = Sql::new("select ");
-        q.push(COLUMNS).push(" from subscribers where true");
+        let mut q = Sql::new(
+            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where true",
+        );
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<SubscriberRow> = self.fetch_rows(q).await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        self.visit_rows::<ContactRow>(q, visit).await
     }
 
     /// The environment's current (not deleted) subscribers among `subscriber_ids`, in one query: what the
@@ -492,6 +494,43 @@ fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids:
         .push(" and deleted = false");
     q.push_in("subscriber_id", subscriber_ids);
     q
+}
+
+#[derive(sqlx::FromRow)]
+struct ContactRow {
+    id: String,
+    subscriber_id: String,
+    first_name: Option<String>,
+    last_name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+}
+
+impl ViewRow for ContactRow {
+    type View<'a> = SubscriberContact<'a>;
+
+    fn view(&self) -> SubscriberContact<'_> {
+        SubscriberContact {
+            id: &self.id,
+            subscriber_id: &self.subscriber_id,
+            first_name: self.first_name.as_deref(),
+            last_name: self.last_name.as_deref(),
+            email: self.email.as_deref(),
+            phone: self.phone.as_deref(),
+        }
+    }
+
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<SubscriberContact<'a>> {
+        let mut c = Columns::new(r);
+        Ok(SubscriberContact {
+            id: c.str("id")?,
+            subscriber_id: c.str("subscriber_id")?,
+            first_name: c.opt_str("first_name")?,
+            last_name: c.opt_str("last_name")?,
+            email: c.opt_str("email")?,
+            phone: c.opt_str("phone")?,
+        })
+    }
 }
 
 fn get_subscriber_inline(

@@ -265,20 +265,36 @@ impl Store {
 }
 
 impl Store {
-    /// Workflows by `_id`, deleted ones included (activity records outlive them). One query.
-    pub async fn workflows_by_ids(
+    /// The names of workflows, by `_id`, deleted ones included (activity records outlive them), as
+    /// `(id, name)`. One query.
+    pub async fn workflow_names(
         &self,
         env: &EnvironmentId,
         ids: &[String],
-    ) -> Result<Vec<Workflow>> {
+    ) -> Result<Vec<(String, String)>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = Sql::new("select ");
-        q.push(COLUMNS).push(" from workflows where true");
+        let mut q = Sql::new("select id, name from workflows where true");
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<WorkflowRow> = self.fetch_rows(q).await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        let rows: Vec<WorkflowNameRow> = self.fetch_rows(q).await?;
+        Ok(rows.into_iter().map(|r| (r.id, r.name)).collect())
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct WorkflowNameRow {
+    id: String,
+    name: String,
+}
+
+impl ReadRow for WorkflowNameRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
+        Ok(Self {
+            id: c.get("id")?,
+            name: c.get("name")?,
+        })
     }
 }

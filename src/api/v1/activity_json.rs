@@ -13,8 +13,9 @@ use serde_json::value::RawValue;
 
 use crate::api::wire::JsonObject;
 use crate::domain::job::{DetailView, JobView, NotificationView};
-use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::{StepType, Workflow};
+use crate::domain::subscriber::SubscriberContact;
+use crate::domain::workflow::StepType;
+use crate::domain::Tenant;
 use crate::error::Error;
 use crate::service::activity::ActivitySink;
 
@@ -97,10 +98,11 @@ impl IdIndex {
     }
 }
 
-/// Collects an activity page (or one record) as JSON fragments; [`ActivityJson::page`] or
-/// [`ActivityJson::one`] puts them together.
-#[derive(Default)]
+/// Collects an activity page (or one record) of an environment as JSON fragments; [`ActivityJson::page`]
+/// or [`ActivityJson::one`] puts them together.
 pub struct ActivityJson {
+    organization_id: String,
+    environment_id: String,
     /// Every written fragment, and the texts the notes refer to.
     buf: Vec<u8>,
     notes: Vec<Note>,
@@ -117,6 +119,23 @@ pub struct ActivityJson {
 }
 
 impl ActivityJson {
+    pub fn new(tenant: &Tenant) -> Self {
+        Self {
+            organization_id: tenant.organization_id.as_str().to_owned(),
+            environment_id: tenant.environment_id.as_str().to_owned(),
+            buf: Vec::with_capacity(16 * 1024),
+            notes: Vec::new(),
+            note_ids: IdIndex::default(),
+            subscribers: HashMap::new(),
+            workflow_names: HashMap::new(),
+            jobs: Vec::new(),
+            job_ids: IdIndex::default(),
+            steps: Vec::new(),
+            details: Vec::new(),
+            error: None,
+        }
+    }
+
     fn keep(&mut self, text: &str) -> Range<usize> {
         let start = self.buf.len();
         self.buf.extend_from_slice(text.as_bytes());
@@ -125,10 +144,11 @@ impl ActivityJson {
 
     /// The `step` member of job `j`, written (or found written for an earlier job of the page), and the
     /// step's type; `None` when the stored step does not parse.
-    fn step_part(&mut self, j: &JobView<'_>) -> Option<(StepType, Range<usize>)> {
+    fn step_part(&mut self, j: &JobView<'_>, note: usize) -> Option<(StepType, Range<usize>)> {
+        let workflow_ref = self.notes[note].workflow_ref.clone();
         if let Some(p) = self.steps.iter().find(|p| {
-            &self.buf[p.text.clone()] == j.step.as_bytes()
-                && &self.buf[p.workflow_ref.clone()] == j.workflow_ref.as_bytes()
+            self.buf[p.text.clone()] == *j.step.as_bytes()
+                && self.buf[p.workflow_ref.clone()] == self.buf[workflow_ref.clone()]
         }) {
             return Some((p.step_type, p.body.clone()));
         }
@@ -139,6 +159,7 @@ impl ActivityJson {
                 return None;
             }
         };
+        let template_id = self.text(&workflow_ref).to_owned();
         let start = self.buf.len();
         let mut s = JsonObject::open(&mut self.buf);
         s.str("_id", &step.id)
@@ -146,7 +167,7 @@ impl ActivityJson {
             .str("name", &step.name)
             .bool("active", true)
             .raw("filters", step.filters.map_or("[]", RawValue::get))
-            .str("_templateId", j.workflow_ref)
+            .str("_templateId", &template_id)
             .raw("_parentId", "null")
             .bool("shouldStopOnFail", step.should_stop_on_fail)
             .raw(
@@ -157,7 +178,7 @@ impl ActivityJson {
         let body = start..self.buf.len();
         let part = StepPart {
             text: self.keep(j.step),
-            workflow_ref: self.keep(j.workflow_ref),
+            workflow_ref,
             step_type: step.step_type,
             body: body.clone(),
         };
@@ -289,8 +310,8 @@ impl ActivitySink for ActivityJson {
         let start = self.buf.len();
         let mut obj = JsonObject::open(&mut self.buf);
         obj.str("_id", n.id)
-            .str("_environmentId", n.environment_id)
-            .str("_organizationId", n.organization_id)
+            .str("_environmentId", &self.environment_id)
+            .str("_organizationId", &self.organization_id)
             .str("_subscriberId", n.subscriber_ref)
             .str("_templateId", n.workflow_ref);
         if let Some(d) = n.digested_notification_id {
@@ -325,28 +346,29 @@ impl ActivitySink for ActivityJson {
         self.notes.push(note);
     }
 
-    fn subscriber(&mut self, s: &Subscriber) {
+    fn subscriber(&mut self, s: SubscriberContact<'_>) {
         let start = self.buf.len();
         let mut obj = JsonObject::open(&mut self.buf);
-        obj.str("_id", &s.id)
-            .str("subscriberId", &s.subscriber_id)
-            .opt_str("firstName", s.first_name.as_deref())
-            .opt_str("lastName", s.last_name.as_deref())
-            .opt_str("email", s.email.as_deref())
-            .opt_str("phone", s.phone.as_deref());
+        obj.str("_id", s.id)
+            .str("subscriberId", s.subscriber_id)
+            .opt_str("firstName", s.first_name)
+            .opt_str("lastName", s.last_name)
+            .opt_str("email", s.email)
+            .opt_str("phone", s.phone);
         obj.close();
-        self.subscribers.insert(s.id.clone(), start..self.buf.len());
+        self.subscribers
+            .insert(s.id.to_owned(), start..self.buf.len());
     }
 
-    fn workflow(&mut self, w: &Workflow) {
-        self.workflow_names.insert(w.id.clone(), w.name.clone());
+    fn workflow(&mut self, id: &str, name: &str) {
+        self.workflow_names.insert(id.to_owned(), name.to_owned());
     }
 
     fn job(&mut self, j: JobView<'_>) {
         let Some(note) = self.note_ids.find(&self.buf, j.notification_id) else {
             return;
         };
-        let Some((step_type, step)) = self.step_part(&j) else {
+        let Some((step_type, step)) = self.step_part(&j, note) else {
             return;
         };
         let id = self.keep(j.id);
@@ -423,10 +445,16 @@ mod tests {
     };
     use crate::api::wire::{with_profile, IsoTime, WireName};
     use crate::config::WireProfile;
-    use crate::domain::workflow::Severity;
-    use crate::domain::Timestamp;
+    use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
 
     const T0: i64 = 1_795_600_000_000;
+
+    fn tenant() -> Tenant {
+        Tenant {
+            organization_id: OrganizationId("org1".into()),
+            environment_id: EnvironmentId("env1".into()),
+        }
+    }
 
     fn raw(json: &str) -> Box<RawValue> {
         RawValue::from_string(json.to_owned()).unwrap()
@@ -435,8 +463,6 @@ mod tests {
     fn note(id: &'static str, subscriber_ref: &'static str) -> NotificationView<'static> {
         NotificationView {
             id,
-            organization_id: "org1",
-            environment_id: "env1",
             subscriber_ref,
             subscriber_id: "ada",
             workflow_ref: "wf1",
@@ -463,7 +489,6 @@ mod tests {
         JobView {
             id,
             notification_id,
-            workflow_ref: "wf1",
             step_index,
             step: if step_index == 0 {
                 DIGEST_STEP
@@ -501,61 +526,26 @@ mod tests {
         }
     }
 
-    fn ada() -> Subscriber {
-        Subscriber {
-            id: "sub1".into(),
-            organization_id: "org1".into(),
-            environment_id: "env1".into(),
-            subscriber_id: "ada".into(),
-            first_name: Some("Ada".into()),
+    fn ada() -> SubscriberContact<'static> {
+        SubscriberContact {
+            id: "sub1",
+            subscriber_id: "ada",
+            first_name: Some("Ada"),
             last_name: None,
-            email: Some("ada@example.com".into()),
+            email: Some("ada@example.com"),
             phone: None,
-            avatar: None,
-            locale: None,
-            timezone: None,
-            data: None,
-            channels: Vec::new(),
-            is_online: None,
-            last_online_at: None,
-            deleted: false,
-            version: 0,
-            created_at: Timestamp(T0),
-            updated_at: Timestamp(T0),
-        }
-    }
-
-    fn workflow() -> Workflow {
-        Workflow {
-            id: "wf1".into(),
-            organization_id: "org1".into(),
-            environment_id: "env1".into(),
-            workflow_id: "comment-\"posted\"".into(),
-            name: "Comment posted".into(),
-            description: None,
-            tags: Vec::new(),
-            active: true,
-            critical: false,
-            severity: Severity::None,
-            preferences: None,
-            payload_schema: None,
-            validate_payload: false,
-            steps: Vec::new(),
-            version: 0,
-            created_at: Timestamp(T0),
-            updated_at: Timestamp(T0),
         }
     }
 
     /// The page through the sink: rows in the order the service hands them over, jobs and details
     /// shuffled (the sink orders them).
     fn rendered(with_workflow: bool) -> Vec<u8> {
-        let mut sink = ActivityJson::default();
+        let mut sink = ActivityJson::new(&tenant());
         sink.notification(note("n1", "sub1"));
         sink.notification(note("n2", "gone"));
-        sink.subscriber(&ada());
+        sink.subscriber(ada());
         if with_workflow {
-            sink.workflow(&workflow());
+            sink.workflow("wf1", "Comment posted");
         }
         sink.job(job("j2", "n1", 1));
         sink.job(job("j1", "n1", 0));
@@ -600,7 +590,7 @@ mod tests {
                 name: step.name.into_owned(),
                 active: true,
                 filters: raw(step.filters.map_or("[]", RawValue::get)),
-                template_id: j.workflow_ref.into(),
+                template_id: "wf1".into(),
                 parent_id: None,
                 should_stop_on_fail: step.should_stop_on_fail,
                 control_variables: raw(step.control_values.map_or("{}", RawValue::get)),
@@ -624,8 +614,8 @@ mod tests {
     ) -> ActivityOut {
         ActivityOut {
             id: n.id.into(),
-            environment_id: n.environment_id.into(),
-            organization_id: n.organization_id.into(),
+            environment_id: "env1".into(),
+            organization_id: "org1".into(),
             subscriber_ref: n.subscriber_ref.into(),
             template_id: n.workflow_ref.into(),
             digested_notification_id: n.digested_notification_id.map(Into::into),
@@ -727,7 +717,7 @@ mod tests {
 
     #[test]
     fn one_record_is_the_object_alone() {
-        let mut sink = ActivityJson::default();
+        let mut sink = ActivityJson::new(&tenant());
         sink.notification(note("n2", "gone"));
         let one: serde_json::Value = serde_json::from_slice(&sink.one().unwrap()).unwrap();
         assert_eq!(one["_id"], "n2");
@@ -741,7 +731,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_stored_step_fails_the_page() {
-        let mut sink = ActivityJson::default();
+        let mut sink = ActivityJson::new(&tenant());
         sink.notification(note("n1", "sub1"));
         sink.job(JobView {
             step: "{not json",

@@ -259,7 +259,7 @@ pub async fn list_notifications(
         page,
         limit,
     };
-    let mut sink = ActivityJson::default();
+    let mut sink = ActivityJson::new(&tenant);
     let (has_more, page) = service::list(&state.store, &tenant, query, &mut sink).await?;
     Ok(raw_reply(
         StatusCode::OK,
@@ -277,7 +277,7 @@ pub async fn get_notification(
     tenant: Tenant,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Response> {
-    let mut sink = ActivityJson::default();
+    let mut sink = ActivityJson::new(&tenant);
     service::get(&state.store, &tenant, &id, &mut sink).await?;
     Ok(raw_reply(StatusCode::OK, true, sink.one()?))
 }
