@@ -1,7 +1,6 @@
 //! Channel endpoints (spec §2.2) and channel connections (§2.3): types, the shape each endpoint type
 //! requires, and which providers each type suits.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::channel::{ProviderGroup, ProviderId};
@@ -165,21 +164,25 @@ pub struct ChannelEndpoint {
     pub updated_at: Timestamp,
 }
 
-/// A channel endpoint as the list shows it: only the shown fields, and the JSON columns kept as the stored
-/// text, written out without being parsed into maps and serialized again for every row of a page.
+/// A channel endpoint as the list shows it: only the shown fields, each as the stored text (the JSON
+/// columns included), written into the page as it is: nothing parsed, interned or serialized again.
 #[derive(Debug)]
 pub struct EndpointListing {
     pub id: String,
     pub identifier: String,
-    pub endpoint_type: EndpointType,
-    pub endpoint: Box<RawValue>,
+    /// An [`EndpointType`]'s name.
+    pub endpoint_type: String,
+    /// JSON object.
+    pub endpoint: String,
     pub integration_identifier: String,
-    pub provider_id: ProviderId,
-    pub channel: Channel,
+    /// A canonical provider id (`svc-…` spellings included).
+    pub provider_id: String,
+    /// A [`Channel`]'s name.
+    pub channel: String,
     pub connection_identifier: Option<String>,
     pub subscriber_id: Option<String>,
     /// A JSON array of strings.
-    pub context_keys: Box<RawValue>,
+    pub context_keys: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

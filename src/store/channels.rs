@@ -1,6 +1,5 @@
 //! Contexts, channel connections and channel endpoints.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -299,26 +298,26 @@ impl From<EndpointRow> for ChannelEndpoint {
     }
 }
 
-/// The columns of a list page (see [`EndpointListing`]).
+/// The columns of a list page (see [`EndpointListing`]), JSON as text on both databases.
 const ENDPOINT_LIST_COLUMNS: &str =
     "id, identifier, endpoint_type, endpoint, integration_identifier, provider_id, \
     channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
+const ENDPOINT_LIST_COLUMNS_PG: &str =
+    "id, identifier, endpoint_type, endpoint::text as endpoint, integration_identifier, provider_id, \
+    channel, connection_identifier, subscriber_id, context_keys::text as context_keys, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct EndpointListRow {
     id: String,
     identifier: String,
-    #[sqlx(try_from = "String")]
-    endpoint_type: EndpointType,
-    endpoint: Json<Box<RawValue>>,
+    endpoint_type: String,
+    endpoint: String,
     integration_identifier: String,
-    #[sqlx(try_from = "String")]
-    provider_id: ProviderId,
-    #[sqlx(try_from = "String")]
-    channel: Channel,
+    provider_id: String,
+    channel: String,
     connection_identifier: Option<String>,
     subscriber_id: Option<String>,
-    context_keys: Json<Box<RawValue>>,
+    context_keys: String,
     created_at: i64,
     updated_at: i64,
 }
@@ -329,14 +328,14 @@ impl EndpointListRow {
         Ok(Self {
             id: c.get("id")?,
             identifier: c.get("identifier")?,
-            endpoint_type: c.parse("endpoint_type", EndpointType::parse)?,
-            endpoint: c.json("endpoint")?,
+            endpoint_type: c.get("endpoint_type")?,
+            endpoint: c.get("endpoint")?,
             integration_identifier: c.get("integration_identifier")?,
-            provider_id: c.parse("provider_id", |s| Some(ProviderId::from_stored(s)))?,
-            channel: c.parse("channel", Channel::parse)?,
+            provider_id: c.get("provider_id")?,
+            channel: c.get("channel")?,
             connection_identifier: c.get("connection_identifier")?,
             subscriber_id: c.get("subscriber_id")?,
-            context_keys: c.json("context_keys")?,
+            context_keys: c.get("context_keys")?,
             created_at: c.get("created_at")?,
             updated_at: c.get("updated_at")?,
         })
@@ -355,13 +354,13 @@ impl From<EndpointListRow> for EndpointListing {
             id: r.id,
             identifier: r.identifier,
             endpoint_type: r.endpoint_type,
-            endpoint: r.endpoint.0,
+            endpoint: r.endpoint,
             integration_identifier: r.integration_identifier,
             provider_id: r.provider_id,
             channel: r.channel,
             connection_identifier: r.connection_identifier,
             subscriber_id: r.subscriber_id,
-            context_keys: r.context_keys.0,
+            context_keys: r.context_keys,
             created_at: Timestamp(r.created_at),
             updated_at: Timestamp(r.updated_at),
         }
@@ -421,7 +420,10 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<EndpointListing>> {
         let listing = Listing {
-            columns: ENDPOINT_LIST_COLUMNS,
+            columns: match self.dialect() {
+                Dialect::Sqlite => ENDPOINT_LIST_COLUMNS,
+                Dialect::Postgres => ENDPOINT_LIST_COLUMNS_PG,
+            },
             from: "channel_endpoints",
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),

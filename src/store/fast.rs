@@ -199,24 +199,6 @@ impl<'a, 'r> Columns<'a, 'r> {
         self.row.get_ref(at)?.as_str_or_null().map_err(Into::into)
     }
 
-    /// The next column, text, through `parse` without copying it; `None` from `parse` is an error naming
-    /// the column.
-    pub fn parse<T>(
-        &mut self,
-        name: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> rusqlite::Result<T> {
-        let at = self.next_index(name);
-        let text = self.row.get_ref(at)?.as_str()?;
-        parse(text).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                at,
-                rusqlite::types::Type::Text,
-                format!("unexpected {name} {text:?}").into(),
-            )
-        })
-    }
-
     /// The next column, JSON text, as `sqlx::types::Json<T>` (how the sqlx rows hold them).
     pub fn json<T: serde::de::DeserializeOwned>(
         &mut self,

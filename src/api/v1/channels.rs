@@ -1,6 +1,7 @@
 //! `/v1/channel-connections` (spec §4.4) and `/v1/channel-endpoints` (§4.2, §4.3).
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -10,7 +11,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{no_content, IsoTime, Reply, WireName};
+use crate::api::wire::{no_content, raw_reply, IsoTime, JsonObject, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, parse_context_keys};
@@ -21,7 +22,7 @@ use crate::domain::{Channel, Tenant};
 use crate::error::{Result, Validation};
 use crate::service::channels::{self as service, NewConnection, NewEndpoint};
 use crate::store::channels::ChannelFilter;
-use crate::store::page::{PageRequest, SortColumn};
+use crate::store::page::{Page, PageRequest, SortColumn};
 
 const ORDER_BY: &[(&str, SortColumn)] = &[
     ("createdAt", SortColumn::Int("created_at")),
@@ -298,22 +299,39 @@ impl From<ChannelEndpoint> for ChannelEndpointOut {
     }
 }
 
-impl From<EndpointListing> for ChannelEndpointOut {
-    fn from(e: EndpointListing) -> Self {
-        Self {
-            identifier: e.identifier,
-            channel: Some(e.channel),
-            provider_id: Some(WireName::from(&e.provider_id)),
-            integration_identifier: Some(e.integration_identifier),
-            connection_identifier: e.connection_identifier,
-            subscriber_id: e.subscriber_id,
-            context_keys: e.context_keys,
-            endpoint_type: e.endpoint_type.as_str(),
-            endpoint: e.endpoint,
-            created_at: e.created_at.into(),
-            updated_at: e.updated_at.into(),
+/// A list page of endpoints as JSON: what serializing `CursorPage<ChannelEndpointOut>` gives (a test pins
+/// the two together), written from the stored text of each row without parsing its JSON columns or
+/// interning its names again.
+fn endpoint_page_json(page: &Page<EndpointListing>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + 400 * page.data.len());
+    let mut obj = JsonObject::open(&mut out);
+    let data = obj.key("data");
+    data.push(b'[');
+    for (i, e) in page.data.iter().enumerate() {
+        if i > 0 {
+            data.push(b',');
         }
+        let mut item = JsonObject::open(data);
+        item.str("identifier", &e.identifier)
+            .str("channel", &e.channel)
+            .name("providerId", &e.provider_id)
+            .str("integrationIdentifier", &e.integration_identifier)
+            .opt_str("connectionIdentifier", e.connection_identifier.as_deref())
+            .opt_str("subscriberId", e.subscriber_id.as_deref())
+            .raw("contextKeys", &e.context_keys)
+            .str("type", &e.endpoint_type)
+            .raw("endpoint", &e.endpoint)
+            .time("createdAt", e.created_at)
+            .time("updatedAt", e.updated_at);
+        item.close();
     }
+    obj.out().push(b']');
+    obj.opt_str("next", page.next.as_deref())
+        .opt_str("previous", page.previous.as_deref())
+        .int("totalCount", page.total_count)
+        .bool("totalCountCapped", page.total_count_capped);
+    obj.close();
+    out
 }
 
 /// Body of `POST /v1/channel-endpoints`.
@@ -382,7 +400,7 @@ pub async fn list_channel_endpoints(
 ) -> ApiResult<Response> {
     let (filter, page) = list_query(&q, false)?;
     let found = service::list_endpoints(&state.store, &tenant, &filter, &page).await?;
-    Ok(Reply::page(CursorPage::from_page(found, ChannelEndpointOut::from)).into_response())
+    Ok(raw_reply(StatusCode::OK, false, endpoint_page_json(&found)))
 }
 
 /// Retrieve a channel endpoint.
@@ -424,4 +442,96 @@ pub async fn delete_channel_endpoint(
 ) -> ApiResult<Response> {
     service::delete_endpoint(&state.store, &tenant, &identifier).await?;
     Ok(no_content())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::wire::with_profile;
+    use crate::config::WireProfile;
+    use crate::domain::Timestamp;
+
+    fn listing(n: i64, connection: Option<&str>, subscriber: Option<&str>) -> EndpointListing {
+        EndpointListing {
+            id: format!("id{n}"),
+            identifier: format!("chendp_\"{n}\""),
+            endpoint_type: "slack_channel".into(),
+            endpoint: r#"{"channelId":"C\u00e9 1"}"#.into(),
+            integration_identifier: "slack-main".into(),
+            provider_id: if n == 1 {
+                "svc-slack".into()
+            } else {
+                "slack".into()
+            },
+            channel: "chat".into(),
+            connection_identifier: connection.map(Into::into),
+            subscriber_id: subscriber.map(Into::into),
+            context_keys: r#"["tenant:t1","team:é"]"#.into(),
+            created_at: Timestamp(1_795_600_000_000 + n),
+            updated_at: Timestamp(1_795_600_000_500 + n),
+        }
+    }
+
+    /// The same item through the schema type and serde.
+    fn out(e: &EndpointListing) -> ChannelEndpointOut {
+        let raw = |t: &str| RawValue::from_string(t.to_owned()).unwrap();
+        ChannelEndpointOut {
+            identifier: e.identifier.clone(),
+            channel: Some(Channel::parse(&e.channel).unwrap()),
+            provider_id: Some(WireName::from(&ProviderId::from_stored(&e.provider_id))),
+            integration_identifier: Some(e.integration_identifier.clone()),
+            connection_identifier: e.connection_identifier.clone(),
+            subscriber_id: e.subscriber_id.clone(),
+            context_keys: raw(&e.context_keys),
+            endpoint_type: crate::domain::endpoint::EndpointType::parse(&e.endpoint_type)
+                .unwrap()
+                .as_str(),
+            endpoint: raw(&e.endpoint),
+            created_at: IsoTime(e.created_at),
+            updated_at: IsoTime(e.updated_at),
+        }
+    }
+
+    #[test]
+    fn endpoint_pages_are_what_the_schema_types_serialize_to() {
+        let pages = [
+            Page {
+                data: vec![
+                    listing(1, Some("chconn_1"), None),
+                    listing(2, None, Some("ada")),
+                ],
+                next: Some("id2".into()),
+                previous: None,
+                total_count: 50_000,
+                total_count_capped: true,
+            },
+            Page::empty(),
+        ];
+        for profile in [WireProfile::Spec, WireProfile::Novu] {
+            for page in &pages {
+                let (got, want) = with_profile(profile, || {
+                    let expected = CursorPage {
+                        data: page.data.iter().map(out).collect::<Vec<_>>(),
+                        next: page.next.clone(),
+                        previous: page.previous.clone(),
+                        total_count: page.total_count,
+                        total_count_capped: page.total_count_capped,
+                    };
+                    (
+                        endpoint_page_json(page),
+                        serde_json::to_vec(&expected).unwrap(),
+                    )
+                });
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "{profile:?}"
+                );
+            }
+        }
+        let novu = with_profile(WireProfile::Novu, || endpoint_page_json(&pages[0]));
+        assert!(String::from_utf8(novu)
+            .unwrap()
+            .contains(r#""providerId":"novu-slack""#));
+    }
 }
