@@ -16,7 +16,9 @@
 #      bench/sample.py samples the server's RSS and the CPU used by the server, wrk and everything else
 #      (other processes on the machine skew the figures; the report shows how much they took);
 #   5. prints Markdown tables (req/s, p50, p99, share of the health-check ceiling, PASS/FAIL against the
-#      targets) and writes them to bench/results/latest.md together with the raw wrk output.
+#      targets) and writes them to bench/results/latest.md together with the raw wrk output. The ceiling is
+#      measured at the start and again after each read group, and the shares are of the median of those runs
+#      (a single run of it moves by up to ±20 % on this machine).
 #
 # Workload groups (BENCH_ONLY):
 #   subscribers    GET /v2/subscribers/{id} and the email search over BENCH_SUBSCRIBERS subscribers
@@ -912,22 +914,33 @@ if wrong or "Hi First1," not in content or "12.50 EUR" not in content or "{{" in
     log "deliveries: one email trigger reached the receiver and is stored as sent"
 fi
 
-add_workload health "GET /v1/health-check (ceiling)" health.lua
+# The ceiling is measured at the start and again after each read group: from one run to the next on this
+# machine it moves by up to ±20 %, so the shares are taken of the median of those runs (see the report).
+CEILING_RUNS=()
+add_ceiling_run() {
+    local name="health$((${#CEILING_RUNS[@]} + 1))"
+    CEILING_RUNS+=("$name")
+    add_workload "$name" "GET /v1/health-check (ceiling run ${#CEILING_RUNS[@]})" health.lua
+}
+add_ceiling_run
 if selected subscribers; then
     add_workload by_id "GET /v2/subscribers/{id}" subscriber_by_id.lua "$API_KEY $SUBSCRIBERS $PREFIX"
     add_workload email "GET /v2/subscribers?email=user<N>@" email_search.lua "$API_KEY $SUBSCRIBERS"
+    add_ceiling_run
 fi
 if selected endpoints; then
     add_workload ep_subscriber "GET /v1/channel-endpoints?limit=100&subscriberId=bench<N>" \
         endpoints_by_subscriber.lua "$API_KEY $ENDPOINT_OWNERS $PREFIX"
     add_workload ep_context "GET /v1/channel-endpoints?limit=100&contextKeys=tenant:t<N>" \
         endpoints_by_context.lua "$API_KEY $ENDPOINT_CONTEXTS"
+    add_ceiling_run
 fi
 if selected notifications; then
     add_workload notif_first "GET /v1/notifications?limit=$NOTIFICATION_LIMIT" notifications.lua \
         "$API_KEY $NOTIFICATION_LIMIT 1"
     add_workload notif_pages "GET /v1/notifications?limit=$NOTIFICATION_LIMIT&page=<0..$((NOTIFICATION_PAGES - 1))>" \
         notifications.lua "$API_KEY $NOTIFICATION_LIMIT $NOTIFICATION_PAGES"
+    add_ceiling_run
 fi
 if selected triggers; then
     add_workload trigger "POST /v1/events/trigger" trigger.lua \
@@ -1028,7 +1041,10 @@ rps_of() {
 percent() { awk -v r="$1" 'BEGIN { print 100 * r }'; }
 ms_of() { awk -v us="$(result_field "$1" "$2")" 'BEGIN { printf "%.2f", us / 1000 }'; }
 
-CEILING_RPS="$(rps_of health)"
+# The median of the ceiling runs (the mean of the middle two for an even count).
+CEILING_VALUES="$(for name in "${CEILING_RUNS[@]}"; do rps_of "$name"; echo; done | sort -n | tr '\n' ' ')"
+CEILING_RPS="$(echo "$CEILING_VALUES" | awk '{ n = NF; if (n % 2) printf "%.0f", $((n + 1) / 2);
+    else printf "%.0f", ($(n / 2) + $(n / 2 + 1)) / 2 }')"
 VALID=1
 DISTURBED=0
 MAX_OTHER_CPU_PCT=10   # above this share of the machine, other processes are said to skew the run
@@ -1186,10 +1202,11 @@ REPORT="$WORK_DIR/report.md"
         echo "- no pre-warming of the OS page cache (BENCH_PREWARM=0)"
     fi
     echo "- load: $(wrk --version 2>&1 | head -n 1 | cut -d ' ' -f 1-2), -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up + ${DURATION}s per workload, same machine"
+    echo "- ceiling: $CEILING_RPS req/s, the median of ${#CEILING_RUNS[@]} health-check run(s) (at the start and after each read group: $(echo $CEILING_VALUES | sed 's/ /, /g') req/s); every share is of this median"
     echo
     echo "| workload | req/s | p50 | p99 | of ceiling | errors | peak RSS | CPU server / wrk / other | target | result |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
-    row health "ceiling" "" ""
+    for name in "${CEILING_RUNS[@]}"; do row "$name" "ceiling" "" ""; done
     if selected subscribers; then
         row by_id "≥ $(percent "$TARGET_BY_ID_RATIO") %, p99 < $TARGET_BY_ID_P99_MS ms" \
             "$TARGET_BY_ID_RATIO" "$TARGET_BY_ID_P99_MS"
