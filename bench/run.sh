@@ -1042,9 +1042,9 @@ percent() { awk -v r="$1" 'BEGIN { print 100 * r }'; }
 ms_of() { awk -v us="$(result_field "$1" "$2")" 'BEGIN { printf "%.2f", us / 1000 }'; }
 
 # The median of the ceiling runs (the mean of the middle two for an even count).
-CEILING_VALUES="$(for name in "${CEILING_RUNS[@]}"; do rps_of "$name"; echo; done | sort -n | tr '\n' ' ')"
-CEILING_RPS="$(echo "$CEILING_VALUES" | awk '{ n = NF; if (n % 2) printf "%.0f", $((n + 1) / 2);
-    else printf "%.0f", ($(n / 2) + $(n / 2 + 1)) / 2 }')"
+CEILING_VALUES="$(for name in "${CEILING_RUNS[@]}"; do rps_of "$name"; echo; done | tr '\n' ' ')"
+CEILING_RPS="$(echo "$CEILING_VALUES" | tr ' ' '\n' | sed '/^$/d' | sort -n | tr '\n' ' ' |
+    awk '{ n = NF; if (n % 2) printf "%.0f", $((n + 1) / 2); else printf "%.0f", ($(n / 2) + $(n / 2 + 1)) / 2 }')"
 VALID=1
 DISTURBED=0
 MAX_OTHER_CPU_PCT=10   # above this share of the machine, other processes are said to skew the run
