@@ -76,8 +76,9 @@ struct StepPart {
     body: Range<usize>,
 }
 
-/// Ids (kept in the buffer) and what they name, sorted once all of them are in, then binary-searched: a
-/// page names at most a few hundred rows, for which this beats hashing each id.
+/// Ids (kept in the buffer) and what they name, sorted at the first lookup after a change (the rows of one
+/// kind all arrive before the first lookup), then binary-searched: a page names at most a few hundred rows,
+/// for which this beats hashing each id.
 #[derive(Default)]
 struct IdIndex {
     entries: Vec<(Range<usize>, usize)>,
@@ -85,6 +86,11 @@ struct IdIndex {
 }
 
 impl IdIndex {
+    fn push(&mut self, id: Range<usize>, at: usize) {
+        self.entries.push((id, at));
+        self.sorted = false;
+    }
+
     fn find(&mut self, buf: &[u8], id: &str) -> Option<usize> {
         if !self.sorted {
             self.entries
@@ -342,7 +348,7 @@ impl ActivitySink for ActivityJson {
             workflow_identifier: self.keep(n.workflow_identifier),
         };
         let id = self.keep(n.id);
-        self.note_ids.entries.push((id, self.notes.len()));
+        self.note_ids.push(id, self.notes.len());
         self.notes.push(note);
     }
 
@@ -396,7 +402,7 @@ impl ActivitySink for ActivityJson {
             .int("scheduleExtensionsCount", j.schedule_extensions_count);
         obj.close();
         let tail = start..self.buf.len();
-        self.job_ids.entries.push((id, self.jobs.len()));
+        self.job_ids.push(id, self.jobs.len());
         self.jobs.push(JobPart {
             note,
             step_index: j.step_index,
