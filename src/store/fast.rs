@@ -66,18 +66,12 @@ pub(crate) fn query_inline<R>(
     q: &super::sql::Sql,
     map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
 ) -> crate::error::Result<Vec<R>> {
-    let text = numbered(&q.text);
-    with_reader(path, |c| {
-        let mut stmt = c.prepare_cached(&text)?;
-        bind_all(&mut stmt, &q.args)?;
-        let mut rows = stmt.raw_query();
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            out.push(map(row)?);
-        }
-        Ok(out)
-    })
-    .map_err(|e| anyhow::Error::from(e).into())
+    let mut out = Vec::new();
+    visit_inline(path, q, |row| {
+        out.push(map(row)?);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// A statement of the [`Sql`](super::sql::Sql) builder run inline, each row handed to `visit` while it is
