@@ -135,11 +135,18 @@ impl From<&ProviderId> for WireName {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
+pub enum Shape {
     /// A single object or plain array: wrapped as `{"data": …}` under the `novu` profile.
     Single,
     /// A page (`{data, next, …}` or `{data, hasMore, …}`): never wrapped.
     Page,
+}
+
+impl Shape {
+    /// Whether the current profile wraps this shape as `{"data": …}`: the `novu` profile's single bodies.
+    fn enveloped(self) -> bool {
+        self == Shape::Single && profile() == WireProfile::Novu
+    }
 }
 
 /// A JSON success response rendered for the current profile.
@@ -188,11 +195,10 @@ impl<T: Serialize> IntoResponse for Reply<T> {
             Shape::Single => 1024,
             Shape::Page => 16 * 1024,
         });
-        let rendered = match (self.shape, profile()) {
-            (Shape::Single, WireProfile::Novu) => {
-                serde_json::to_writer(&mut bytes, &Envelope { data: &self.body })
-            }
-            _ => serde_json::to_writer(&mut bytes, &self.body),
+        let rendered = if self.shape.enveloped() {
+            serde_json::to_writer(&mut bytes, &Envelope { data: &self.body })
+        } else {
+            serde_json::to_writer(&mut bytes, &self.body)
         };
         match rendered {
             Ok(()) => json_response(self.status, bytes),
@@ -352,10 +358,9 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// A success response whose JSON body is already written: `single` bodies get the `novu` profile's
-/// envelope, as [`Reply::ok`] gives them; pages never do.
-pub fn raw_reply(status: StatusCode, single: bool, body: Vec<u8>) -> Response {
-    if single && profile() == WireProfile::Novu {
+/// A success response whose JSON body is already written, enveloped as [`Reply`] envelopes its `shape`.
+pub fn raw_reply(status: StatusCode, shape: Shape, body: Vec<u8>) -> Response {
+    if shape.enveloped() {
         let mut wrapped = Vec::with_capacity(body.len() + 9);
         wrapped.extend_from_slice(b"{\"data\":");
         wrapped.extend_from_slice(&body);

@@ -287,6 +287,11 @@ impl Store {
         if let Some(path) = self.sqlite_path.as_deref() {
             return fast::query_inline(path, &q, R::read);
         }
+        self.fetch_from_pool(&q).await
+    }
+
+    /// The rows of a select, through the read pool.
+    async fn fetch_from_pool<R: page::PortableRow>(&self, q: &sql::Sql) -> Result<Vec<R>> {
         Ok(
             on_db!(self.r(), p => sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone())
             .fetch_all(p)
@@ -319,10 +324,7 @@ impl Store {
                 Ok(())
             });
         }
-        let rows: Vec<R> = on_db!(self.r(), p => sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone())
-            .fetch_all(p)
-            .await)?;
-        for r in &rows {
+        for r in &self.fetch_from_pool::<R>(&q).await? {
             visit(r.view());
         }
         Ok(())

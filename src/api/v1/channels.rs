@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{no_content, raw_reply, IsoTime, JsonObject, Reply, WireName};
+use crate::api::wire::{no_content, raw_reply, IsoTime, JsonObject, Reply, Shape, WireName};
 use crate::api::AppState;
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, parse_context_keys};
@@ -400,7 +400,11 @@ pub async fn list_channel_endpoints(
 ) -> ApiResult<Response> {
     let (filter, page) = list_query(&q, false)?;
     let found = service::list_endpoints(&state.store, &tenant, &filter, &page).await?;
-    Ok(raw_reply(StatusCode::OK, false, endpoint_page_json(&found)))
+    Ok(raw_reply(
+        StatusCode::OK,
+        Shape::Page,
+        endpoint_page_json(&found),
+    ))
 }
 
 /// Retrieve a channel endpoint.

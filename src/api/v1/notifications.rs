@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppPath, QueryMap};
 use crate::api::v1::activity_json::ActivityJson;
-use crate::api::wire::{raw_reply, IsoTime, WireName};
+use crate::api::wire::{raw_reply, IsoTime, Shape, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
 use crate::domain::{Tenant, Timestamp};
@@ -263,7 +263,7 @@ pub async fn list_notifications(
     let (has_more, page) = service::list(&state.store, &tenant, query, &mut sink).await?;
     Ok(raw_reply(
         StatusCode::OK,
-        false,
+        Shape::Page,
         sink.page(has_more, limit, page)?,
     ))
 }
@@ -279,5 +279,5 @@ pub async fn get_notification(
 ) -> ApiResult<Response> {
     let mut sink = ActivityJson::new(&tenant);
     service::get(&state.store, &tenant, &id, &mut sink).await?;
-    Ok(raw_reply(StatusCode::OK, true, sink.one()?))
+    Ok(raw_reply(StatusCode::OK, Shape::Single, sink.one()?))
 }
