@@ -638,19 +638,7 @@ async fn lease_expiry(backend: Backend) {
     assert_eq!(bodies, ["one 1", "two 1"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lease_expiry_sqlite() {
-    lease_expiry(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lease_expiry_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
-    lease_expiry(Backend::Postgres).await;
-}
+db_test!(lease_expiry, lease_expiry, backend);
 
 /// A step that runs longer than the lease keeps its job: the worker renews the lease while the batch runs,
 /// so the process's other claim loop (polling at least every second) never takes the job over and calls the
@@ -680,19 +668,11 @@ async fn slow_steps_keep_their_lease(backend: Backend) {
     assert_eq!(slow.requests().len(), 1, "the slow step ran once");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_steps_keep_their_lease_sqlite() {
-    slow_steps_keep_their_lease(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_steps_keep_their_lease_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
-    slow_steps_keep_their_lease(Backend::Postgres).await;
-}
+db_test!(
+    slow_steps_keep_their_lease,
+    slow_steps_keep_their_lease,
+    backend
+);
 
 /// Two `tidings serve` processes on one PostgreSQL database share the queue; no job is done twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1349,16 +1329,4 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
         .unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handed_jobs_sqlite() {
-    handed_jobs_are_released_or_reclaimed(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handed_jobs_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
-    handed_jobs_are_released_or_reclaimed(Backend::Postgres).await;
-}
+db_test!(handed_jobs, handed_jobs_are_released_or_reclaimed, backend);

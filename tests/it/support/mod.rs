@@ -31,17 +31,25 @@ pub fn postgres_url() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Runs `case` against a fresh app on `backend`; a PostgreSQL case is skipped (with a note) without
-/// `TIDINGS_TEST_POSTGRES_URL`. `.ci/run` always sets it.
+/// Runs `case` on SQLite and on PostgreSQL: `db_test!(name, case)` hands it a fresh app on each backend,
+/// `db_test!(name, case, backend)` hands it the backend (for cases that start their apps themselves). A
+/// PostgreSQL case is skipped (with a note) without `TIDINGS_TEST_POSTGRES_URL`. `.ci/run` always sets it.
 #[macro_export]
 macro_rules! db_test {
     ($name:ident, $case:path) => {
+        $crate::db_test!(@both $name, |backend| async move {
+            $case($crate::support::TestApp::spawn(backend).await).await
+        });
+    };
+    ($name:ident, $case:path, backend) => {
+        $crate::db_test!(@both $name, $case);
+    };
+    (@both $name:ident, $run:expr) => {
         mod $name {
             use super::*;
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                let app = $crate::support::TestApp::spawn($crate::support::Backend::Sqlite).await;
-                $case(app).await;
+                ($run)($crate::support::Backend::Sqlite).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
@@ -49,8 +57,7 @@ macro_rules! db_test {
                     eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
                     return;
                 }
-                let app = $crate::support::TestApp::spawn($crate::support::Backend::Postgres).await;
-                $case(app).await;
+                ($run)($crate::support::Backend::Postgres).await;
             }
         }
     };
