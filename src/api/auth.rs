@@ -1,41 +1,52 @@
-//! `Authorization: ApiKey <key>`: resolves the key to its environment and puts the [`Tenant`] into the
-//! request. Positive lookups are cached briefly; the database stays the source of truth.
+//! `Authorization: ApiKey <key>` and `idempotency-key`, in one layer on every authenticated route ([`Gate`]):
+//! resolves the key to its environment, puts the [`Tenant`] into the request and hands keyed writes to
+//! [`super::idempotency`]. Positive lookups are cached briefly by the key's SHA-256; the database stays the
+//! source of truth.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::middleware::Next;
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
+use axum::routing::Route;
+use sha2::{Digest, Sha256};
+use tower::Service;
 
 use super::error::ApiError;
+use super::idempotency;
 use super::AppState;
-use crate::crypto::sha256_hex;
 use crate::domain::Tenant;
 use crate::error::Error;
 
 const CACHE_TTL: Duration = Duration::from_secs(30);
 const CACHE_MAX: usize = 10_000;
 
-/// Recently seen API keys (by hash) and their tenant.
+type KeyDigest = [u8; 32];
+
+/// Recently seen API keys (by SHA-256) and their tenant.
 #[derive(Default)]
 pub struct KeyCache {
-    entries: Mutex<HashMap<String, (Tenant, Instant)>>,
+    entries: Mutex<HashMap<KeyDigest, (Tenant, Instant)>>,
 }
 
 impl KeyCache {
-    fn get(&self, hash: &str) -> Option<Tenant> {
+    fn get(&self, digest: &KeyDigest) -> Option<Tenant> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
-            .get(hash)
+            .get(digest)
             .filter(|(_, at)| at.elapsed() < CACHE_TTL)
             .map(|(t, _)| t.clone())
     }
 
-    fn put(&self, hash: String, tenant: Tenant) {
+    fn put(&self, digest: KeyDigest, tenant: Tenant) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= CACHE_MAX {
             entries.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
@@ -43,31 +54,73 @@ impl KeyCache {
                 entries.clear();
             }
         }
-        entries.insert(hash, (tenant, Instant::now()));
+        entries.insert(digest, (tenant, Instant::now()));
     }
 }
 
-/// Middleware for every authenticated route.
-pub async fn require_api_key(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    match authenticate(
-        &state,
-        req.headers().get(AUTHORIZATION).map(|v| v.as_bytes()),
-    )
-    .await
-    {
+/// The layer of every authenticated route (see the module's documentation).
+#[derive(Clone)]
+pub struct GateLayer(pub AppState);
+
+impl tower::Layer<Route> for GateLayer {
+    type Service = Gate;
+
+    fn layer(&self, route: Route) -> Gate {
+        Gate {
+            route,
+            state: self.0.clone(),
+        }
+    }
+}
+
+/// [`GateLayer`]'s service. A request whose key is cached and that carries no idempotency key to honour is
+/// decided here, before anything is awaited, and goes straight to its route; the others take the full path.
+#[derive(Clone)]
+pub struct Gate {
+    route: Route,
+    state: AppState,
+}
+
+impl Service<Request> for Gate {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Service::<Request>::poll_ready(&mut self.route, cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        if let Some(echo) = idempotency::passes_through(&req) {
+            if let Some(tenant) = cached_tenant(&self.state, req.headers().get(AUTHORIZATION)) {
+                req.extensions_mut().insert(tenant);
+                let answer = self.route.call(req);
+                return Box::pin(async move {
+                    let mut resp = answer.await?;
+                    idempotency::echo(&mut resp, echo);
+                    Ok(resp)
+                });
+            }
+        }
+        let (state, route) = (self.state.clone(), self.route.clone());
+        Box::pin(async move { Ok(gate(state, req, route).await) })
+    }
+}
+
+/// The full path: the key may need a database read, and a keyed write goes through the idempotency record.
+async fn gate(state: AppState, mut req: Request, route: Route) -> Response {
+    let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
+    match authenticate(&state, header).await {
         Ok(tenant) => {
             req.extensions_mut().insert(tenant);
-            next.run(req).await
+            idempotency::idempotency(state, req, route).await
         }
         Err(e) => ApiError(e).into_response(),
     }
 }
 
-async fn authenticate(state: &AppState, header: Option<&[u8]>) -> Result<Tenant, Error> {
+/// The key of an `Authorization` header, or why it is refused.
+fn api_key(header: Option<&[u8]>) -> Result<&str, Error> {
     let header =
         header.ok_or_else(|| Error::Unauthorized("Missing authorization header".into()))?;
     let header =
@@ -82,27 +135,39 @@ async fn authenticate(state: &AppState, header: Option<&[u8]>) -> Result<Tenant,
     if key.is_empty() {
         return Err(Error::Unauthorized("Unauthorized".into()));
     }
-    let hash = sha256_hex(key.as_bytes());
-    if let Some(t) = state.keys.get(&hash) {
+    Ok(key)
+}
+
+/// The tenant of a key seen in the last [`CACHE_TTL`], without touching the database.
+fn cached_tenant(state: &AppState, header: Option<&HeaderValue>) -> Option<Tenant> {
+    let key = api_key(header.map(HeaderValue::as_bytes)).ok()?;
+    state.keys.get(&Sha256::digest(key.as_bytes()).into())
+}
+
+async fn authenticate(state: &AppState, header: Option<&[u8]>) -> Result<Tenant, Error> {
+    let key = api_key(header)?;
+    let digest: KeyDigest = Sha256::digest(key.as_bytes()).into();
+    if let Some(t) = state.keys.get(&digest) {
         return Ok(t);
     }
     let tenant = state
         .store
-        .find_tenant_by_key_hash(&hash)
+        .find_tenant_by_key_hash(&hex::encode(digest))
         .await?
         .ok_or_else(|| Error::Unauthorized("API Key not found".into()))?;
-    state.keys.put(hash, tenant.clone());
+    state.keys.put(digest, tenant.clone());
     Ok(tenant)
 }
 
+/// The request's tenant, which the [`Gate`] put there. It is taken out of the request, not copied: a handler
+/// extracts it once.
 impl<S: Send + Sync> FromRequestParts<S> for Tenant {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         parts
             .extensions
-            .get::<Tenant>()
-            .cloned()
+            .remove::<Tenant>()
             .ok_or_else(|| ApiError(Error::Unauthorized("Unauthorized".into())))
     }
 }

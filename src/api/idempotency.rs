@@ -3,12 +3,13 @@
 //! client goes away mid-request.
 
 use axum::body::{to_bytes, Body};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::Route;
 use serde_json::{json, Map};
 use sha2::{Digest, Sha256};
+use tower::Service;
 
 use super::error::{error_response, ApiError};
 use super::wire::in_current_context;
@@ -25,27 +26,53 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 static IDEMPOTENCY_REPLAY: HeaderName = HeaderName::from_static("idempotency-replay");
 
-pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(key) = req
+/// What a request that needs no idempotency record gets: `Some(echo)`, where `echo` is the key to echo on
+/// the response, if any. `None` for a write that carries a key. Reads ignore the key (the Novu SDKs send
+/// one on every request) but still echo it.
+pub(super) fn passes_through(req: &Request) -> Option<Option<HeaderValue>> {
+    let Some(key) = req.headers().get(&IDEMPOTENCY_KEY) else {
+        return Some(None);
+    };
+    matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS).then(|| echo_value(key))
+}
+
+/// The key as it is echoed: as text, with invalid UTF-8 replaced.
+fn echo_value(key: &HeaderValue) -> Option<HeaderValue> {
+    HeaderValue::from_str(&String::from_utf8_lossy(key.as_bytes())).ok()
+}
+
+pub(super) fn echo(resp: &mut Response, key: Option<HeaderValue>) {
+    if let Some(v) = key {
+        resp.headers_mut().insert(IDEMPOTENCY_KEY.clone(), v);
+    }
+}
+
+/// Runs an authenticated request through the idempotency record when it is a write with a key.
+pub(super) async fn idempotency(state: AppState, req: Request, route: Route) -> Response {
+    if let Some(echoed) = passes_through(&req) {
+        let mut resp = run(route, req).await;
+        echo(&mut resp, echoed);
+        return resp;
+    }
+    let key = req
         .headers()
         .get(&IDEMPOTENCY_KEY)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-    else {
-        return next.run(req).await;
-    };
-    // Reads ignore the key (the Novu SDKs send one on every request) but still echo it.
-    let mut resp = if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        next.run(req).await
-    } else {
-        keyed(state, key.clone(), req, next).await
-    };
-    if let Ok(v) = HeaderValue::from_str(&key) {
-        resp.headers_mut().insert(IDEMPOTENCY_KEY.clone(), v);
-    }
+        .unwrap_or_default();
+    let echoed = req.headers().get(&IDEMPOTENCY_KEY).and_then(echo_value);
+    let mut resp = keyed(state, key, req, route).await;
+    echo(&mut resp, echoed);
     resp
 }
 
-async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Response {
+async fn run(mut route: Route, req: Request) -> Response {
+    match route.call(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+async fn keyed(state: AppState, key: String, req: Request, route: Route) -> Response {
     if key.chars().count() > MAX_KEY_LEN {
         return ApiError(Error::bad_request(format!(
             "idempotencyKey \"{key}\" has exceeded the maximum allowed length of {MAX_KEY_LEN} characters"
@@ -53,7 +80,7 @@ async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Respon
         .into_response();
     }
     let Some(tenant) = req.extensions().get::<Tenant>().cloned() else {
-        return next.run(req).await;
+        return run(route, req).await;
     };
     let (parts, body) = req.into_parts();
     let bytes = match to_bytes(body, MAX_BODY).await {
@@ -118,7 +145,7 @@ async fn keyed(state: AppState, key: String, req: Request, next: Next) -> Respon
         Ok(IdempotencyBegin::Started) => {
             let req = Request::from_parts(parts, Body::from(bytes));
             let task = tokio::spawn(in_current_context(run_and_store(
-                state, env, key, req, next,
+                state, env, key, req, route,
             )));
             match task.await {
                 Ok(resp) => resp,
@@ -136,9 +163,9 @@ async fn run_and_store(
     env: crate::domain::EnvironmentId,
     key: String,
     req: Request,
-    next: Next,
+    route: Route,
 ) -> Response {
-    let resp = next.run(req).await;
+    let resp = run(route, req).await;
     let (parts, body) = resp.into_parts();
     let bytes = match to_bytes(body, MAX_BODY).await {
         Ok(b) => b,

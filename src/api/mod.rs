@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Map;
@@ -143,9 +142,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
 /// The complete application: public routes, authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
     let (authed, mut openapi) = api_routes().split_for_parts();
-    let authed = authed
-        .layer(from_fn_with_state(state.clone(), idempotency::idempotency))
-        .layer(from_fn_with_state(state.clone(), auth::require_api_key));
+    let authed = authed.layer(auth::GateLayer(state.clone()));
     let (public, public_doc) = OpenApiRouter::new()
         .routes(routes!(health_check))
         .routes(routes!(readiness))
@@ -159,7 +156,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())
-        .layer(from_fn_with_state(state.profile, wire::request_context))
+        .layer(wire::ContextLayer(state.profile))
 }
 
 /// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.

@@ -1,10 +1,12 @@
-//! The wire profile (design.md §3), applied in one place: a task-local set per request by [`request_context`]
+//! The wire profile (design.md §3), applied in one place: a task-local set per request by [`ContextLayer`]
 //! that [`Reply`] (the envelope) and [`WireName`] (the `svc`/`novu` spelling) read while serializing.
 
+use std::task::{Context, Poll};
+
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
+use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::{Serialize, Serializer};
 
@@ -15,28 +17,60 @@ use crate::domain::Timestamp;
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub profile: WireProfile,
-    /// Path and query of the request, for error bodies.
-    pub path: String,
+    /// Path and query of the request, for error bodies (shares the request's bytes).
+    pub path: PathAndQuery,
 }
 
 tokio::task_local! {
     static CONTEXT: RequestContext;
 }
 
-/// Middleware: makes the profile and the request path available to everything that renders the response.
-pub async fn request_context(
-    State(profile): State<WireProfile>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| req.uri().path().to_owned());
-    CONTEXT
-        .scope(RequestContext { profile, path }, next.run(req))
-        .await
+/// The outermost layer: makes the profile and the request path available to everything that renders the
+/// response, for as long as the request's future runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextLayer(pub WireProfile);
+
+impl<S> tower::Layer<S> for ContextLayer {
+    type Service = WithContext<S>;
+
+    fn layer(&self, inner: S) -> WithContext<S> {
+        WithContext {
+            inner,
+            profile: self.0,
+        }
+    }
+}
+
+/// [`ContextLayer`]'s service: wraps the inner future without boxing it.
+#[derive(Debug, Clone)]
+pub struct WithContext<S> {
+    inner: S,
+    profile: WireProfile,
+}
+
+impl<S: tower::Service<Request>> tower::Service<Request> for WithContext<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = tokio::task::futures::TaskLocalFuture<RequestContext, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let ctx = RequestContext {
+            profile: self.profile,
+            path,
+        };
+        // The inner service's `call` only builds its future; everything that renders runs when it is polled,
+        // inside the scope.
+        CONTEXT.scope(ctx, self.inner.call(req))
+    }
 }
 
 /// Wraps `fut` so it runs inside the current request's context (for work moved onto another task).
@@ -53,6 +87,14 @@ pub fn in_current_context<F: std::future::Future>(
     }
 }
 
+/// Runs `f` inside `ctx` (a context taken with [`current`], for work moved onto another thread).
+pub fn within<T>(ctx: Option<RequestContext>, f: impl FnOnce() -> T) -> T {
+    match ctx {
+        Some(ctx) => CONTEXT.sync_scope(ctx, f),
+        None => f(),
+    }
+}
+
 pub fn current() -> Option<RequestContext> {
     CONTEXT.try_with(Clone::clone).ok()
 }
@@ -62,7 +104,9 @@ pub fn profile() -> WireProfile {
 }
 
 pub fn request_path() -> String {
-    CONTEXT.try_with(|c| c.path.clone()).unwrap_or_default()
+    CONTEXT
+        .try_with(|c| c.path.as_str().to_owned())
+        .unwrap_or_default()
 }
 
 /// Spells a canonical `svc…` identifier for the current profile: `svc-email` → `novu-email` under `novu`.
@@ -373,11 +417,11 @@ pub fn raw_reply(status: StatusCode, shape: Shape, body: Vec<u8>) -> Response {
 /// Runs `f` as if inside a request under `profile` (tests of code that spells names).
 #[cfg(test)]
 pub(crate) fn with_profile<T>(profile: WireProfile, f: impl FnOnce() -> T) -> T {
-    CONTEXT.sync_scope(
-        RequestContext {
+    within(
+        Some(RequestContext {
             profile,
-            path: String::new(),
-        },
+            path: PathAndQuery::from_static("/"),
+        }),
         f,
     )
 }

@@ -78,6 +78,31 @@ pub struct SubscriberContact<'a> {
     pub phone: Option<&'a str>,
 }
 
+/// A subscriber as a single-subscriber read shows it, borrowed from a row: `data` and `channels` are the
+/// stored JSON text, not decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct SubscriberView<'a> {
+    pub id: &'a str,
+    pub organization_id: &'a str,
+    pub environment_id: &'a str,
+    pub subscriber_id: &'a str,
+    pub first_name: Option<&'a str>,
+    pub last_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+    pub phone: Option<&'a str>,
+    pub avatar: Option<&'a str>,
+    pub locale: Option<&'a str>,
+    pub timezone: Option<&'a str>,
+    pub data: Option<&'a str>,
+    pub channels: &'a str,
+    pub is_online: Option<bool>,
+    pub last_online_at: Option<Timestamp>,
+    pub deleted: bool,
+    pub version: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
 impl Subscriber {
     /// `firstName + " " + lastName`, trimmed: what the `name` search matches.
     pub fn full_name(&self) -> String {

@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 use super::OPTIMISTIC_RETRIES;
 use crate::domain::channel::ProviderId;
 use crate::domain::subscriber::{
-    upsert_channel, validate_profile, ChannelCredentials, Subscriber, TokenMode, TooManyTokens,
-    MAX_DEVICE_TOKENS,
+    upsert_channel, validate_profile, ChannelCredentials, Subscriber, SubscriberView, TokenMode,
+    TooManyTokens, MAX_DEVICE_TOKENS,
 };
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
@@ -164,6 +164,20 @@ pub async fn create(
 pub async fn get(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
     store
         .get_subscriber(&tenant.environment_id, subscriber_id)
+        .await?
+        .ok_or_else(|| not_found(subscriber_id))
+}
+
+/// The subscriber handed to `visit` as a borrowed view (the by-id read writes its response from it); on
+/// SQLite `visit` runs on the store's read thread.
+pub async fn visit<T: Send + 'static>(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
+) -> Result<T> {
+    store
+        .visit_subscriber(&tenant.environment_id, subscriber_id, visit)
         .await?
         .ok_or_else(|| not_found(subscriber_id))
 }

@@ -18,7 +18,8 @@ thread_local! {
     static CONNECTIONS: RefCell<HashMap<PathBuf, Connection>> = RefCell::new(HashMap::new());
 }
 
-fn open(path: &Path) -> rusqlite::Result<Connection> {
+/// A read-only connection as the readers keep them.
+pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY

@@ -3,6 +3,7 @@
 //! times, JSON as TEXT/JSONB) and run on either pool through [`on_db!`]. Where the dialects must differ the
 //! code says so in an explicit two-arm `match`.
 
+mod batched;
 pub mod channels;
 mod checkpoint;
 pub mod engine;
@@ -93,6 +94,9 @@ pub struct Store {
     workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
+    /// SQLite file only: the thread that serves point reads in batches (see `batched`), started on first
+    /// use and stopped with the last clone.
+    batch_reader: std::sync::Arc<std::sync::OnceLock<batched::BatchReader>>,
     /// SQLite file only: the thread that checkpoints the write-ahead log, stopped with the last clone.
     _checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
 }
@@ -132,6 +136,7 @@ impl Store {
                     cipher: std::sync::Arc::new(cipher),
                     _checkpointer: checkpointer,
                     sqlite_path: sqlite_path.map(std::sync::Arc::from),
+                    batch_reader: Default::default(),
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
@@ -165,6 +170,7 @@ impl Store {
                     write: Db::Postgres(pool),
                     cipher: std::sync::Arc::new(cipher),
                     sqlite_path: None,
+                    batch_reader: Default::default(),
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
@@ -201,6 +207,17 @@ impl Store {
 
     pub(crate) fn r(&self) -> &Db {
         &self.read
+    }
+
+    /// The SQLite file's batch read thread (see `batched`), started on first use; `None` when this store is
+    /// not on a SQLite file.
+    pub(crate) fn batch_reader(&self) -> Option<Result<&batched::BatchReader>> {
+        let path = self.sqlite_path.as_deref()?;
+        if let Some(reader) = self.batch_reader.get() {
+            return Some(Ok(reader));
+        }
+        // Two first reads may race to start a thread: the loser's stops at once.
+        Some(batched::BatchReader::start(path).map(|r| self.batch_reader.get_or_init(|| r)))
     }
 
     pub(crate) fn w(&self) -> &Db {

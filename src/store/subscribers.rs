@@ -1,5 +1,6 @@
 //! Subscribers: lookups, writes with optimistic concurrency (`version`), and indexed substring search.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -7,7 +8,7 @@ use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
-use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact};
+use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
 use crate::domain::{EnvironmentId, Tenant, Timestamp};
 use crate::error::{Error, Result};
 
@@ -128,6 +129,47 @@ impl Store {
             return get_subscriber_inline(path, env, subscriber_id);
         }
         subscriber_on(self.r(), env, subscriber_id).await
+    }
+
+    /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
+    /// none. On a SQLite file the read joins a batch on the read thread (see `batched`) and `visit` runs
+    /// there, while the row is current.
+    pub async fn visit_subscriber<T: Send + 'static>(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+        visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
+    ) -> Result<Option<T>> {
+        if let Some(reader) = self.batch_reader() {
+            let (env_id, id) = (env.0.clone(), subscriber_id.to_owned());
+            return reader?
+                .run(move |c| {
+                    let mut statement = c
+                        .prepare_cached(SUBSCRIBER_BY_ID_SQLITE)
+                        .map_err(anyhow::Error::from)?;
+                    let mut rows = statement
+                        .query(rusqlite::params![env_id, id])
+                        .map_err(anyhow::Error::from)?;
+                    match rows.next().map_err(anyhow::Error::from)? {
+                        Some(row) => {
+                            let view =
+                                SubscriberViewRow::view_inline(row).map_err(anyhow::Error::from)?;
+                            Ok(Some(visit(view)))
+                        }
+                        None => Ok(None),
+                    }
+                })
+                .await;
+        }
+        let mut q = Sql::new("select ");
+        q.push(COLUMNS)
+            .push(" from subscribers where environment_id = ")
+            .bind(env.as_str());
+        q.push(" and subscriber_id = ")
+            .bind(subscriber_id)
+            .push(" and deleted = false");
+        let rows = self.fetch_from_pool::<SubscriberViewRow>(&q).await?;
+        Ok(rows.first().map(|r| visit(r.view())))
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
@@ -539,13 +581,9 @@ fn get_subscriber_inline(
     subscriber_id: &str,
 ) -> Result<Option<Subscriber>> {
     use rusqlite::OptionalExtension;
-    const SQL: &str = "select id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
-        avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, created_at, updated_at \
-        from subscribers where environment_id = ?1 and subscriber_id = ?2 and deleted = false";
-    // The select list is `COLUMNS` (a literal, so the statement stays a constant); `SubscriberRow::read`
-    // checks each column's name in debug builds.
+    // `SubscriberRow::read` checks each column's name against the select list in debug builds.
     let row = super::fast::with_reader(path, |c| {
-        c.prepare_cached(SQL)?
+        c.prepare_cached(SUBSCRIBER_BY_ID_SQLITE)?
             .query_row(
                 rusqlite::params![env.as_str(), subscriber_id],
                 SubscriberRow::read,
@@ -554,6 +592,89 @@ fn get_subscriber_inline(
     })
     .map_err(anyhow::Error::from)?;
     Ok(row.map(Into::into))
+}
+
+/// One non-deleted subscriber by subscriberId, on SQLite. The select list is [`COLUMNS`], written out so that
+/// the statement is a constant (one cached statement, no formatting per request).
+const SUBSCRIBER_BY_ID_SQLITE: &str = "select id, organization_id, environment_id, subscriber_id, first_name, \
+    last_name, email, phone, avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, \
+    created_at, updated_at from subscribers where environment_id = ?1 and subscriber_id = ?2 and deleted = false";
+
+/// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
+#[derive(sqlx::FromRow)]
+struct SubscriberViewRow {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    subscriber_id: String,
+    first_name: Option<String>,
+    last_name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    avatar: Option<String>,
+    locale: Option<String>,
+    timezone: Option<String>,
+    data: Option<Json<Box<RawValue>>>,
+    channels: Json<Box<RawValue>>,
+    is_online: Option<bool>,
+    last_online_at: Option<i64>,
+    deleted: bool,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl ViewRow for SubscriberViewRow {
+    type View<'a> = SubscriberView<'a>;
+
+    fn view(&self) -> SubscriberView<'_> {
+        SubscriberView {
+            id: &self.id,
+            organization_id: &self.organization_id,
+            environment_id: &self.environment_id,
+            subscriber_id: &self.subscriber_id,
+            first_name: self.first_name.as_deref(),
+            last_name: self.last_name.as_deref(),
+            email: self.email.as_deref(),
+            phone: self.phone.as_deref(),
+            avatar: self.avatar.as_deref(),
+            locale: self.locale.as_deref(),
+            timezone: self.timezone.as_deref(),
+            data: self.data.as_ref().map(|j| j.0.get()),
+            channels: self.channels.0.get(),
+            is_online: self.is_online,
+            last_online_at: self.last_online_at.map(Timestamp),
+            deleted: self.deleted,
+            version: self.version,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+        }
+    }
+
+    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<SubscriberView<'a>> {
+        let mut c = Columns::new(r);
+        Ok(SubscriberView {
+            id: c.str("id")?,
+            organization_id: c.str("organization_id")?,
+            environment_id: c.str("environment_id")?,
+            subscriber_id: c.str("subscriber_id")?,
+            first_name: c.opt_str("first_name")?,
+            last_name: c.opt_str("last_name")?,
+            email: c.opt_str("email")?,
+            phone: c.opt_str("phone")?,
+            avatar: c.opt_str("avatar")?,
+            locale: c.opt_str("locale")?,
+            timezone: c.opt_str("timezone")?,
+            data: c.opt_str("data")?,
+            channels: c.str("channels")?,
+            is_online: c.get("is_online")?,
+            last_online_at: c.get::<Option<i64>>("last_online_at")?.map(Timestamp),
+            deleted: c.get("deleted")?,
+            version: c.get("version")?,
+            created_at: Timestamp(c.get("created_at")?),
+            updated_at: Timestamp(c.get("updated_at")?),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `/v2/subscribers`: search, create, retrieve, patch, delete (spec §4.6, §4.7).
 
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -8,8 +9,8 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
-use crate::api::wire::{IsoTime, Reply, WireName};
-use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber};
+use crate::api::wire::{self, raw_reply, IsoTime, JsonObject, Reply, Shape, WireName};
+use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber, SubscriberView};
 use crate::domain::Tenant;
 use crate::error::{Error, Validation};
 use crate::service::subscribers::{self as service, SubscriberFields};
@@ -96,6 +97,62 @@ impl From<Subscriber> for SubscriberOut {
             updated_at: s.updated_at.into(),
         }
     }
+}
+
+/// Writes a subscriber exactly as [`SubscriberOut`] serializes (a unit test pins the two byte for byte),
+/// from a borrowed row: the by-id read skips the owned subscriber and serde's per-field work. `channels`
+/// and `data` are decoded only when they hold something.
+pub(crate) fn write_subscriber(
+    out: &mut Vec<u8>,
+    s: &SubscriberView<'_>,
+) -> crate::error::Result<()> {
+    let unreadable = |what: &str, e: serde_json::Error| {
+        Error::Internal(anyhow::anyhow!("stored subscriber {what}: {e}"))
+    };
+    let mut o = JsonObject::open(out);
+    o.str("_id", s.id)
+        .opt_str("firstName", s.first_name)
+        .opt_str("lastName", s.last_name)
+        .opt_str("email", s.email)
+        .opt_str("phone", s.phone)
+        .opt_str("avatar", s.avatar)
+        .opt_str("locale", s.locale);
+    if s.channels == "[]" {
+        o.raw("channels", "[]");
+    } else {
+        let channels: Vec<ChannelSettings> =
+            serde_json::from_str(s.channels).map_err(|e| unreadable("channels", e))?;
+        let channels: Vec<ChannelSettingsOut> = channels.into_iter().map(Into::into).collect();
+        serde_json::to_writer(o.key("channels"), &channels)
+            .map_err(|e| unreadable("channels", e))?;
+    }
+    o.raw("topics", "[]");
+    match s.is_online {
+        Some(online) => o.bool("isOnline", online),
+        None => o.raw("isOnline", "null"),
+    };
+    match s.last_online_at {
+        Some(at) => o.time("lastOnlineAt", at),
+        None => o.raw("lastOnlineAt", "null"),
+    };
+    o.int("__v", s.version);
+    match s.data {
+        None | Some("null") => o.raw("data", "null"),
+        Some(text) => {
+            let data: Value = serde_json::from_str(text).map_err(|e| unreadable("data", e))?;
+            serde_json::to_writer(o.key("data"), &data).map_err(|e| unreadable("data", e))?;
+            &mut o
+        }
+    };
+    o.opt_str("timezone", s.timezone)
+        .str("subscriberId", s.subscriber_id)
+        .str("_organizationId", s.organization_id)
+        .str("_environmentId", s.environment_id)
+        .bool("deleted", s.deleted)
+        .time("createdAt", s.created_at)
+        .time("updatedAt", s.updated_at);
+    o.close();
+    Ok(())
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -238,8 +295,16 @@ pub async fn get_subscriber(
     tenant: Tenant,
     AppPath(subscriber_id): AppPath<String>,
 ) -> ApiResult<Response> {
-    let s = service::get(&state.store, &tenant, &subscriber_id).await?;
-    Ok(Reply::ok(SubscriberOut::from(s)).into_response())
+    // The writer may run on the store's read thread: it takes the request's wire profile along.
+    let context = wire::current();
+    let body = service::visit(&state.store, &tenant, &subscriber_id, move |s| {
+        wire::within(context, || {
+            let mut out = Vec::with_capacity(640);
+            write_subscriber(&mut out, &s).map(|()| out)
+        })
+    })
+    .await??;
+    Ok(raw_reply(StatusCode::OK, Shape::Single, body))
 }
 
 /// Update a subscriber's profile: absent fields are kept, `null` clears.
@@ -272,4 +337,134 @@ pub async fn delete_subscriber(
         status: "deleted",
     })
     .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::wire::with_profile;
+    use crate::config::WireProfile;
+    use crate::domain::Timestamp;
+
+    fn subscriber(full: bool) -> Subscriber {
+        Subscriber {
+            id: "6b06cf4f733d86000000004d".into(),
+            organization_id: "org\"1".into(),
+            environment_id: "env1".into(),
+            subscriber_id: "user\\77 \u{1}é".into(),
+            first_name: Some("Ada".into()),
+            last_name: full.then(|| "Lovelace \"the first\"".into()),
+            email: Some("ada@example.com".into()),
+            phone: full.then(|| "+15550000077".into()),
+            avatar: full.then(|| "https://example.com/a.png".into()),
+            locale: full.then(|| "en-GB".into()),
+            timezone: full.then(|| "Europe/London".into()),
+            data: full.then(|| json!({"z": [1, 2.5, null], "a": {"nested": "x\ny"}, "n": -3})),
+            channels: if full {
+                vec![ChannelSettings {
+                    provider_id: "svc-email".into(),
+                    integration_identifier: Some("primary".into()),
+                    credentials: ChannelCredentials {
+                        device_tokens: Some(vec!["t1".into(), "t2".into()]),
+                        webhook_url: Some("https://hooks.example.com/x".into()),
+                        ..ChannelCredentials::default()
+                    },
+                    integration_id: "6b06cf4f733d860000000001".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+            is_online: full.then_some(true),
+            last_online_at: full.then_some(Timestamp(1_795_600_000_123)),
+            deleted: false,
+            version: if full { 7 } else { 0 },
+            created_at: Timestamp(1_795_600_000_000),
+            updated_at: Timestamp(1_795_600_001_999),
+        }
+    }
+
+    /// A view of `s` whose JSON columns hold `data` and `channels`.
+    fn view_of<'a>(
+        s: &'a Subscriber,
+        data: Option<&'a str>,
+        channels: &'a str,
+    ) -> SubscriberView<'a> {
+        SubscriberView {
+            id: &s.id,
+            organization_id: &s.organization_id,
+            environment_id: &s.environment_id,
+            subscriber_id: &s.subscriber_id,
+            first_name: s.first_name.as_deref(),
+            last_name: s.last_name.as_deref(),
+            email: s.email.as_deref(),
+            phone: s.phone.as_deref(),
+            avatar: s.avatar.as_deref(),
+            locale: s.locale.as_deref(),
+            timezone: s.timezone.as_deref(),
+            data,
+            channels,
+            is_online: s.is_online,
+            last_online_at: s.last_online_at,
+            deleted: s.deleted,
+            version: s.version,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+
+    fn written(s: &Subscriber, data: Option<&str>, channels: &str) -> String {
+        let mut out = Vec::new();
+        write_subscriber(&mut out, &view_of(s, data, channels)).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_written_subscriber_is_what_the_schema_type_serializes_to() {
+        for profile in [WireProfile::Spec, WireProfile::Novu] {
+            for full in [true, false] {
+                let s = subscriber(full);
+                let data = s.data.as_ref().map(|d| d.to_string());
+                let channels = serde_json::to_string(&s.channels).unwrap();
+                let (got, want) = with_profile(profile, || {
+                    let got = written(&s, data.as_deref(), &channels);
+                    let want = serde_json::to_string(&SubscriberOut::from(s.clone())).unwrap();
+                    (got, want)
+                });
+                assert_eq!(got, want, "{profile:?}, all fields set: {full}");
+            }
+        }
+        // The comparison covers the profile's spelling of the channel's provider.
+        let s = subscriber(true);
+        let channels = serde_json::to_string(&s.channels).unwrap();
+        let novu = with_profile(WireProfile::Novu, || written(&s, None, &channels));
+        assert!(novu.contains(r#""providerId":"novu-email""#), "{novu}");
+    }
+
+    /// PostgreSQL hands `jsonb` back in its own layout (spaces, its key order): the output is still
+    /// serde's, and a stored JSON `null` is `null`.
+    #[test]
+    fn stored_json_in_another_layout_is_written_as_serde_writes_it() {
+        let s = subscriber(true);
+        let got = written(
+            &s,
+            Some(r#"{"n": -3, "z": [1, 2.5, null], "a": {"nested": "x\ny"}}"#),
+            "[]",
+        );
+        let mut want = s.clone();
+        want.channels.clear();
+        let want = serde_json::to_string(&SubscriberOut::from(want)).unwrap();
+        assert_eq!(got, want);
+        let got: Value = serde_json::from_str(&written(&s, Some("null"), "[]")).unwrap();
+        assert_eq!(got["data"], Value::Null);
+    }
+
+    #[test]
+    fn unreadable_stored_json_is_an_error() {
+        let s = subscriber(false);
+        let mut out = Vec::new();
+        assert!(write_subscriber(&mut out, &view_of(&s, Some("{"), "[]")).is_err());
+        assert!(write_subscriber(&mut out, &view_of(&s, None, "[{\"x\":1}]")).is_err());
+    }
 }
