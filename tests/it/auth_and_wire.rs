@@ -224,6 +224,30 @@ async fn novu_profile(backend: Backend) {
         .map(|i| i["providerId"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["novu", "novu-email"]);
+    // Also in a subscriber's channels, which the by-id read writes on the store's read thread.
+    let (status, body) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "novu-slack", "channel": "chat"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = app
+        .put(
+            "/v1/subscribers/n1/credentials",
+            json!({"providerId": "novu-slack", "credentials": {"webhookUrl": "https://hooks.example.com/n1"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = app.get("/v2/subscribers/n1").await;
+    assert_eq!(
+        body["data"]["channels"][0]["providerId"], "novu-slack",
+        "{body}"
+    );
+    assert_eq!(
+        body["data"]["channels"][0]["credentials"]["webhookUrl"],
+        "https://hooks.example.com/n1"
+    );
     // Errors are never wrapped.
     let (status, body) = app.get("/v2/subscribers/missing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
