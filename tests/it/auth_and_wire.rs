@@ -228,7 +228,7 @@ async fn novu_profile(backend: Backend) {
     let (status, body) = app
         .post(
             "/v1/integrations",
-            json!({"providerId": "novu-slack", "channel": "chat"}),
+            json!({"providerId": "novu-slack", "channel": "chat", "active": true}),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
