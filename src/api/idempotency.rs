@@ -54,12 +54,11 @@ pub(super) async fn idempotency(state: AppState, req: Request, route: Route) -> 
         echo(&mut resp, echoed);
         return resp;
     }
-    let key = req
-        .headers()
-        .get(&IDEMPOTENCY_KEY)
+    let header = req.headers().get(&IDEMPOTENCY_KEY);
+    let key = header
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
-    let echoed = req.headers().get(&IDEMPOTENCY_KEY).and_then(echo_value);
+    let echoed = header.and_then(echo_value);
     let mut resp = keyed(state, key, req, route).await;
     echo(&mut resp, echoed);
     resp

@@ -1,5 +1,7 @@
 //! Subscribers: lookups, writes with optimistic concurrency (`version`), and indexed substring search.
 
+use std::sync::LazyLock;
+
 use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
@@ -97,15 +99,23 @@ impl From<SubscriberRow> for Subscriber {
     }
 }
 
+/// One non-deleted subscriber by subscriberId (`$1` the environment, `$2` the subscriberId), [`COLUMNS`].
+static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| {
+    format!("select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false")
+});
+
+/// [`SUBSCRIBER_BY_ID`] in SQLite's numbered form, formatted once: the inline reads' statement cache looks
+/// it up on every request.
+static SUBSCRIBER_BY_ID_SQLITE: LazyLock<String> =
+    LazyLock::new(|| super::fast::numbered(&SUBSCRIBER_BY_ID));
+
 /// A non-deleted subscriber by subscriberId, read through `db`.
 async fn subscriber_on(
     db: &super::Db,
     env: &EnvironmentId,
     subscriber_id: &str,
 ) -> Result<Option<Subscriber>> {
-    let sql =
-        format!("select {COLUMNS} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false");
-    let row: Option<SubscriberRow> = on_db!(db, p => sqlx::query_as::<_, SubscriberRow>(&sql)
+    let row: Option<SubscriberRow> = on_db!(db, p => sqlx::query_as::<_, SubscriberRow>(&SUBSCRIBER_BY_ID)
         .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
     Ok(row.map(Into::into))
 }
@@ -145,7 +155,7 @@ impl Store {
             return reader?
                 .run(move |c| {
                     let mut statement = c
-                        .prepare_cached(SUBSCRIBER_BY_ID_SQLITE)
+                        .prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)
                         .map_err(anyhow::Error::from)?;
                     let mut rows = statement
                         .query(rusqlite::params![env_id, id])
@@ -161,15 +171,9 @@ impl Store {
                 })
                 .await;
         }
-        let mut q = Sql::new("select ");
-        q.push(COLUMNS)
-            .push(" from subscribers where environment_id = ")
-            .bind(env.as_str());
-        q.push(" and subscriber_id = ")
-            .bind(subscriber_id)
-            .push(" and deleted = false");
-        let rows = self.fetch_from_pool::<SubscriberViewRow>(&q).await?;
-        Ok(rows.first().map(|r| visit(r.view())))
+        let row: Option<SubscriberViewRow> = on_db!(self.r(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_BY_ID)
+            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
+        Ok(row.map(|r| visit(r.view())))
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
@@ -583,7 +587,7 @@ fn get_subscriber_inline(
     use rusqlite::OptionalExtension;
     // `SubscriberRow::read` checks each column's name against the select list in debug builds.
     let row = super::fast::with_reader(path, |c| {
-        c.prepare_cached(SUBSCRIBER_BY_ID_SQLITE)?
+        c.prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)?
             .query_row(
                 rusqlite::params![env.as_str(), subscriber_id],
                 SubscriberRow::read,
@@ -593,12 +597,6 @@ fn get_subscriber_inline(
     .map_err(anyhow::Error::from)?;
     Ok(row.map(Into::into))
 }
-
-/// One non-deleted subscriber by subscriberId, on SQLite. The select list is [`COLUMNS`], written out so that
-/// the statement is a constant (one cached statement, no formatting per request).
-const SUBSCRIBER_BY_ID_SQLITE: &str = "select id, organization_id, environment_id, subscriber_id, first_name, \
-    last_name, email, phone, avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, \
-    created_at, updated_at from subscribers where environment_id = ?1 and subscriber_id = ?2 and deleted = false";
 
 /// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
 #[derive(sqlx::FromRow)]
