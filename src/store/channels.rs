@@ -5,6 +5,7 @@ use sqlx::types::Json;
 
 use super::fast::Columns;
 use super::page::{cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
+use super::row::sql_row;
 use super::sql::Sql;
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::channel::ProviderId;
@@ -76,22 +77,23 @@ fn scope(env: &EnvironmentId) -> Sql {
 const CONNECTION_COLUMNS: &str = "id, organization_id, environment_id, identifier, integration_identifier, \
     provider_id, channel, connection_mode, subscriber_id, context_keys, workspace, auth_sealed, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-pub(crate) struct ConnectionRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    identifier: String,
-    integration_identifier: String,
-    provider_id: String,
-    channel: String,
-    connection_mode: String,
-    subscriber_id: Option<String>,
-    context_keys: Json<Vec<String>>,
-    workspace: Json<Value>,
-    auth_sealed: String,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    pub(crate) struct ConnectionRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        identifier: String,
+        integration_identifier: String,
+        provider_id: String,
+        channel: String,
+        connection_mode: String,
+        subscriber_id: Option<String>,
+        context_keys: Json<Vec<String>>,
+        workspace: Json<Value>,
+        auth_sealed: String,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl Keyed for ConnectionRow {
@@ -256,25 +258,23 @@ impl Store {
 const ENDPOINT_COLUMNS: &str = "id, organization_id, environment_id, identifier, endpoint_type, endpoint, \
     integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-pub(crate) struct EndpointRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    identifier: String,
-    #[sqlx(try_from = "String")]
-    endpoint_type: EndpointType,
-    endpoint: Json<Value>,
-    integration_identifier: String,
-    #[sqlx(try_from = "String")]
-    provider_id: ProviderId,
-    #[sqlx(try_from = "String")]
-    channel: Channel,
-    connection_identifier: Option<String>,
-    subscriber_id: Option<String>,
-    context_keys: Json<Vec<String>>,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    pub(crate) struct EndpointRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        identifier: String,
+        endpoint_type: EndpointType as String,
+        endpoint: Json<Value>,
+        integration_identifier: String,
+        provider_id: ProviderId as String,
+        channel: Channel as String,
+        connection_identifier: Option<String>,
+        subscriber_id: Option<String>,
+        context_keys: Json<Vec<String>>,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl From<EndpointRow> for ChannelEndpoint {
@@ -306,20 +306,21 @@ const ENDPOINT_LIST_COLUMNS_PG: &str =
     "id, identifier, endpoint_type, endpoint::text as endpoint, integration_identifier, provider_id, \
     channel, connection_identifier, subscriber_id, context_keys::text as context_keys, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-pub(crate) struct EndpointListRow {
-    id: String,
-    identifier: String,
-    endpoint_type: String,
-    endpoint: String,
-    integration_identifier: String,
-    provider_id: String,
-    channel: String,
-    connection_identifier: Option<String>,
-    subscriber_id: Option<String>,
-    context_keys: String,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    pub(crate) struct EndpointListRow {
+        id: String,
+        identifier: String,
+        endpoint_type: String,
+        endpoint: String,
+        integration_identifier: String,
+        provider_id: String,
+        channel: String,
+        connection_identifier: Option<String>,
+        subscriber_id: Option<String>,
+        context_keys: String,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl EndpointListRow {

@@ -7,6 +7,7 @@ use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
 use super::page::PortableRow;
+use super::row::sql_row;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store, ViewRow};
 use crate::domain::context::context_set;
@@ -22,31 +23,32 @@ const JOB_COLUMNS: &str = "id, organization_id, environment_id, notification_id,
     workflow_ref, transaction_id, step_index, step, status, provider_id, payload, overrides, digest, digest_key, run_at, \
     attempts, dedupe_key, schedule_extensions_count, delivery, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-struct JobRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    notification_id: String,
-    subscriber_ref: String,
-    subscriber_id: String,
-    workflow_ref: String,
-    transaction_id: String,
-    step_index: i64,
-    step: Json<Step>,
-    status: String,
-    provider_id: String,
-    payload: Json<Value>,
-    overrides: Option<Json<Value>>,
-    digest: Option<Json<Value>>,
-    digest_key: Option<String>,
-    run_at: i64,
-    attempts: i64,
-    dedupe_key: String,
-    schedule_extensions_count: i64,
-    delivery: Option<Json<Value>>,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    struct JobRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        notification_id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        workflow_ref: String,
+        transaction_id: String,
+        step_index: i64,
+        step: Json<Step>,
+        status: String,
+        provider_id: String,
+        payload: Json<Value>,
+        overrides: Option<Json<Value>>,
+        digest: Option<Json<Value>>,
+        digest_key: Option<String>,
+        run_at: i64,
+        attempts: i64,
+        dedupe_key: String,
+        schedule_extensions_count: i64,
+        delivery: Option<Json<Value>>,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl From<JobRow> for Job {
@@ -907,28 +909,29 @@ const NOTIFICATION_COLUMNS: &str = "id, organization_id, environment_id, subscri
     workflow_identifier, transaction_id, channels, payload, overrides, to_value, actor, tags, severity, critical, \
     context_keys, digested_notification_id, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-struct NotificationRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    subscriber_ref: String,
-    subscriber_id: String,
-    workflow_ref: String,
-    workflow_identifier: String,
-    transaction_id: String,
-    channels: Json<Vec<String>>,
-    payload: Json<Value>,
-    overrides: Option<Json<Value>>,
-    to_value: Option<Json<Value>>,
-    actor: Option<Json<Value>>,
-    tags: Json<Vec<String>>,
-    severity: String,
-    critical: bool,
-    context_keys: Json<Vec<String>>,
-    digested_notification_id: Option<String>,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    struct NotificationRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        workflow_ref: String,
+        workflow_identifier: String,
+        transaction_id: String,
+        channels: Json<Vec<String>>,
+        payload: Json<Value>,
+        overrides: Option<Json<Value>>,
+        to_value: Option<Json<Value>>,
+        actor: Option<Json<Value>>,
+        tags: Json<Vec<String>>,
+        severity: String,
+        critical: bool,
+        context_keys: Json<Vec<String>>,
+        digested_notification_id: Option<String>,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl From<NotificationRow> for Notification {
@@ -963,24 +966,25 @@ const NOTIFICATION_VIEW_COLUMNS: &str = "id, subscriber_ref, subscriber_id, \
     workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
     context_keys, digested_notification_id, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-struct NotificationViewRow {
-    id: String,
-    subscriber_ref: String,
-    subscriber_id: String,
-    workflow_ref: String,
-    workflow_identifier: String,
-    transaction_id: String,
-    channels: Json<Box<RawValue>>,
-    payload: Json<Box<RawValue>>,
-    to_value: Option<Json<Box<RawValue>>>,
-    tags: Json<Box<RawValue>>,
-    severity: String,
-    critical: bool,
-    context_keys: Json<Box<RawValue>>,
-    digested_notification_id: Option<String>,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    struct NotificationViewRow {
+        id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        workflow_ref: String,
+        workflow_identifier: String,
+        transaction_id: String,
+        channels: Json<Box<RawValue>>,
+        payload: Json<Box<RawValue>>,
+        to_value: Option<Json<Box<RawValue>>>,
+        tags: Json<Box<RawValue>>,
+        severity: String,
+        critical: bool,
+        context_keys: Json<Box<RawValue>>,
+        digested_notification_id: Option<String>,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl ViewRow for NotificationViewRow {
@@ -1034,18 +1038,19 @@ impl ViewRow for NotificationViewRow {
 const DETAIL_VIEW_COLUMNS: &str =
     "id, job_id, status, detail, source, is_retry, is_test, provider_id, raw, created_at";
 
-#[derive(sqlx::FromRow)]
-struct DetailViewRow {
-    id: String,
-    job_id: String,
-    status: String,
-    detail: String,
-    source: String,
-    is_retry: bool,
-    is_test: bool,
-    provider_id: Option<String>,
-    raw: Option<String>,
-    created_at: i64,
+sql_row! {
+    struct DetailViewRow {
+        id: String,
+        job_id: String,
+        status: String,
+        detail: String,
+        source: String,
+        is_retry: bool,
+        is_test: bool,
+        provider_id: Option<String>,
+        raw: Option<String>,
+        created_at: i64,
+    }
 }
 
 impl ViewRow for DetailViewRow {
@@ -1281,43 +1286,44 @@ const MESSAGE_COLUMNS: &str = "id, organization_id, environment_id, notification
     overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, created_at, updated_at, \
     email, phone, direct_webhook_url, device_tokens, delivered_at, error_id, error_text";
 
-#[derive(sqlx::FromRow)]
-struct MessageRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    notification_id: String,
-    subscriber_ref: String,
-    subscriber_id: String,
-    workflow_ref: String,
-    workflow_identifier: String,
-    job_id: String,
-    transaction_id: String,
-    channel: String,
-    subject: Option<String>,
-    content: String,
-    avatar: Option<String>,
-    cta: Json<Value>,
-    data: Option<Json<Value>>,
-    payload: Json<Value>,
-    overrides: Option<Json<Value>>,
-    read: bool,
-    seen: bool,
-    last_read_date: Option<i64>,
-    last_seen_date: Option<i64>,
-    status: String,
-    provider_id: String,
-    context_keys: Json<Vec<String>>,
-    deleted: bool,
-    created_at: i64,
-    updated_at: i64,
-    email: Option<String>,
-    phone: Option<String>,
-    direct_webhook_url: Option<String>,
-    device_tokens: Option<Json<Vec<String>>>,
-    delivered_at: Option<i64>,
-    error_id: Option<String>,
-    error_text: Option<String>,
+sql_row! {
+    struct MessageRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        notification_id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        workflow_ref: String,
+        workflow_identifier: String,
+        job_id: String,
+        transaction_id: String,
+        channel: String,
+        subject: Option<String>,
+        content: String,
+        avatar: Option<String>,
+        cta: Json<Value>,
+        data: Option<Json<Value>>,
+        payload: Json<Value>,
+        overrides: Option<Json<Value>>,
+        read: bool,
+        seen: bool,
+        last_read_date: Option<i64>,
+        last_seen_date: Option<i64>,
+        status: String,
+        provider_id: String,
+        context_keys: Json<Vec<String>>,
+        deleted: bool,
+        created_at: i64,
+        updated_at: i64,
+        email: Option<String>,
+        phone: Option<String>,
+        direct_webhook_url: Option<String>,
+        device_tokens: Option<Json<Vec<String>>>,
+        delivered_at: Option<i64>,
+        error_id: Option<String>,
+        error_text: Option<String>,
+    }
 }
 
 impl From<MessageRow> for Message {
@@ -1639,21 +1645,22 @@ impl ReadRow for JobRow {
 const JOB_VIEW_COLUMNS: &str = "id, notification_id, step_index, step, status, provider_id, \
     payload, overrides, digest, run_at, schedule_extensions_count, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-struct JobViewRow {
-    id: String,
-    notification_id: String,
-    step_index: i64,
-    step: Json<Box<RawValue>>,
-    status: String,
-    provider_id: String,
-    payload: Json<Box<RawValue>>,
-    overrides: Option<Json<Box<RawValue>>>,
-    digest: Option<Json<Box<RawValue>>>,
-    run_at: i64,
-    schedule_extensions_count: i64,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    struct JobViewRow {
+        id: String,
+        notification_id: String,
+        step_index: i64,
+        step: Json<Box<RawValue>>,
+        status: String,
+        provider_id: String,
+        payload: Json<Box<RawValue>>,
+        overrides: Option<Json<Box<RawValue>>>,
+        digest: Option<Json<Box<RawValue>>>,
+        run_at: i64,
+        schedule_extensions_count: i64,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl ViewRow for JobViewRow {

@@ -1,6 +1,7 @@
 //! Idempotency records: one row per (environment, key) holding the request hash and, once done, the
 //! stored response. Kept in the database so replays survive restarts and work across processes.
 
+use super::row::sql_row;
 use super::{on_db, Store};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
@@ -24,13 +25,14 @@ pub enum IdempotencyBegin {
     },
 }
 
-#[derive(sqlx::FromRow)]
-struct IdemRow {
-    request_hash: String,
-    state: String,
-    status: Option<i32>,
-    content_type: Option<String>,
-    body: Option<Vec<u8>>,
+sql_row! {
+    struct IdemRow {
+        request_hash: String,
+        state: String,
+        status: Option<i32>,
+        content_type: Option<String>,
+        body: Option<Vec<u8>>,
+    }
 }
 
 impl Store {

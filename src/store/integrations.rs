@@ -3,6 +3,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::row::sql_row;
 use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Store};
 use crate::domain::channel::ProviderId;
@@ -14,28 +15,29 @@ const COLUMNS: &str = "id, organization_id, environment_id, name, identifier, pr
     configurations, conditions, active, is_primary, priority, deleted, deleted_at, deleted_by, version, created_at, \
     updated_at";
 
-#[derive(sqlx::FromRow)]
-struct IntegrationRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    name: String,
-    identifier: String,
-    provider_id: String,
-    channel: Option<String>,
-    kind: String,
-    credentials: String,
-    configurations: Option<Json<Value>>,
-    conditions: Option<Json<Value>>,
-    active: bool,
-    is_primary: bool,
-    priority: i64,
-    deleted: bool,
-    deleted_at: Option<i64>,
-    deleted_by: Option<String>,
-    version: i64,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    struct IntegrationRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        name: String,
+        identifier: String,
+        provider_id: String,
+        channel: Option<String>,
+        kind: String,
+        credentials: String,
+        configurations: Option<Json<Value>>,
+        conditions: Option<Json<Value>>,
+        active: bool,
+        is_primary: bool,
+        priority: i64,
+        deleted: bool,
+        deleted_at: Option<i64>,
+        deleted_by: Option<String>,
+        version: i64,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl From<IntegrationRow> for Integration {

@@ -11,15 +11,19 @@ mod fast;
 pub mod idempotency;
 pub mod integrations;
 pub mod page;
+mod row;
 pub mod search;
 pub mod sql;
 pub mod subscribers;
 pub mod tenants;
 pub mod workflows;
 
+use std::borrow::Cow;
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -39,8 +43,64 @@ macro_rules! on_db {
 }
 pub(crate) use on_db;
 
-static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// Embeds the migrations of both databases, which carry the same file names, in the binary.
+macro_rules! embed_migrations {
+    ($($file:literal),* $(,)?) => {
+        const SQLITE_MIGRATIONS: &[(&str, &str)] =
+            &[$(($file, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite/", $file)))),*];
+        const POSTGRES_MIGRATIONS: &[(&str, &str)] =
+            &[$(($file, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres/", $file)))),*];
+    };
+}
+
+// A new migration goes into both folders and this list; a unit test compares the list with the folders.
+embed_migrations!(
+    "0001_init.sql",
+    "0002_channels.sql",
+    "0003_workflows.sql",
+    "0004_engine.sql",
+    "0005_search_vocab.sql",
+    "0006_delivery.sql",
+    "0007_write_path.sql",
+    "0008_covering_endpoints.sql",
+    "0009_search_grams.sql",
+    "0010_digest_index.sql",
+);
+
+static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
+static POSTGRES_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(POSTGRES_MIGRATIONS));
+
+/// A migrator over embedded `<version>_<description>.sql` files. Version, description, checksum (SHA-384 of the
+/// text) and the `-- no-transaction` marker are derived as sqlx's `migrate!` derives them, so a database migrated
+/// by an earlier build keeps matching its recorded checksums.
+fn migrator(files: &'static [(&'static str, &'static str)]) -> Migrator {
+    let migrations = files
+        .iter()
+        .map(|&(file, sql)| {
+            let (version, rest) = file
+                .split_once('_')
+                .expect("a migration file is named <version>_<description>.sql");
+            let version = version
+                .parse()
+                .expect("a migration file name starts with its version");
+            let description = rest.trim_end_matches(".sql").replace('_', " ");
+            let no_tx = sql.starts_with("-- no-transaction");
+            Migration::new(
+                version,
+                Cow::Owned(description),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                no_tx,
+            )
+        })
+        .collect();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ignore_missing: false,
+        locking: true,
+        no_tx: false,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum Db {
@@ -352,28 +412,51 @@ impl Store {
 mod tests {
     use std::collections::BTreeSet;
 
-    fn versions(dir: &str) -> BTreeSet<String> {
+    use super::{migrator, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+
+    fn files_in(dir: &str) -> BTreeSet<String> {
+        let dir = format!("{}/migrations/{dir}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read_dir(dir)
             .unwrap()
-            .map(|e| {
-                e.unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .split('_')
-                    .next()
-                    .unwrap()
-                    .to_owned()
-            })
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect()
     }
 
     #[test]
-    fn both_migration_folders_have_the_same_versions() {
-        let root = env!("CARGO_MANIFEST_DIR");
+    fn the_embedded_migrations_are_the_files_of_both_folders() {
+        for (dir, embedded) in [
+            ("sqlite", SQLITE_MIGRATIONS),
+            ("postgres", POSTGRES_MIGRATIONS),
+        ] {
+            let names: BTreeSet<String> = embedded.iter().map(|(f, _)| f.to_string()).collect();
+            assert_eq!(
+                names,
+                files_in(dir),
+                "{dir}: add the new file to embed_migrations!"
+            );
+            assert!(
+                embedded.windows(2).all(|w| w[0].0 < w[1].0),
+                "{dir}: keep the list in order"
+            );
+        }
+    }
+
+    #[test]
+    fn embedded_migrations_are_named_and_summed_as_sqlx_names_them() {
+        let m = migrator(SQLITE_MIGRATIONS);
+        let fifth = &m.migrations[4];
         assert_eq!(
-            versions(&format!("{root}/migrations/sqlite")),
-            versions(&format!("{root}/migrations/postgres"))
+            (fifth.version, fifth.description.as_ref()),
+            (5, "search vocab")
         );
+        assert!(!fifth.no_tx);
+        // SHA-384 of the text, as recorded in `_sqlx_migrations.checksum` by every earlier build.
+        use sha2::Digest;
+        assert_eq!(
+            fifth.checksum.as_ref(),
+            sha2::Sha384::digest(SQLITE_MIGRATIONS[4].1.as_bytes()).as_slice()
+        );
+        assert_eq!(m.migrations.len(), SQLITE_MIGRATIONS.len());
     }
 }
 
@@ -383,15 +466,9 @@ pub(crate) mod plans {
     /// An in-memory SQLite database with every migration applied.
     pub fn migrated() -> rusqlite::Connection {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        for f in files {
-            conn.execute_batch(&std::fs::read_to_string(&f).unwrap())
-                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for (file, sql) in super::SQLITE_MIGRATIONS {
+            conn.execute_batch(sql)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
         }
         conn
     }

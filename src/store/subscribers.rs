@@ -8,6 +8,7 @@ use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
+use super::row::sql_row;
 use super::sql::{bind_args, glob_escape, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
 use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
@@ -17,27 +18,28 @@ use crate::error::{Error, Result};
 const COLUMNS: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
     avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, created_at, updated_at";
 
-#[derive(sqlx::FromRow)]
-pub(crate) struct SubscriberRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    subscriber_id: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    avatar: Option<String>,
-    locale: Option<String>,
-    timezone: Option<String>,
-    data: Option<Json<Value>>,
-    channels: Json<Vec<ChannelSettings>>,
-    is_online: Option<bool>,
-    last_online_at: Option<i64>,
-    deleted: bool,
-    version: i64,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    pub(crate) struct SubscriberRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        subscriber_id: String,
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+        avatar: Option<String>,
+        locale: Option<String>,
+        timezone: Option<String>,
+        data: Option<Json<Value>>,
+        channels: Json<Vec<ChannelSettings>>,
+        is_online: Option<bool>,
+        last_online_at: Option<i64>,
+        deleted: bool,
+        version: i64,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl ReadRow for SubscriberRow {
@@ -542,14 +544,15 @@ fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids:
     q
 }
 
-#[derive(sqlx::FromRow)]
-struct ContactRow {
-    id: String,
-    subscriber_id: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
+sql_row! {
+    struct ContactRow {
+        id: String,
+        subscriber_id: String,
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+    }
 }
 
 impl ViewRow for ContactRow {
@@ -598,28 +601,29 @@ fn get_subscriber_inline(
     Ok(row.map(Into::into))
 }
 
-/// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
-#[derive(sqlx::FromRow)]
-struct SubscriberViewRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    subscriber_id: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    avatar: Option<String>,
-    locale: Option<String>,
-    timezone: Option<String>,
-    data: Option<Json<Box<RawValue>>>,
-    channels: Json<Box<RawValue>>,
-    is_online: Option<bool>,
-    last_online_at: Option<i64>,
-    deleted: bool,
-    version: i64,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    /// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
+    struct SubscriberViewRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        subscriber_id: String,
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+        avatar: Option<String>,
+        locale: Option<String>,
+        timezone: Option<String>,
+        data: Option<Json<Box<RawValue>>>,
+        channels: Json<Box<RawValue>>,
+        is_online: Option<bool>,
+        last_online_at: Option<i64>,
+        deleted: bool,
+        version: i64,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl ViewRow for SubscriberViewRow {

@@ -1,16 +1,19 @@
 //! Organizations, environments and API keys.
 
+use super::row::sql_row;
 use super::{on_db, Store};
 use crate::crypto::sha256_hex;
 use crate::domain::{EnvironmentId, OrganizationId, Tenant, Timestamp};
 use crate::error::Result;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct EnvironmentRow {
-    pub id: String,
-    pub organization_id: String,
-    pub name: String,
-    pub created_at: i64,
+sql_row! {
+    #[derive(Debug, Clone)]
+    pub struct EnvironmentRow {
+        pub id: String,
+        pub organization_id: String,
+        pub name: String,
+        pub created_at: i64,
+    }
 }
 
 impl Store {

@@ -10,6 +10,7 @@ use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
 use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
+use super::row::sql_row;
 use super::sql::Sql;
 use super::{is_unique_violation, on_db, Store};
 use crate::domain::id::is_object_id;
@@ -62,25 +63,26 @@ impl WorkflowCache {
     }
 }
 
-#[derive(sqlx::FromRow)]
-pub(crate) struct WorkflowRow {
-    id: String,
-    organization_id: String,
-    environment_id: String,
-    workflow_id: String,
-    name: String,
-    description: Option<String>,
-    tags: Json<Vec<String>>,
-    active: bool,
-    critical: bool,
-    severity: String,
-    preferences: Option<Json<Value>>,
-    payload_schema: Option<Json<Value>>,
-    validate_payload: bool,
-    steps: Json<Vec<Step>>,
-    version: i64,
-    created_at: i64,
-    updated_at: i64,
+sql_row! {
+    pub(crate) struct WorkflowRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        workflow_id: String,
+        name: String,
+        description: Option<String>,
+        tags: Json<Vec<String>>,
+        active: bool,
+        critical: bool,
+        severity: String,
+        preferences: Option<Json<Value>>,
+        payload_schema: Option<Json<Value>>,
+        validate_payload: bool,
+        steps: Json<Vec<Step>>,
+        version: i64,
+        created_at: i64,
+        updated_at: i64,
+    }
 }
 
 impl ReadRow for WorkflowRow {
@@ -283,10 +285,11 @@ impl Store {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct WorkflowNameRow {
-    id: String,
-    name: String,
+sql_row! {
+    struct WorkflowNameRow {
+        id: String,
+        name: String,
+    }
 }
 
 impl ReadRow for WorkflowNameRow {
