@@ -169,7 +169,7 @@ pub async fn get(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<
 }
 
 /// The subscriber handed to `visit` as a borrowed view (the by-id read writes its response from it); on
-/// SQLite `visit` runs on the store's read thread.
+/// SQLite `visit` may run in another request's task (see `store::batched`).
 pub async fn visit<T: Send + 'static>(
     store: &Store,
     tenant: &Tenant,

@@ -269,15 +269,13 @@ impl Store {
         &self.read
     }
 
-    /// The SQLite file's batch read thread (see `batched`), started on first use; `None` when this store is
-    /// not on a SQLite file.
-    pub(crate) fn batch_reader(&self) -> Option<Result<&batched::BatchReader>> {
+    /// The SQLite file's batch reader (see `batched`); `None` when this store is not on a SQLite file.
+    pub(crate) fn batch_reader(&self) -> Option<&batched::BatchReader> {
         let path = self.sqlite_path.as_deref()?;
-        if let Some(reader) = self.batch_reader.get() {
-            return Some(Ok(reader));
-        }
-        // Two first reads may race to start a thread: the loser's stops at once.
-        Some(batched::BatchReader::start(path).map(|r| self.batch_reader.get_or_init(|| r)))
+        Some(
+            self.batch_reader
+                .get_or_init(|| batched::BatchReader::new(path)),
+        )
     }
 
     pub(crate) fn w(&self) -> &Db {

@@ -144,8 +144,8 @@ impl Store {
     }
 
     /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
-    /// none. On a SQLite file the read joins a batch on the read thread (see `batched`) and `visit` runs
-    /// there, while the row is current.
+    /// none. On a SQLite file the read joins a batch (see `batched`) and `visit` runs on the task that
+    /// runs the batch, while the row is current.
     pub async fn visit_subscriber<T: Send + 'static>(
         &self,
         env: &EnvironmentId,
@@ -154,7 +154,7 @@ impl Store {
     ) -> Result<Option<T>> {
         if let Some(reader) = self.batch_reader() {
             let (env_id, id) = (env.0.clone(), subscriber_id.to_owned());
-            return reader?
+            return reader
                 .run(move |c| {
                     let mut statement = c
                         .prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)

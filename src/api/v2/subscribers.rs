@@ -295,7 +295,7 @@ pub async fn get_subscriber(
     tenant: Tenant,
     AppPath(subscriber_id): AppPath<String>,
 ) -> ApiResult<Response> {
-    // The writer may run on the store's read thread: it takes the request's wire profile along.
+    // The writer may run in another request's task (a batched read): it takes this request's wire profile along.
     let context = wire::current();
     let body = service::visit(&state.store, &tenant, &subscriber_id, move |s| {
         wire::within(context, || {
