@@ -323,6 +323,14 @@ impl<'b> JsonObject<'b> {
         self.raw(key, if v { "true" } else { "false" })
     }
 
+    /// A boolean, or `null`.
+    pub fn opt_bool(&mut self, key: &'static str, v: Option<bool>) -> &mut Self {
+        match v {
+            Some(v) => self.bool(key, v),
+            None => self.raw(key, "null"),
+        }
+    }
+
     pub fn int(&mut self, key: &'static str, v: i64) -> &mut Self {
         let out = self.key(key);
         out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
@@ -348,6 +356,14 @@ impl<'b> JsonObject<'b> {
         out.extend_from_slice(&iso);
         out.push(b'"');
         self
+    }
+
+    /// A timestamp, or `null`.
+    pub fn opt_time(&mut self, key: &'static str, t: Option<Timestamp>) -> &mut Self {
+        match t {
+            Some(t) => self.time(key, t),
+            None => self.raw(key, "null"),
+        }
     }
 
     /// A canonical `svc…` identifier in the current profile's spelling (as [`WireName`] writes it).

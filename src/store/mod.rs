@@ -154,9 +154,8 @@ pub struct Store {
     workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
-    /// SQLite file only: the thread that serves point reads in batches (see `batched`), started on first
-    /// use and stopped with the last clone.
-    batch_reader: std::sync::Arc<std::sync::OnceLock<batched::BatchReader>>,
+    /// SQLite file only: the queue and connection of the point reads served in batches (see `batched`).
+    batch_reader: Option<std::sync::Arc<batched::BatchReader>>,
     /// SQLite file only: the thread that checkpoints the write-ahead log, stopped with the last clone.
     _checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
 }
@@ -195,8 +194,10 @@ impl Store {
                     write: Db::Sqlite(write),
                     cipher: std::sync::Arc::new(cipher),
                     _checkpointer: checkpointer,
+                    batch_reader: sqlite_path
+                        .as_deref()
+                        .map(|p| std::sync::Arc::new(batched::BatchReader::new(p))),
                     sqlite_path: sqlite_path.map(std::sync::Arc::from),
-                    batch_reader: Default::default(),
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
@@ -230,7 +231,7 @@ impl Store {
                     write: Db::Postgres(pool),
                     cipher: std::sync::Arc::new(cipher),
                     sqlite_path: None,
-                    batch_reader: Default::default(),
+                    batch_reader: None,
                     search_stats: Default::default(),
                     trigger_queue: Default::default(),
                     workflow_cache: Default::default(),
@@ -271,11 +272,7 @@ impl Store {
 
     /// The SQLite file's batch reader (see `batched`); `None` when this store is not on a SQLite file.
     pub(crate) fn batch_reader(&self) -> Option<&batched::BatchReader> {
-        let path = self.sqlite_path.as_deref()?;
-        Some(
-            self.batch_reader
-                .get_or_init(|| batched::BatchReader::new(path)),
-        )
+        self.batch_reader.as_deref()
     }
 
     pub(crate) fn w(&self) -> &Db {

@@ -156,20 +156,15 @@ impl Store {
             let (env_id, id) = (env.0.clone(), subscriber_id.to_owned());
             return reader
                 .run(move |c| {
-                    let mut statement = c
-                        .prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)
-                        .map_err(anyhow::Error::from)?;
-                    let mut rows = statement
-                        .query(rusqlite::params![env_id, id])
-                        .map_err(anyhow::Error::from)?;
-                    match rows.next().map_err(anyhow::Error::from)? {
-                        Some(row) => {
-                            let view =
-                                SubscriberViewRow::view_inline(row).map_err(anyhow::Error::from)?;
-                            Ok(Some(visit(view)))
-                        }
-                        None => Ok(None),
-                    }
+                    use rusqlite::OptionalExtension;
+                    c.prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)
+                        .and_then(|mut statement| {
+                            statement.query_row(rusqlite::params![env_id, id], |row| {
+                                SubscriberViewRow::view_inline(row).map(visit)
+                            })
+                        })
+                        .optional()
+                        .map_err(|e| anyhow::Error::from(e).into())
                 })
                 .await;
         }

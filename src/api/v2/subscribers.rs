@@ -126,16 +126,10 @@ pub(crate) fn write_subscriber(
         serde_json::to_writer(o.key("channels"), &channels)
             .map_err(|e| unreadable("channels", e))?;
     }
-    o.raw("topics", "[]");
-    match s.is_online {
-        Some(online) => o.bool("isOnline", online),
-        None => o.raw("isOnline", "null"),
-    };
-    match s.last_online_at {
-        Some(at) => o.time("lastOnlineAt", at),
-        None => o.raw("lastOnlineAt", "null"),
-    };
-    o.int("__v", s.version);
+    o.raw("topics", "[]")
+        .opt_bool("isOnline", s.is_online)
+        .opt_time("lastOnlineAt", s.last_online_at)
+        .int("__v", s.version);
     match s.data {
         None | Some("null") => o.raw("data", "null"),
         Some(text) => {
