@@ -220,6 +220,10 @@ async fn delete_is_soft_and_leaves_search(app: TestApp) {
     let again = app.subscriber("d1", json!({})).await;
     assert_ne!(again["_id"], s["_id"]);
     assert_eq!(again["email"], Value::Null);
+    // Read back, it is the new one, not the deleted one (which, on SQLite, holds the id's slot).
+    let (status, read) = app.get("/v2/subscribers/d1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read["_id"], again["_id"]);
 }
 db_test!(delete, delete_is_soft_and_leaves_search);
 
