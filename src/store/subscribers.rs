@@ -132,7 +132,7 @@ const SLOT_BITS: u32 = 32;
 /// it is not deleted, which the unique index `subscribers_identifier` makes unambiguous. A subscriber whose
 /// slot was taken when it was created (by a soft-deleted predecessor with the same subscriberId, by a
 /// collision, or in a database written before slots) gets an ordinary rowid and is found through the index.
-pub(crate) fn slot(environment_id: &str, subscriber_id: &str) -> i64 {
+fn slot(environment_id: &str, subscriber_id: &str) -> i64 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()
         .chain_update(environment_id)
@@ -242,12 +242,18 @@ impl Store {
             "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20";
         // SQLite stores the subscriber at its slot when no row holds it (a null rowid is the next free one);
         // PostgreSQL has no rowid to choose.
-        let text = match self.dialect() {
-            Dialect::Sqlite => format!(
-                "insert into subscribers (seq, {INSERTED}) values ((select case when exists \
-                 (select 1 from subscribers where seq = $21) then null else $21 end), {VALUES})"
+        let (text, at_slot) = match self.dialect() {
+            Dialect::Sqlite => (
+                format!(
+                    "insert into subscribers (seq, {INSERTED}) values ((select case when exists \
+                     (select 1 from subscribers where seq = $21) then null else $21 end), {VALUES})"
+                ),
+                Some(slot(&s.environment_id, &s.subscriber_id)),
             ),
-            Dialect::Postgres => format!("insert into subscribers ({INSERTED}) values ({VALUES})"),
+            Dialect::Postgres => (
+                format!("insert into subscribers ({INSERTED}) values ({VALUES})"),
+                None,
+            ),
         };
         let mut args = vec![
             s.id.clone().into(),
@@ -271,9 +277,7 @@ impl Store {
             s.created_at.0.into(),
             s.updated_at.0.into(),
         ];
-        if self.dialect() == Dialect::Sqlite {
-            args.push(slot(&s.environment_id, &s.subscriber_id).into());
-        }
+        args.extend(at_slot.map(Arg::Int));
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&text), args).execute(p).await.map(|r| r.rows_affected()));
         match res {
             Ok(_) => Ok(()),
