@@ -116,6 +116,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(
             v2::workflows::get_workflow,
             v2::workflows::update_workflow,
+            v2::workflows::patch_workflow,
             v2::workflows::delete_workflow
         ))
         .routes(routes!(v2::preview::preview_step))

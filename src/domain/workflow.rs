@@ -1,9 +1,12 @@
-//! Workflows (a trigger identifier and ordered steps) and the validation of their steps' control values.
+//! Workflows (a trigger identifier and ordered steps), the validation of their steps' control values and
+//! preferences, and the `issues` a saved step carries when its controls cannot run.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Timestamp;
+use super::{Channel, Timestamp};
 use crate::error::Validation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -98,6 +101,83 @@ pub struct Step {
     pub filters: Vec<Value>,
     #[serde(default)]
     pub should_stop_on_fail: bool,
+    /// What keeps the step from running, found when the workflow was saved (empty: none).
+    #[serde(default, skip_serializing_if = "StepIssues::is_empty")]
+    pub issues: StepIssues,
+}
+
+/// Novu's `ContentIssueEnum`: the kind of a problem in a step's control values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum IssueType {
+    /// A template that does not parse (unclosed `{{`, unknown tag or filter, bad filter arguments).
+    IllegalVariableInControlValue,
+    /// A value the step needs is unusable (e.g. an email body that claims to be a block document and
+    /// is not one).
+    MissingValue,
+}
+
+/// One problem in a step's control values (Novu's `StepContentIssueDto`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentIssue {
+    pub issue_type: IssueType,
+    /// The offending text (e.g. `{{ payload.name `), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variable_name: Option<String>,
+    pub message: String,
+}
+
+/// A step's issues (Novu's `StepIssuesDto`): by control key, dotted for nested controls
+/// (`primaryAction.label`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StepIssues {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub controls: BTreeMap<String, Vec<ContentIssue>>,
+}
+
+impl StepIssues {
+    pub fn is_empty(&self) -> bool {
+        self.controls.is_empty()
+    }
+
+    /// One line naming every issue, for an execution detail: `body: … ; subject: …`.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = self
+            .controls
+            .iter()
+            .flat_map(|(key, issues)| issues.iter().map(move |i| format!("{key}: {}", i.message)))
+            .collect();
+        parts.join("; ")
+    }
+}
+
+/// A workflow's status as Novu reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkflowStatus {
+    /// Active, and every step can run.
+    Active,
+    /// Not active: triggers are refused.
+    Inactive,
+    /// Active, but a step has issues (it fails when a notification reaches it).
+    Error,
+}
+
+impl WorkflowStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "ACTIVE",
+            Self::Inactive => "INACTIVE",
+            Self::Error => "ERROR",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Active, Self::Inactive, Self::Error]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +193,7 @@ pub struct Workflow {
     pub active: bool,
     pub critical: bool,
     pub severity: Severity,
+    /// `{user, workflow}` exactly as last sent (see [`validate_preferences`]); not enforced yet.
     pub preferences: Option<Value>,
     pub payload_schema: Option<Value>,
     pub validate_payload: bool,
@@ -126,6 +207,126 @@ impl Workflow {
     /// A step by `_id` or `stepId`.
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id || s.step_id == id)
+    }
+
+    /// Whether any step has issues.
+    pub fn has_issues(&self) -> bool {
+        self.steps.iter().any(|s| !s.issues.is_empty())
+    }
+
+    /// Inactive, else ERROR when a step has issues, else ACTIVE (as Novu computes it).
+    pub fn status(&self) -> WorkflowStatus {
+        if !self.active {
+            WorkflowStatus::Inactive
+        } else if self.has_issues() {
+            WorkflowStatus::Error
+        } else {
+            WorkflowStatus::Active
+        }
+    }
+}
+
+/// Checks a workflow's `preferences`: `{user, workflow}`, each null or `{all: {enabled?, readOnly?},
+/// channels: {<channel>: {enabled?}}}` (Novu's `PreferencesRequestDto`), nothing else. Both `all` and
+/// `channels` are required, as the SDKs' response models require them.
+pub fn validate_preferences(v: &mut Validation, field: &str, prefs: &Value) {
+    let Some(obj) = prefs.as_object() else {
+        v.add(
+            field,
+            "preferences must be an object {user, workflow}",
+            prefs.clone(),
+        );
+        return;
+    };
+    for (key, level) in obj {
+        let at = format!("{field}.{key}");
+        if key != "user" && key != "workflow" {
+            v.add(
+                &at,
+                "preferences take only `user` and `workflow`",
+                level.clone(),
+            );
+            continue;
+        }
+        if level.is_null() {
+            continue;
+        }
+        let Some(level_obj) = level.as_object() else {
+            v.add(
+                &at,
+                format!("{key} must be null or an object {{all, channels}}"),
+                level.clone(),
+            );
+            continue;
+        };
+        for required in ["all", "channels"] {
+            if !level_obj.contains_key(required) {
+                v.add(
+                    &format!("{at}.{required}"),
+                    format!("{key}.{required} is required"),
+                    Value::Null,
+                );
+            }
+        }
+        for (k, x) in level_obj {
+            let at = format!("{at}.{k}");
+            match k.as_str() {
+                "all" => check_flags(v, &at, x, &["enabled", "readOnly"]),
+                "channels" => match x.as_object() {
+                    None => v.add(
+                        &at,
+                        "channels must be an object keyed by channel",
+                        x.clone(),
+                    ),
+                    Some(channels) => {
+                        for (c, pref) in channels {
+                            let at = format!("{at}.{c}");
+                            if Channel::parse(c).is_none() {
+                                v.add(
+                                    &at,
+                                    "the channel must be one of in_app, email, sms, chat, push",
+                                    pref.clone(),
+                                );
+                            } else {
+                                check_flags(v, &at, pref, &["enabled"]);
+                            }
+                        }
+                    }
+                },
+                _ => v.add(
+                    &at,
+                    format!("{key} takes only `all` and `channels`"),
+                    x.clone(),
+                ),
+            }
+        }
+    }
+}
+
+/// `value` is an object whose keys are among `flags`, each a boolean.
+fn check_flags(v: &mut Validation, field: &str, value: &Value, flags: &[&str]) {
+    let Some(obj) = value.as_object() else {
+        v.add(
+            field,
+            format!("must be an object {{{}}} of booleans", flags.join(", ")),
+            value.clone(),
+        );
+        return;
+    };
+    for (k, x) in obj {
+        if !flags.contains(&k.as_str()) {
+            v.add(
+                &format!("{field}.{k}"),
+                format!("only {} may be set here", flags.join(", ")),
+                x.clone(),
+            );
+        } else if !x.is_boolean() {
+            v.add(
+                &format!("{field}.{k}"),
+                format!("{k} must be a boolean"),
+                x.clone(),
+            );
+        }
     }
 }
 
@@ -460,5 +661,78 @@ mod tests {
         let c = json!({"body": "hi", "primaryAction": {"label": "Go", "redirect": {"url": "https://x"}}, "data": {"a": 1}});
         validate_controls(&mut v, "c", StepType::InApp, c.as_object().unwrap());
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn preferences_take_novus_shape_only() {
+        let ok = json!({
+            "user": {"all": {"enabled": false, "readOnly": true}, "channels": {"email": {"enabled": false}}},
+            "workflow": null
+        });
+        let mut v = Validation::new();
+        validate_preferences(&mut v, "p", &ok);
+        assert!(v.is_empty(), "{v}");
+        let mut v = Validation::new();
+        validate_preferences(
+            &mut v,
+            "p",
+            &json!({"user": {"all": {}, "channels": {"fax": {}}, "x": 1}}),
+        );
+        let fields: Vec<&str> = v.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["p.user.channels.fax", "p.user.x"]);
+        let mut v = Validation::new();
+        validate_preferences(&mut v, "p", &json!({"workflow": {"channels": {}}}));
+        assert_eq!(v.0[0].field, "p.workflow.all");
+    }
+
+    #[test]
+    fn status_follows_active_then_issues() {
+        let step = Step {
+            id: "s".into(),
+            step_id: "s".into(),
+            name: "s".into(),
+            step_type: StepType::InApp,
+            control_values: Map::new(),
+            filters: Vec::new(),
+            should_stop_on_fail: false,
+            issues: StepIssues::default(),
+        };
+        let mut w = Workflow {
+            id: "w".into(),
+            organization_id: "o".into(),
+            environment_id: "e".into(),
+            workflow_id: "w".into(),
+            name: "w".into(),
+            description: None,
+            tags: Vec::new(),
+            active: true,
+            critical: false,
+            severity: Severity::None,
+            preferences: None,
+            payload_schema: None,
+            validate_payload: false,
+            steps: vec![step],
+            version: 0,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+        };
+        assert_eq!(w.status(), WorkflowStatus::Active);
+        w.steps[0].issues.controls.insert(
+            "body".into(),
+            vec![ContentIssue {
+                issue_type: IssueType::IllegalVariableInControlValue,
+                variable_name: None,
+                message: "bad".into(),
+            }],
+        );
+        assert_eq!(w.status(), WorkflowStatus::Error);
+        assert_eq!(w.steps[0].issues.summary(), "body: bad");
+        // Stored steps without issues keep their JSON as before.
+        w.steps[0].issues = StepIssues::default();
+        assert!(!serde_json::to_string(&w.steps[0])
+            .unwrap()
+            .contains("issues"));
+        w.active = false;
+        assert_eq!(w.status(), WorkflowStatus::Inactive);
     }
 }

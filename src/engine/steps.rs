@@ -149,6 +149,31 @@ impl Runner {
             return Ok(outcome);
         }
 
+        if !job.step.issues.is_empty() {
+            // Saved with issues (as Novu keeps such workflows): say why instead of failing to render.
+            let d = detail(
+                job,
+                "Failed",
+                "Internal",
+                format!(
+                    "The step cannot run: its controls have issues ({}). Fix the workflow and trigger again",
+                    job.step.issues.summary()
+                ),
+                None,
+            );
+            let chain = if job.step.should_stop_on_fail {
+                Chain::Stop
+            } else {
+                Chain::Continue
+            };
+            let mut outcome = finished(status::FAILED, vec![d]);
+            if let Chain::Continue = chain {
+                outcome.next = self.next_job(job, notification).await?;
+            }
+            attach_merge(&mut outcome, job);
+            return Ok(outcome);
+        }
+
         let vars = json!({
             "payload": job.payload,
             "subscriber": subscriber_json,

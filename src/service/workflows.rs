@@ -1,4 +1,6 @@
-//! Workflow operations: create, retrieve (by `_id` or trigger identifier), list, replace, delete.
+//! Workflow operations: create, retrieve (by `_id` or trigger identifier), list, replace, patch, delete.
+//! Saving a workflow also finds its steps' `issues`: templates the shared renderer cannot parse. The
+//! workflow is stored all the same (as Novu does) and reports status `ERROR`.
 
 use std::collections::HashSet;
 
@@ -6,11 +8,14 @@ use serde_json::{Map, Value};
 
 use super::OPTIMISTIC_RETRIES;
 use crate::domain::workflow::{
-    is_identifier, slugify, validate_controls, Severity, Step, StepType, Workflow,
+    is_identifier, slugify, validate_controls, validate_preferences, ContentIssue, IssueType,
+    Severity, Step, StepIssues, StepType, Workflow,
 };
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
-use crate::store::page::{Page, PageRequest};
+use crate::render::email_blocks::email_body_template;
+use crate::render::{RenderError, Renderer};
+use crate::store::workflows::WorkflowListQuery;
 use crate::store::Store;
 
 /// A step as given in a create or update body.
@@ -82,10 +87,8 @@ fn build(
             );
         }
     }
-    if let Some(p) = &input.preferences {
-        if !p.is_object() && !p.is_null() {
-            v.add("preferences", "preferences must be an object", p.clone());
-        }
+    if let Some(p) = input.preferences.as_ref().filter(|p| !p.is_null()) {
+        validate_preferences(&mut v, "preferences", p);
     }
     if input.steps.len() > 50 {
         v.add("steps", "a workflow may have at most 50 steps", Value::Null);
@@ -157,6 +160,7 @@ fn build(
             step_id,
             name,
             step_type,
+            issues: step_issues(step_type, &controls),
             control_values: controls,
             filters,
             should_stop_on_fail: s.should_stop_on_fail.unwrap_or(false),
@@ -164,6 +168,71 @@ fn build(
     }
     v.finish()?;
     Ok((workflow_id, severity, steps))
+}
+
+/// The issues of a step's controls: every string that the renderer used by delivery and preview cannot
+/// parse, keyed by its control path (`body`, `primaryAction.label`, `headers.0`). An email body given as a
+/// block document is checked as the HTML template delivery makes of it.
+pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIssues {
+    let renderer = Renderer::shared();
+    let mut issues = StepIssues::default();
+    for (key, value) in controls {
+        if step_type == StepType::Email && key == "body" {
+            if let Some(body) = value.as_str() {
+                let editor = controls.get("editorType").and_then(Value::as_str);
+                match email_body_template(body, editor) {
+                    Ok(template) => check_string(renderer, &mut issues, key, &template),
+                    Err(e) => issues
+                        .controls
+                        .entry(key.clone())
+                        .or_default()
+                        .push(ContentIssue {
+                            issue_type: IssueType::MissingValue,
+                            variable_name: None,
+                            message: e.message,
+                        }),
+                }
+                continue;
+            }
+        }
+        check_value(renderer, &mut issues, key.clone(), value);
+    }
+    issues
+}
+
+fn check_value(renderer: &Renderer, issues: &mut StepIssues, path: String, value: &Value) {
+    match value {
+        Value::String(s) => check_string(renderer, issues, &path, s),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_value(renderer, issues, format!("{path}.{i}"), item);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                check_value(renderer, issues, format!("{path}.{k}"), item);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_string(renderer: &Renderer, issues: &mut StepIssues, path: &str, template: &str) {
+    if let Err(e) = renderer.check(template) {
+        issues
+            .controls
+            .entry(path.to_owned())
+            .or_default()
+            .push(content_issue(&e));
+    }
+}
+
+fn content_issue(e: &RenderError) -> ContentIssue {
+    ContentIssue {
+        issue_type: IssueType::IllegalVariableInControlValue,
+        variable_name: e.snippet().map(|s| s.trim().to_owned()),
+        message: e.message.clone(),
+    }
 }
 
 pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Result<Workflow> {
@@ -199,8 +268,13 @@ pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<Workflow> {
         .ok_or_else(|| not_found(id))
 }
 
-pub async fn list(store: &Store, tenant: &Tenant, page: &PageRequest) -> Result<Page<Workflow>> {
-    store.list_workflows(&tenant.environment_id, page).await
+/// A page of workflows (offset pagination, as Novu lists them) and how many match the filters.
+pub async fn list(
+    store: &Store,
+    tenant: &Tenant,
+    query: &WorkflowListQuery,
+) -> Result<(Vec<Workflow>, i64)> {
+    store.list_workflows(&tenant.environment_id, query).await
 }
 
 /// Replaces the workflow's definition; steps keep their `_id` when matched by `_id` or `stepId`.
@@ -255,11 +329,115 @@ pub async fn update(
     )))
 }
 
+/// A partial update (`PATCH`): `None` leaves a field unchanged; for `description` and `payload_schema`,
+/// `Some(None)` clears it.
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowPatch {
+    pub name: Option<String>,
+    pub description: Option<Option<String>>,
+    pub tags: Option<Vec<String>>,
+    pub active: Option<bool>,
+    pub payload_schema: Option<Option<Value>>,
+    pub validate_payload: Option<bool>,
+}
+
+/// Changes the given fields of a workflow; steps (and their issues) are untouched.
+pub async fn patch(
+    store: &Store,
+    tenant: &Tenant,
+    id: &str,
+    patch: WorkflowPatch,
+) -> Result<Workflow> {
+    let mut v = Validation::new();
+    if let Some(name) = &patch.name {
+        if name.trim().is_empty() {
+            v.add("name", "name must not be empty", name.as_str());
+        }
+    }
+    if let Some(Some(p)) = &patch.payload_schema {
+        if !p.is_object() {
+            v.add(
+                "payloadSchema",
+                "payloadSchema must be a JSON Schema object",
+                p.clone(),
+            );
+        }
+    }
+    v.finish()?;
+    for _ in 0..OPTIMISTIC_RETRIES {
+        let old = get(store, tenant, id).await?;
+        let expected = old.version;
+        let p = patch.clone();
+        let w = Workflow {
+            name: p
+                .name
+                .map(|n| n.trim().to_owned())
+                .unwrap_or(old.name.clone()),
+            description: p.description.unwrap_or(old.description.clone()),
+            tags: p.tags.unwrap_or(old.tags.clone()),
+            active: p.active.unwrap_or(old.active),
+            payload_schema: p.payload_schema.unwrap_or(old.payload_schema.clone()),
+            validate_payload: p.validate_payload.unwrap_or(old.validate_payload),
+            version: expected + 1,
+            updated_at: Timestamp::now().max(Timestamp(old.updated_at.0 + 1)),
+            ..old
+        };
+        if store.update_workflow(&w, expected).await? {
+            return Ok(w);
+        }
+    }
+    Err(Error::Conflict(format!(
+        "Workflow {id} is being changed concurrently; retry the request"
+    )))
+}
+
 pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<()> {
     let w = get(store, tenant, id).await?;
     if store.delete_workflow(&tenant.environment_id, &w.id).await? {
         Ok(())
     } else {
         Err(not_found(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn issues_name_each_control_the_renderer_cannot_parse() {
+        let controls = json!({
+            "body": "Hello {{ payload.name ",
+            "subject": "Fine {{ payload.name }}",
+            "primaryAction": {"label": "{{ x | nosuchfilter }}"},
+            "data": {"list": ["ok", "{% if %}"]},
+            "amount": 5
+        });
+        let issues = step_issues(StepType::InApp, controls.as_object().unwrap());
+        let keys: Vec<&str> = issues.controls.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["body", "data.list.1", "primaryAction.label"]);
+        let body = &issues.controls["body"][0];
+        assert_eq!(body.issue_type, IssueType::IllegalVariableInControlValue);
+        assert!(body
+            .variable_name
+            .as_deref()
+            .unwrap()
+            .contains("payload.name"));
+        let ok = json!({"body": "Hi {{ payload.name | upcase }}"});
+        assert!(step_issues(StepType::Sms, ok.as_object().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn an_email_body_is_checked_as_delivery_reads_it() {
+        let blocks =
+            json!({"editorType": "block", "body": "<p>not a document</p>", "subject": "s"});
+        let issues = step_issues(StepType::Email, blocks.as_object().unwrap());
+        assert_eq!(
+            issues.controls["body"][0].issue_type,
+            IssueType::MissingValue
+        );
+        let html = json!({"editorType": "html", "body": "<p>{{ payload.x }}</p>", "subject": "s"});
+        assert!(step_issues(StepType::Email, html.as_object().unwrap()).is_empty());
     }
 }

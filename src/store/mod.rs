@@ -65,6 +65,7 @@ embed_migrations!(
     "0008_covering_endpoints.sql",
     "0009_search_grams.sql",
     "0010_digest_index.sql",
+    "20261126032135_workflow_list.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -9,12 +9,11 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
-use super::page::{cursor_page, Keyed, Listing, Page, PageRequest};
 use super::row::sql_row;
-use super::sql::Sql;
-use super::{is_unique_violation, on_db, Store};
+use super::sql::{like_escape, Sql};
+use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::id::is_object_id;
-use crate::domain::workflow::{Severity, Step, Workflow};
+use crate::domain::workflow::{Severity, Step, Workflow, WorkflowStatus};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::{Error, Result};
 
@@ -110,10 +109,39 @@ impl ReadRow for WorkflowRow {
     }
 }
 
-impl Keyed for WorkflowRow {
-    fn key(&self) -> &str {
-        &self.id
+/// What a workflow list is ordered by (`id` breaks ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowOrder {
+    CreatedAt,
+    UpdatedAt,
+    Name,
+}
+
+impl WorkflowOrder {
+    fn expression(self, dialect: Dialect) -> &'static str {
+        match (self, dialect) {
+            (Self::CreatedAt, _) => "created_at",
+            (Self::UpdatedAt, _) => "updated_at",
+            // Case-insensitive, then bytewise on both databases (PostgreSQL's collation would differ).
+            (Self::Name, Dialect::Sqlite) => "lower(name)",
+            (Self::Name, Dialect::Postgres) => "lower(name) collate \"C\"",
+        }
     }
+}
+
+/// One page of `GET /v2/workflows` (offset pagination) and its filters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowListQuery {
+    pub limit: i64,
+    pub offset: i64,
+    pub order_by: WorkflowOrder,
+    pub descending: bool,
+    /// Case-insensitive substring of the name or the trigger identifier.
+    pub query: Option<String>,
+    /// Workflows carrying any of these tags.
+    pub tags: Vec<String>,
+    /// Workflows in any of these statuses.
+    pub statuses: Vec<WorkflowStatus>,
 }
 
 impl From<WorkflowRow> for Workflow {
@@ -151,12 +179,12 @@ impl Store {
         let res = on_db!(self.w(), p => sqlx::query(
             "insert into workflows (id, organization_id, environment_id, workflow_id, name, description, tags, active,
                critical, severity, preferences, payload_schema, validate_payload, steps, deleted, version, created_at,
-               updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false, $15, $16, $17)")
+               updated_at, has_issues)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false, $15, $16, $17, $18)")
             .bind(&w.id).bind(&w.organization_id).bind(&w.environment_id).bind(&w.workflow_id).bind(&w.name)
             .bind(&w.description).bind(Json(&w.tags)).bind(w.active).bind(w.critical).bind(w.severity.as_str())
             .bind(w.preferences.as_ref().map(Json)).bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload)
-            .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0)
+            .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0).bind(w.has_issues())
             .execute(p).await.map(|_| ()));
         self.workflow_cache.clear();
         match res {
@@ -215,24 +243,65 @@ impl Store {
         Ok(w)
     }
 
+    /// A page of the environment's workflows and the number matching the filters.
     pub async fn list_workflows(
         &self,
         env: &EnvironmentId,
-        page: &PageRequest,
-    ) -> Result<Page<Workflow>> {
-        let mut filter = Sql::new("environment_id = ");
+        q: &WorkflowListQuery,
+    ) -> Result<(Vec<Workflow>, i64)> {
+        let mut filter = Sql::new(" from workflows where environment_id = ");
         filter.bind(env.as_str()).push(" and deleted = false");
-        let mut scope = Sql::new("environment_id = ");
-        scope.bind(env.as_str());
-        let listing = Listing {
-            columns: COLUMNS,
-            from: "workflows",
-            filter,
-            cursor_scope: scope,
-        };
-        Ok(cursor_page::<WorkflowRow>(self.r(), listing, page)
-            .await?
-            .map(Into::into))
+        if let Some(text) = q.query.as_deref() {
+            let pattern = format!("%{}%", like_escape(&text.to_lowercase()));
+            filter
+                .push(" and (lower(name) like ")
+                .bind(pattern.as_str())
+                .push(" escape '\\' or lower(workflow_id) like ")
+                .bind(pattern)
+                .push(" escape '\\')");
+        }
+        if !q.tags.is_empty() {
+            // Tags are a JSON array: each dialect has its own function listing the elements.
+            let elements = match self.dialect() {
+                Dialect::Sqlite => "json_each(workflows.tags)",
+                Dialect::Postgres => "jsonb_array_elements_text(workflows.tags) as t(value)",
+            };
+            filter
+                .push(" and exists (select 1 from ")
+                .push(elements)
+                .push(" where true");
+            filter.push_in("value", &q.tags).push(")");
+        }
+        if !q.statuses.is_empty() {
+            let conditions: Vec<&str> = q
+                .statuses
+                .iter()
+                .map(|s| match s {
+                    WorkflowStatus::Active => "(active = true and has_issues = false)",
+                    WorkflowStatus::Inactive => "active = false",
+                    WorkflowStatus::Error => "(active = true and has_issues = true)",
+                })
+                .collect();
+            filter
+                .push(" and (")
+                .push(&conditions.join(" or "))
+                .push(")");
+        }
+        let mut count = Sql::new("select count(*) as n");
+        count.append(&filter);
+        let counted: Vec<CountRow> = self.fetch_rows(count).await?;
+        let total = counted.first().map_or(0, |c| c.n);
+
+        let direction = if q.descending { "desc" } else { "asc" };
+        let mut select = Sql::new("select ");
+        select.push(COLUMNS).append(&filter);
+        select.push(&format!(
+            " order by {} {direction}, id {direction} limit ",
+            q.order_by.expression(self.dialect())
+        ));
+        select.bind(q.limit).push(" offset ").bind(q.offset);
+        let rows: Vec<WorkflowRow> = self.fetch_rows(select).await?;
+        Ok((rows.into_iter().map(Into::into).collect(), total))
     }
 
     /// Writes every mutable field if the stored version is still `expected_version`.
@@ -240,12 +309,13 @@ impl Store {
         let res = on_db!(self.w(), p => sqlx::query(
             "update workflows set workflow_id = $1, name = $2, description = $3, tags = $4, active = $5, critical = $6,
                severity = $7, preferences = $8, payload_schema = $9, validate_payload = $10, steps = $11,
-               version = $12, updated_at = $13
+               version = $12, updated_at = $13, has_issues = $17
              where environment_id = $14 and id = $15 and version = $16 and deleted = false")
             .bind(&w.workflow_id).bind(&w.name).bind(&w.description).bind(Json(&w.tags)).bind(w.active)
             .bind(w.critical).bind(w.severity.as_str()).bind(w.preferences.as_ref().map(Json))
             .bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload).bind(Json(&w.steps))
             .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(&w.id).bind(expected_version)
+            .bind(w.has_issues())
             .execute(p).await.map(|r| r.rows_affected()));
         self.workflow_cache.clear();
         match res {
@@ -282,6 +352,19 @@ impl Store {
         q.push_tenant_check("environment_id", env.as_str());
         let rows: Vec<WorkflowNameRow> = self.fetch_rows(q).await?;
         Ok(rows.into_iter().map(|r| (r.id, r.name)).collect())
+    }
+}
+
+sql_row! {
+    struct CountRow {
+        n: i64,
+    }
+}
+
+impl ReadRow for CountRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
+        Ok(Self { n: c.get("n")? })
     }
 }
 

@@ -101,6 +101,7 @@ async fn health_docs_and_unknown_routes(app: TestApp) {
         ("/v2/workflows", "post"),
         ("/v2/workflows/{workflowId}", "get"),
         ("/v2/workflows/{workflowId}", "put"),
+        ("/v2/workflows/{workflowId}", "patch"),
         ("/v2/workflows/{workflowId}", "delete"),
         ("/v2/workflows/{workflowId}/step/{stepId}/preview", "post"),
         ("/v1/events/trigger", "post"),

@@ -2,9 +2,10 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+use tidings::config::WireProfile;
 
 use crate::db_test;
-use crate::support::{assert_error, send, TestApp};
+use crate::support::{assert_error, send, settled, Backend, TestApp};
 
 fn welcome() -> Value {
     json!({
@@ -97,7 +98,7 @@ async fn workflow_lifecycle(app: TestApp) {
         .await;
     let (_, page) = app.get("/v2/workflows").await;
     assert_eq!(page["totalCount"], 2);
-    let ids: Vec<&str> = page["data"]
+    let ids: Vec<&str> = page["workflows"]
         .as_array()
         .unwrap()
         .iter()
@@ -105,8 +106,8 @@ async fn workflow_lifecycle(app: TestApp) {
         .collect();
     assert_eq!(ids, ["second", "welcome"]);
     let (_, page) = app.get("/v2/workflows?limit=1&orderDirection=ASC").await;
-    assert_eq!(page["data"][0]["workflowId"], "welcome");
-    assert!(page["next"].is_string());
+    assert_eq!(page["workflows"][0]["workflowId"], "welcome");
+    assert_eq!(page["workflows"].as_array().unwrap().len(), 1);
 
     // Delete.
     let (status, _) = app.delete(&format!("/v2/workflows/{id}")).await;
@@ -173,6 +174,46 @@ async fn workflow_validation(app: TestApp) {
     assert_eq!(page["totalCount"], 0);
     let (status, _) = app.put("/v2/workflows/nope", json!({"name": "x"})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Preferences: every bad field of `{user, workflow}` at once, with its value.
+    let (status, err) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "x", "preferences": {
+                "user": {"all": {"enabled": "yes"}, "channels": {"fax": {"enabled": true}, "email": {"enabled": 1}}},
+                "workflow": {"channels": {}},
+                "other": 1
+            }}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let errors = err["errors"].as_object().unwrap();
+    let mut fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "preferences.other",
+            "preferences.user.all.enabled",
+            "preferences.user.channels.email.enabled",
+            "preferences.user.channels.fax",
+            "preferences.workflow.all"
+        ],
+        "{err}"
+    );
+    assert_eq!(errors["preferences.user.all.enabled"]["value"], "yes");
+    assert_eq!(
+        errors["preferences.user.channels.email.enabled"]["value"],
+        1
+    );
+    for bad in [json!("all"), json!({"user": []})] {
+        let (status, err) = app
+            .post("/v2/workflows", json!({"name": "x", "preferences": bad}))
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad} → {err}");
+    }
+    let (_, page) = app.get("/v2/workflows").await;
+    assert_eq!(page["totalCount"], 0, "nothing was stored");
 }
 db_test!(validation, workflow_validation);
 
@@ -204,3 +245,443 @@ async fn workflows_are_isolated(app: TestApp) {
     assert_eq!(status, StatusCode::OK);
 }
 db_test!(isolation, workflows_are_isolated);
+
+/// `{workflows, totalCount}` in both profiles (wrapped as `{data: …}` in `novu`), items as Novu's
+/// WorkflowListResponseDto, Novu's query parameters, validated.
+async fn list_shape_filters_and_paging(backend: Backend) {
+    for profile in [WireProfile::Spec, WireProfile::Novu] {
+        let app = TestApp::spawn_with(backend, profile).await;
+        let unwrap = |body: Value| match profile {
+            WireProfile::Spec => body,
+            WireProfile::Novu => {
+                assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+                body["data"].clone()
+            }
+        };
+        for (name, tags, active, body) in [
+            ("Alpha", json!(["ops"]), true, "Hi"),
+            ("beta digest", json!(["billing", "ops"]), false, "Hi"),
+            ("Gamma", json!([]), true, "Hello {{ payload.name "),
+        ] {
+            let (status, out) = app
+                .post(
+                    "/v2/workflows",
+                    json!({"name": name, "tags": tags, "active": active, "steps": [
+                        {"name": "Inbox", "type": "in_app", "controlValues": {"body": body}},
+                        {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}}
+                    ]}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{out}");
+        }
+        let (status, page) = app.get("/v2/workflows").await;
+        assert_eq!(status, StatusCode::OK);
+        let page = unwrap(page);
+        let mut keys: Vec<&String> = page.as_object().unwrap().keys().collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["totalCount", "workflows"], "{profile:?}: {page}");
+        assert_eq!(page["totalCount"], 3);
+        let items = page["workflows"].as_array().unwrap();
+        let ids: Vec<&str> = items
+            .iter()
+            .map(|w| w["workflowId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["gamma", "beta-digest", "alpha"], "newest first");
+        let alpha = &items[2];
+        for key in [
+            "_id",
+            "slug",
+            "name",
+            "createdAt",
+            "updatedAt",
+            "origin",
+            "status",
+        ] {
+            assert!(alpha[key].is_string(), "{key}: {alpha}");
+        }
+        assert_eq!(alpha["stepTypeOverviews"], json!(["in_app", "delay"]));
+        assert_eq!(
+            alpha["steps"],
+            json!([{"slug": "inbox", "type": "in_app"}, {"slug": "wait", "type": "delay"}])
+        );
+        assert_eq!(alpha["tags"], json!(["ops"]));
+        assert_eq!(alpha["status"], "ACTIVE");
+        let origin = match profile {
+            WireProfile::Spec => "svc-cloud",
+            WireProfile::Novu => "novu-cloud",
+        };
+        assert_eq!(alpha["origin"], origin);
+        assert_eq!(items[1]["status"], "INACTIVE");
+        assert_eq!(items[0]["status"], "ERROR");
+        assert_eq!(
+            items[0]["steps"][0]["issues"]["controls"]["body"][0]["issueType"],
+            "ILLEGAL_VARIABLE_IN_CONTROL_VALUE"
+        );
+        assert!(alpha.get("description").is_none(), "{alpha}");
+
+        let names = |page: &Value| -> Vec<String> {
+            page["workflows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["workflowId"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        for (query, expected, total) in [
+            (
+                "orderBy=name&orderDirection=ASC",
+                vec!["alpha", "beta-digest", "gamma"],
+                3,
+            ),
+            (
+                "orderBy=name&orderDirection=DESC&limit=1&offset=1",
+                vec!["beta-digest"],
+                3,
+            ),
+            (
+                "orderBy=updatedAt&orderDirection=ASC&limit=2",
+                vec!["alpha", "beta-digest"],
+                3,
+            ),
+            ("offset=3", vec![], 3),
+            ("query=DIGE", vec!["beta-digest"], 1),
+            ("query=gam", vec!["gamma"], 1),
+            ("query=%25", vec![], 0),
+            ("tags=ops", vec!["beta-digest", "alpha"], 2),
+            ("tags=billing&tags=none", vec!["beta-digest"], 1),
+            ("status=ACTIVE", vec!["alpha"], 1),
+            (
+                "status=INACTIVE&status=ERROR",
+                vec!["gamma", "beta-digest"],
+                2,
+            ),
+            ("status=ERROR&tags=ops", vec![], 0),
+            ("limit=2.0", vec!["gamma", "beta-digest"], 3),
+        ] {
+            let (status, page) = app.get(&format!("/v2/workflows?{query}")).await;
+            assert_eq!(status, StatusCode::OK, "{query}: {page}");
+            let page = unwrap(page);
+            assert_eq!(names(&page), expected, "{query}");
+            assert_eq!(page["totalCount"], total, "{query}");
+        }
+        let (status, err) = app
+            .get("/v2/workflows?limit=0&offset=-1&orderBy=lastTriggeredAt&orderDirection=sideways&status=DRAFT")
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+        assert_error(&err, 422);
+        for field in ["limit", "offset", "orderBy", "orderDirection", "status"] {
+            assert!(
+                err["errors"][field]["messages"][0].is_string(),
+                "{field}: {err}"
+            );
+        }
+        assert_eq!(err["errors"]["status"]["value"], "DRAFT");
+        let (status, _) = app.get("/v2/workflows?limit=101").await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+}
+db_test!(list, list_shape_filters_and_paging, backend);
+
+/// A workflow without a description has no `description` key (never `null`), on create, get, list, PUT
+/// and PATCH.
+async fn description_is_absent_when_unset(app: TestApp) {
+    let (status, w) = app
+        .post("/v2/workflows", json!({"name": "Plain", "steps": []}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert!(w.get("description").is_none(), "{w}");
+    let (_, got) = app.get("/v2/workflows/plain").await;
+    assert!(got.get("description").is_none(), "{got}");
+    let (_, put) = app
+        .put("/v2/workflows/plain", json!({"name": "Plain", "steps": []}))
+        .await;
+    assert!(put.get("description").is_none(), "{put}");
+    let (_, patched) = app
+        .patch("/v2/workflows/plain", json!({"description": "Now set"}))
+        .await;
+    assert_eq!(patched["description"], "Now set");
+    let (_, patched) = app
+        .patch("/v2/workflows/plain", json!({"description": null}))
+        .await;
+    assert!(patched.get("description").is_none(), "{patched}");
+}
+db_test!(description, description_is_absent_when_unset);
+
+/// Preferences are stored as sent and answered as Novu's `{user, default}`; `{user: null, workflow: null}`
+/// round-trips.
+async fn preferences_round_trip(app: TestApp) {
+    let user = json!({"all": {"enabled": false, "readOnly": true}, "channels": {"email": {"enabled": false}}});
+    let workflow =
+        json!({"all": {"enabled": true}, "channels": {"sms": {"enabled": false}, "in_app": {}}});
+    let defaults = json!({"all": {"enabled": true, "readOnly": false}, "channels": {
+        "in_app": {"enabled": true}, "email": {"enabled": true}, "sms": {"enabled": true},
+        "chat": {"enabled": true}, "push": {"enabled": true}}});
+
+    let (status, w) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Prefs", "preferences": {"user": user, "workflow": workflow}, "steps": []}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert_eq!(w["preferences"], json!({"user": user, "default": workflow}));
+    let (_, got) = app.get("/v2/workflows/prefs").await;
+    assert_eq!(
+        got["preferences"],
+        json!({"user": user, "default": workflow})
+    );
+
+    // PUT without preferences keeps them.
+    let (_, put) = app
+        .put("/v2/workflows/prefs", json!({"name": "Prefs", "steps": []}))
+        .await;
+    assert_eq!(
+        put["preferences"],
+        json!({"user": user, "default": workflow})
+    );
+
+    // PUT with both levels null: no user preferences, the defaults.
+    let (status, put) = app
+        .put(
+            "/v2/workflows/prefs",
+            json!({"name": "Prefs", "preferences": {"user": null, "workflow": null}, "steps": []}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(
+        put["preferences"],
+        json!({"user": null, "default": defaults})
+    );
+    let (_, got) = app.get("/v2/workflows/prefs").await;
+    assert_eq!(
+        got["preferences"],
+        json!({"user": null, "default": defaults})
+    );
+
+    // Only the user level.
+    let (_, put) = app
+        .put(
+            "/v2/workflows/prefs",
+            json!({"name": "Prefs", "preferences": {"user": user}, "steps": []}),
+        )
+        .await;
+    assert_eq!(
+        put["preferences"],
+        json!({"user": user, "default": defaults})
+    );
+
+    // Without preferences at all: no user level, the defaults.
+    let (_, w) = app
+        .post("/v2/workflows", json!({"name": "None", "steps": []}))
+        .await;
+    assert_eq!(w["preferences"], json!({"user": null, "default": defaults}));
+}
+db_test!(preferences, preferences_round_trip);
+
+/// `PATCH /v2/workflows/{workflowId}`: absent fields unchanged, `null` clears description and payloadSchema,
+/// every bad field in one 422, 404 naming the id, idempotent, answered like GET (enveloped in `novu`).
+async fn patch_changes_only_what_is_sent(backend: Backend) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let (status, created) = app.post("/v2/workflows", welcome()).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let w = created["data"].clone();
+
+    let (status, out) = app
+        .patch("/v2/workflows/welcome", json!({"active": false}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let p = out["data"].clone();
+    assert_eq!(p["active"], false);
+    assert_eq!(p["status"], "INACTIVE");
+    for key in [
+        "name",
+        "description",
+        "tags",
+        "payloadSchema",
+        "validatePayload",
+        "steps",
+        "severity",
+        "critical",
+        "preferences",
+    ] {
+        assert_eq!(p[key], w[key], "{key} unchanged");
+    }
+    assert!(p["updatedAt"].as_str() > w["updatedAt"].as_str());
+
+    let id = w["_id"].as_str().unwrap();
+    let (status, out) = app
+        .patch(
+            &format!("/v2/workflows/{id}"),
+            json!({"name": "Renamed", "description": null, "tags": ["a", "b"], "active": true,
+                   "payloadSchema": null, "validatePayload": true, "isTranslationEnabled": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let p = out["data"].clone();
+    assert_eq!(p["name"], "Renamed");
+    assert!(p.get("description").is_none(), "{p}");
+    assert_eq!(p["tags"], json!(["a", "b"]));
+    assert_eq!(
+        (p["active"].clone(), p["status"].clone()),
+        (json!(true), json!("ACTIVE"))
+    );
+    assert_eq!(p["payloadSchema"], Value::Null);
+    assert_eq!(p["validatePayload"], true);
+    assert_eq!(p["workflowId"], "welcome");
+    let (_, got) = app.get("/v2/workflows/welcome").await;
+    assert_eq!(got, out, "answered like GET");
+
+    // Every bad field at once, with its value; nothing changes.
+    let (status, err) = app
+        .patch(
+            "/v2/workflows/welcome",
+            json!({"active": "yes", "name": 5, "description": 7, "tags": "x", "validatePayload": 1,
+                   "isTranslationEnabled": "no"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_error(&err, 422);
+    for (field, value) in [
+        ("active", json!("yes")),
+        ("name", json!(5)),
+        ("description", json!(7)),
+        ("tags", json!("x")),
+        ("validatePayload", json!(1)),
+        ("isTranslationEnabled", json!("no")),
+    ] {
+        assert_eq!(err["errors"][field]["value"], value, "{field}: {err}");
+    }
+    for body in [json!({"name": "  "}), json!({"payloadSchema": "nope"})] {
+        let (status, err) = app.patch("/v2/workflows/welcome", body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {err}");
+    }
+    let (_, got) = app.get("/v2/workflows/welcome").await;
+    assert_eq!(got["data"]["name"], "Renamed");
+
+    let (status, err) = app
+        .patch(
+            "/v2/workflows/0123456789abcdef01234567",
+            json!({"active": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&err, 404);
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("0123456789abcdef01234567"),
+        "{err}"
+    );
+
+    // Idempotent like every PATCH.
+    let send_once = || {
+        send(
+            app.req(Method::PATCH, "/v2/workflows/welcome")
+                .header("idempotency-key", "patch-1")
+                .json(&json!({"name": "Once"})),
+        )
+    };
+    let (status, first) = send_once().await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let resp = app
+        .req(Method::PATCH, "/v2/workflows/welcome")
+        .header("idempotency-key", "patch-1")
+        .json(&json!({"name": "Once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["idempotency-replay"], "true");
+    let replay: Value = resp.json().await.unwrap();
+    assert_eq!(replay, first);
+}
+db_test!(patch, patch_changes_only_what_is_sent, backend);
+
+/// A broken template is saved (as Novu does) with Novu-style step issues and status ERROR; fixing it
+/// clears them; a job reaching the step fails and says why.
+async fn broken_templates_are_saved_with_issues(app: TestApp) {
+    let body = json!({"name": "Broken", "steps": [
+        {"name": "Inbox", "type": "in_app", "controlValues": {
+            "subject": "Fine {{ payload.name }}",
+            "body": "Hello {{ payload.name ",
+            "primaryAction": {"label": "{% if %}", "redirect": {"url": "https://x.example"}}}},
+        {"name": "Mail", "type": "email", "controlValues": {"subject": "{{ payload.x | nosuchfilter }}", "body": "<p>ok</p>"}},
+        {"name": "Text", "type": "sms", "controlValues": {"body": "fine"}}
+    ]});
+    let (status, w) = app.post("/v2/workflows", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert_eq!(w["active"], true);
+    assert_eq!(w["status"], "ERROR");
+    let inbox = &w["steps"][0]["issues"]["controls"];
+    let mut keys: Vec<&String> = inbox.as_object().unwrap().keys().collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["body", "primaryAction.label"], "{inbox}");
+    let issue = &inbox["body"][0];
+    assert_eq!(issue["issueType"], "ILLEGAL_VARIABLE_IN_CONTROL_VALUE");
+    assert!(
+        issue["variableName"]
+            .as_str()
+            .unwrap()
+            .contains("{{ payload.name"),
+        "{issue}"
+    );
+    assert!(issue["message"].as_str().unwrap().len() > 10, "{issue}");
+    let mail = &w["steps"][1]["issues"]["controls"]["subject"][0];
+    assert_eq!(mail["issueType"], "ILLEGAL_VARIABLE_IN_CONTROL_VALUE");
+    assert!(
+        mail["message"].as_str().unwrap().contains("nosuchfilter"),
+        "{mail}"
+    );
+    assert!(w["steps"][2].get("issues").is_none(), "{w}");
+    let (_, got) = app.get("/v2/workflows/broken").await;
+    assert_eq!(got, w);
+
+    // A trigger is accepted; the job reaching the in-app step fails, naming the issue.
+    app.subscriber("ann", json!({})).await;
+    let (status, out) = app
+        .post("/v1/events/trigger", json!({"name": "broken", "to": "ann", "transactionId": "t-broken", "payload": {"name": "Ann"}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let items = settled(&app, "t-broken", 1).await;
+    let job = &items[0]["jobs"][0];
+    assert_eq!(job["status"], "failed", "{job}");
+    let detail = job["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["status"] == "Failed")
+        .unwrap_or_else(|| panic!("no failed detail: {job}"));
+    let text = detail["detail"].as_str().unwrap();
+    assert!(text.contains("issues") && text.contains("body:"), "{text}");
+    let (_, messages) = app
+        .get("/v1/messages?transactionId=t-broken&channel=in_app")
+        .await;
+    assert_eq!(messages["data"], json!([]), "no message was created");
+
+    // Fixing the templates clears the issues.
+    let (status, fixed) = app
+        .put(
+            "/v2/workflows/broken",
+            json!({"name": "Broken", "steps": [
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "Hello {{ payload.name }}"}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{fixed}");
+    assert_eq!(fixed["status"], "ACTIVE");
+    assert!(fixed["steps"][0].get("issues").is_none(), "{fixed}");
+    let (_, page) = app.get("/v2/workflows?status=ERROR").await;
+    assert_eq!(page["totalCount"], 0);
+
+    // Inactive wins over issues.
+    let (_, w) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Off", "active": false, "steps": [
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "{{ oops "}}]}),
+        )
+        .await;
+    assert_eq!(w["status"], "INACTIVE");
+    assert!(w["steps"][0]["issues"]["controls"]["body"].is_array());
+}
+db_test!(issues, broken_templates_are_saved_with_issues);

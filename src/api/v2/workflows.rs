@@ -1,5 +1,6 @@
-//! `/v2/workflows`: create, list (cursor pages), retrieve, replace, delete. Workflows are addressable by
-//! `_id` or by their trigger identifier (`workflowId`).
+//! `/v2/workflows`: create, list (`{workflows, totalCount}` with offset pagination, as Novu answers it, in
+//! both profiles), retrieve, replace, patch, delete. Workflows are addressable by `_id` or by their trigger
+//! identifier (`workflowId`).
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -9,14 +10,17 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
-use crate::api::pagination::{page_request, CursorPage};
+use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::api::v2::subscribers::present;
 use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
-use crate::domain::workflow::{Severity, Step, StepType, Workflow};
+use crate::domain::workflow::{
+    validate_preferences, Severity, Step, StepIssues, StepType, Workflow, WorkflowStatus,
+};
 use crate::domain::Tenant;
-use crate::error::Validation;
-use crate::service::workflows::{self as service, StepInput, WorkflowInput};
-use crate::store::page::SortColumn;
+use crate::error::{Result, Validation};
+use crate::service::workflows::{self as service, StepInput, WorkflowInput, WorkflowPatch};
+use crate::store::workflows::{WorkflowListQuery, WorkflowOrder};
 
 /// Body of `POST /v2/workflows` and `PUT /v2/workflows/{workflowId}`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -101,16 +105,21 @@ pub struct WorkflowOut {
     pub workflow_id: String,
     pub slug: String,
     pub name: String,
+    /// Omitted when the workflow has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub tags: Vec<String>,
     pub active: bool,
-    pub status: &'static str,
+    /// ACTIVE, INACTIVE, or ERROR (active, but a step has `issues`).
+    pub status: WorkflowStatus,
     pub critical: bool,
     pub severity: Severity,
     pub origin: WireName,
     pub validate_payload: bool,
     #[schema(value_type = Option<Object>)]
     pub payload_schema: Option<Value>,
+    /// `{user, default}`: the `user` preferences sent (or null) and the `workflow` preferences sent (or the
+    /// defaults, every channel enabled).
     #[schema(value_type = Object)]
     pub preferences: Value,
     pub steps: Vec<StepOut>,
@@ -146,6 +155,9 @@ pub struct StepOut {
     pub origin: WireName,
     pub workflow_id: String,
     pub workflow_database_id: String,
+    /// `{controls: {<controlKey>: [{issueType, variableName?, message}]}}`; omitted when the step has none.
+    #[serde(skip_serializing_if = "StepIssues::is_empty")]
+    pub issues: StepIssues,
 }
 
 fn default_preferences() -> Value {
@@ -171,17 +183,38 @@ fn step_out(s: Step, w: &Workflow) -> StepOut {
         origin: WireName("svc-cloud".into()),
         workflow_id: w.workflow_id.clone(),
         workflow_database_id: w.id.clone(),
+        issues: s.issues,
     }
+}
+
+/// The stored `{user, workflow}` preferences as Novu answers them: `{user, default}`. A level stored in
+/// another shape (before preferences were validated) reads as unset.
+fn preferences_out(stored: Option<&Value>) -> Value {
+    let level = |key: &str| {
+        stored
+            .and_then(|p| p.get(key))
+            .filter(|l| {
+                let mut v = Validation::new();
+                validate_preferences(&mut v, "p", &json!({ key: l }));
+                !l.is_null() && v.is_empty()
+            })
+            .cloned()
+    };
+    json!({
+        "user": level("user").unwrap_or(Value::Null),
+        "default": level("workflow").unwrap_or_else(default_preferences),
+    })
 }
 
 impl From<Workflow> for WorkflowOut {
     fn from(mut w: Workflow) -> Self {
+        let status = w.status();
         let steps = std::mem::take(&mut w.steps);
         let steps = steps.into_iter().map(|s| step_out(s, &w)).collect();
         Self {
             slug: w.workflow_id.clone(),
-            status: if w.active { "ACTIVE" } else { "INACTIVE" },
-            preferences: json!({"default": default_preferences(), "user": w.preferences}),
+            status,
+            preferences: preferences_out(w.preferences.as_ref()),
             id: w.id,
             workflow_id: w.workflow_id,
             name: w.name,
@@ -214,29 +247,148 @@ pub async fn create_workflow(
     Ok(Reply::created(WorkflowOut::from(w)).into_response())
 }
 
-/// List workflows (cursor pages, newest first by default).
+/// A workflow in a list (Novu's `WorkflowListResponseDto`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowListItemOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub workflow_id: String,
+    pub slug: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub active: bool,
+    pub status: WorkflowStatus,
+    pub origin: WireName,
+    /// The type of each step, in order.
+    pub step_type_overviews: Vec<StepType>,
+    pub steps: Vec<StepListItemOut>,
+    pub created_at: IsoTime,
+    pub updated_at: IsoTime,
+}
+
+/// A step in a workflow list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StepListItemOut {
+    pub slug: String,
+    #[serde(rename = "type")]
+    pub step_type: StepType,
+    #[serde(skip_serializing_if = "StepIssues::is_empty")]
+    pub issues: StepIssues,
+}
+
+impl From<Workflow> for WorkflowListItemOut {
+    fn from(w: Workflow) -> Self {
+        Self {
+            status: w.status(),
+            step_type_overviews: w.steps.iter().map(|s| s.step_type).collect(),
+            steps: w
+                .steps
+                .into_iter()
+                .map(|s| StepListItemOut {
+                    slug: s.step_id,
+                    step_type: s.step_type,
+                    issues: s.issues,
+                })
+                .collect(),
+            slug: w.workflow_id.clone(),
+            id: w.id,
+            workflow_id: w.workflow_id,
+            name: w.name,
+            tags: w.tags,
+            active: w.active,
+            origin: WireName("svc-cloud".into()),
+            created_at: w.created_at.into(),
+            updated_at: w.updated_at.into(),
+        }
+    }
+}
+
+/// `{workflows, totalCount}`: one page and how many workflows match the filters.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowListOut {
+    pub workflows: Vec<WorkflowListItemOut>,
+    pub total_count: i64,
+}
+
+/// Reads `limit`, `offset`, `orderDirection`, `orderBy`, `query`, `tags` and `status`.
+fn list_query(q: &QueryMap) -> Result<WorkflowListQuery> {
+    let mut v = Validation::new();
+    let limit = q
+        .int(&mut v, "limit", 1, MAX_LIMIT)
+        .unwrap_or(DEFAULT_LIMIT);
+    let offset = q.int(&mut v, "offset", 0, i64::MAX).unwrap_or(0);
+    let descending = match q.string("orderDirection") {
+        None => true,
+        Some(d) if d.eq_ignore_ascii_case("desc") => true,
+        Some(d) if d.eq_ignore_ascii_case("asc") => false,
+        Some(d) => {
+            v.add("orderDirection", "orderDirection must be ASC or DESC", d);
+            true
+        }
+    };
+    let order_by = match q.string("orderBy").as_deref() {
+        None | Some("createdAt") => WorkflowOrder::CreatedAt,
+        Some("updatedAt") => WorkflowOrder::UpdatedAt,
+        Some("name") => WorkflowOrder::Name,
+        Some("lastTriggeredAt") => {
+            v.add(
+                "orderBy",
+                "lastTriggeredAt is not recorded by this server: order by createdAt, updatedAt or name",
+                "lastTriggeredAt",
+            );
+            WorkflowOrder::CreatedAt
+        }
+        Some(other) => {
+            v.add(
+                "orderBy",
+                "orderBy must be one of: createdAt, updatedAt, name",
+                other,
+            );
+            WorkflowOrder::CreatedAt
+        }
+    };
+    let mut statuses = Vec::new();
+    for s in q.list("status") {
+        match WorkflowStatus::parse(&s) {
+            Some(st) => statuses.push(st),
+            None => v.add("status", "status must be ACTIVE, INACTIVE or ERROR", s),
+        }
+    }
+    v.finish()?;
+    Ok(WorkflowListQuery {
+        limit,
+        offset,
+        order_by,
+        descending,
+        query: q.string("query"),
+        tags: q.list("tags"),
+        statuses,
+    })
+}
+
+/// List workflows, newest first by default.
 #[utoipa::path(get, path = "/v2/workflows", tag = "Workflows",
-    params(("after" = Option<String>, Query), ("before" = Option<String>, Query), ("limit" = Option<i64>, Query),
-        ("orderBy" = Option<String>, Query, description = "createdAt (default) or updatedAt"), ("orderDirection" = Option<String>, Query),
-        ("includeCursor" = Option<bool>, Query)),
-    responses((status = 200, body = CursorPage<WorkflowOut>)))]
+    params(("limit" = Option<i64>, Query, description = "1..100, default 10"), ("offset" = Option<i64>, Query, description = "default 0"),
+        ("orderBy" = Option<String>, Query, description = "createdAt (default), updatedAt or name"),
+        ("orderDirection" = Option<String>, Query, description = "ASC or DESC (default)"),
+        ("query" = Option<String>, Query, description = "case-insensitive part of the name or workflowId"),
+        ("tags" = Option<Vec<String>>, Query, description = "workflows with any of these tags"),
+        ("status" = Option<Vec<String>>, Query, description = "ACTIVE, INACTIVE, ERROR")),
+    responses((status = 200, body = WorkflowListOut), (status = 422, description = "Invalid query")))]
 pub async fn list_workflows(
     State(state): State<AppState>,
     tenant: Tenant,
     q: QueryMap,
 ) -> ApiResult<Response> {
-    let mut v = Validation::new();
-    let page = page_request(
-        &q,
-        &mut v,
-        &[
-            ("createdAt", SortColumn::Int("created_at")),
-            ("updatedAt", SortColumn::Int("updated_at")),
-        ],
-    )?;
-    v.finish()?;
-    let found = service::list(&state.store, &tenant, &page).await?;
-    Ok(Reply::page(CursorPage::from_page(found, WorkflowOut::from)).into_response())
+    let query = list_query(&q)?;
+    let (found, total_count) = service::list(&state.store, &tenant, &query).await?;
+    Ok(Reply::ok(WorkflowListOut {
+        workflows: found.into_iter().map(WorkflowListItemOut::from).collect(),
+        total_count,
+    })
+    .into_response())
 }
 
 /// Retrieve a workflow by `_id` or `workflowId`.
@@ -262,6 +414,101 @@ pub async fn update_workflow(
     AppJson(body): AppJson<WorkflowIn>,
 ) -> ApiResult<Response> {
     let w = service::update(&state.store, &tenant, &id, body.into()).await?;
+    Ok(Reply::ok(WorkflowOut::from(w)).into_response())
+}
+
+/// Body of `PATCH /v2/workflows/{workflowId}` (Novu's `PatchWorkflowDto`): a missing field is unchanged;
+/// `null` clears `description` and `payloadSchema`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowPatchIn {
+    #[schema(value_type = Option<bool>)]
+    pub active: Option<Value>,
+    #[schema(value_type = Option<String>)]
+    pub name: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<Value>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub tags: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub payload_schema: Option<Option<Value>>,
+    #[schema(value_type = Option<bool>)]
+    pub validate_payload: Option<Value>,
+    /// Accepted for compatibility; translations are not supported.
+    #[schema(value_type = Option<bool>)]
+    pub is_translation_enabled: Option<Value>,
+}
+
+impl WorkflowPatchIn {
+    /// Checks every field's type (all problems in one 422).
+    fn into_patch(self) -> Result<WorkflowPatch> {
+        let mut v = Validation::new();
+        let mut boolean = |field: &str, x: Option<Value>| match x {
+            None => None,
+            Some(Value::Bool(b)) => Some(b),
+            Some(other) => {
+                v.add(field, format!("{field} must be a boolean"), other);
+                None
+            }
+        };
+        let active = boolean("active", self.active);
+        let validate_payload = boolean("validatePayload", self.validate_payload);
+        boolean("isTranslationEnabled", self.is_translation_enabled);
+        let name = match self.name {
+            None => None,
+            Some(Value::String(n)) => Some(n),
+            Some(other) => {
+                v.add("name", "name must be a string", other);
+                None
+            }
+        };
+        let description = match self.description {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(Value::String(d))) => Some(Some(d)),
+            Some(Some(other)) => {
+                v.add("description", "description must be a string or null", other);
+                None
+            }
+        };
+        let tags = match self.tags {
+            None => None,
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => Some(
+                items
+                    .into_iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect(),
+            ),
+            Some(other) => {
+                v.add("tags", "tags must be an array of strings", other);
+                None
+            }
+        };
+        v.finish()?;
+        Ok(WorkflowPatch {
+            name,
+            description,
+            tags,
+            active,
+            payload_schema: self.payload_schema,
+            validate_payload,
+        })
+    }
+}
+
+/// Change some fields of a workflow (`active`, `name`, `description`, `tags`, `payloadSchema`,
+/// `validatePayload`); its steps are untouched.
+#[utoipa::path(patch, path = "/v2/workflows/{workflowId}", tag = "Workflows", request_body = WorkflowPatchIn, params(("workflowId" = String, Path)),
+    responses((status = 200, body = WorkflowOut), (status = 404, description = "Unknown workflow"), (status = 422, description = "Invalid body")))]
+pub async fn patch_workflow(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+    AppJson(body): AppJson<WorkflowPatchIn>,
+) -> ApiResult<Response> {
+    let w = service::patch(&state.store, &tenant, &id, body.into_patch()?).await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }
 
