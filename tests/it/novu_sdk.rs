@@ -1,9 +1,13 @@
-//! SDK compatibility: the official Novu Python SDK (`novu-py`, pinned in `tests/sdk/requirements.txt`)
-//! drives a server in the `novu` wire profile. Each script in `tests/sdk/` asserts what the SDK needs
-//! (status codes, envelopes, field names and types, error models) and exits non-zero on a failure.
+//! SDK compatibility: the official Novu SDKs (`novu-py`, pinned in `tests/sdk/requirements.txt`, and
+//! `@novu/api`, pinned in `tests/sdk-ts/package-lock.json`) drive a server in the `novu` wire profile. Each
+//! script asserts what the SDK needs (status codes, envelopes, field names and types, error models) and
+//! exits non-zero on a failure. The contract scenario (`tests/sdk/contract.py`, `tests/sdk-ts/contract.mjs`)
+//! calls every route through both SDKs after producing every state the engine produces.
 
 use tidings::config::WireProfile;
 
+use crate::support::receiver::Receiver;
+use crate::support::smtp::SmtpServer;
 use crate::support::{self, Backend, TestApp};
 
 /// Spawns a `novu`-profile app on `backend` and runs `tests/sdk/<script>` against it.
@@ -37,3 +41,68 @@ macro_rules! sdk_test {
 
 sdk_test!(subscribers, "subscribers.py");
 sdk_test!(integrations, "integrations.py");
+
+/// Which official SDK runs a contract scenario.
+#[derive(Clone, Copy)]
+enum Sdk {
+    Python,
+    Node,
+}
+
+/// Runs the contract scenario with `sdk` on `backend`: a `novu`-profile app, an SMTP server that accepts
+/// mail (the successful email), a port nobody listens on (the failed one), and a receiver standing in for
+/// the SMS, chat and push providers and the `http_request` step's endpoint.
+async fn contract(backend: Backend, sdk: Sdk) {
+    if backend == Backend::Postgres && support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let smtp = SmtpServer::start().await;
+    let receiver = Receiver::start().await;
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let env = [
+        ("TIDINGS_SMTP_HOST", smtp.host.clone()),
+        ("TIDINGS_SMTP_PORT", smtp.port.to_string()),
+        ("TIDINGS_CLOSED_PORT", closed.to_string()),
+        ("TIDINGS_RECEIVER_URL", receiver.url.clone()),
+    ];
+    match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "contract.py", &env).await,
+        Sdk::Node => support::sdk::run_node(&app, "contract.mjs", &env).await,
+    }
+    // The scenario's successful email really went out, and the providers at the receiver were called.
+    assert!(!smtp.mails().is_empty(), "no mail reached the SMTP server");
+    let paths: Vec<String> = receiver.requests().iter().map(|r| r.path.clone()).collect();
+    for expected in ["/sms", "/chat", "/push", "/http"] {
+        assert!(
+            paths.iter().any(|p| p.starts_with(expected)),
+            "no request to {expected} at the receiver: {paths:?}"
+        );
+    }
+}
+
+/// The contract scenario in one SDK, on SQLite and on PostgreSQL.
+macro_rules! contract_test {
+    ($name:ident, $sdk:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                contract(Backend::Sqlite, $sdk).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                contract(Backend::Postgres, $sdk).await;
+            }
+        }
+    };
+}
+
+contract_test!(contract_py, Sdk::Python);
+contract_test!(contract_ts, Sdk::Node);
