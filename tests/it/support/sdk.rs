@@ -64,9 +64,14 @@ fn run(cmd: &mut Command) {
     );
 }
 
-/// Runs `program path` with the app's address and key (`TIDINGS_URL`, `TIDINGS_KEY`) and `env`; panics
-/// with the script's output when it fails.
-async fn run_with(app: &TestApp, program: PathBuf, path: PathBuf, env: &[(&str, String)]) {
+/// Runs `program path` with the app's address and key (`TIDINGS_URL`, `TIDINGS_KEY`) and `env`; a failure
+/// answers the script's output.
+async fn run_with(
+    app: &TestApp,
+    program: PathBuf,
+    path: PathBuf,
+    env: &[(&str, String)],
+) -> Result<(), String> {
     let url = app.base.clone();
     let key = app.key.clone();
     let env: Vec<(String, String)> = env
@@ -86,30 +91,35 @@ async fn run_with(app: &TestApp, program: PathBuf, path: PathBuf, env: &[(&str, 
     })
     .await
     .unwrap();
-    assert!(
-        out.status.success(),
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
         "SDK script {shown} failed:\n--- stdout\n{}\n--- stderr\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    ))
 }
 
 /// Runs `tests/sdk/<script>` against `app` (which should use the `novu` profile); panics with the
 /// script's output when it fails.
 pub async fn run_script(app: &TestApp, script: &str) {
-    run_python(app, script, &[]).await;
+    if let Err(e) = run_python(app, script, &[]).await {
+        panic!("{e}");
+    }
 }
 
-/// Runs `tests/sdk/<script>` with `env` besides the app's address and key.
-pub async fn run_python(app: &TestApp, script: &str, env: &[(&str, String)]) {
+/// Runs `tests/sdk/<script>` with `env` besides the app's address and key; a failure answers its output.
+pub async fn run_python(app: &TestApp, script: &str, env: &[(&str, String)]) -> Result<(), String> {
     let py = tokio::task::spawn_blocking(python).await.unwrap();
     let path = repo_root().join("tests/sdk").join(script);
-    run_with(app, py, path, env).await;
+    run_with(app, py, path, env).await
 }
 
-/// Runs `tests/sdk-ts/<script>` with `node` and `env` besides the app's address and key.
-pub async fn run_node(app: &TestApp, script: &str, env: &[(&str, String)]) {
+/// Runs `tests/sdk-ts/<script>` with `node` and `env` besides the app's address and key; a failure
+/// answers its output.
+pub async fn run_node(app: &TestApp, script: &str, env: &[(&str, String)]) -> Result<(), String> {
     tokio::task::spawn_blocking(node_modules).await.unwrap();
     let path = repo_root().join("tests/sdk-ts").join(script);
-    run_with(app, PathBuf::from("node"), path, env).await;
+    run_with(app, PathBuf::from("node"), path, env).await
 }
