@@ -1,9 +1,13 @@
-//! SDK compatibility: the official Novu Python SDK (`novu-py`, pinned in `tests/sdk/requirements.txt`)
-//! drives a server in the `novu` wire profile. Each script in `tests/sdk/` asserts what the SDK needs
-//! (status codes, envelopes, field names and types, error models) and exits non-zero on a failure.
+//! SDK compatibility: the official Novu SDKs (`novu-py`, pinned in `tests/sdk/requirements.txt`, and
+//! `@novu/api`, pinned in `tests/sdk-ts/package-lock.json`) drive a server in the `novu` wire profile. Each
+//! script asserts what the SDK needs (status codes, envelopes, field names and types, error models) and
+//! exits non-zero on a failure. The contract scenario (`tests/sdk/contract.py`, `tests/sdk-ts/contract.mjs`)
+//! calls every route through both SDKs after producing every state the engine produces.
 
 use tidings::config::WireProfile;
 
+use crate::support::receiver::Receiver;
+use crate::support::smtp::SmtpServer;
 use crate::support::{self, Backend, TestApp};
 
 /// Spawns a `novu`-profile app on `backend` and runs `tests/sdk/<script>` against it.
@@ -38,3 +42,76 @@ macro_rules! sdk_test {
 sdk_test!(subscribers, "subscribers.py");
 sdk_test!(integrations, "integrations.py");
 sdk_test!(workflows, "workflows.py");
+
+/// Which official SDK runs a contract scenario.
+#[derive(Clone, Copy)]
+enum Sdk {
+    Python,
+    Node,
+}
+
+/// Runs the contract scenario with `sdk` on `backend`: a `novu`-profile app, an SMTP server that accepts
+/// mail (the successful email), a port nobody listens on (the failed one), and a receiver standing in for
+/// the SMS, chat and push providers and the `http_request` step's endpoint.
+async fn contract(backend: Backend, sdk: Sdk) {
+    if backend == Backend::Postgres && support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let smtp = SmtpServer::start().await;
+    let receiver = Receiver::start().await;
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let env = [
+        ("TIDINGS_SMTP_HOST", smtp.host.clone()),
+        ("TIDINGS_SMTP_PORT", smtp.port.to_string()),
+        ("TIDINGS_CLOSED_PORT", closed.to_string()),
+        ("TIDINGS_RECEIVER_URL", receiver.url.clone()),
+    ];
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "contract.py", &env).await,
+        Sdk::Node => support::sdk::run_node(&app, "contract.mjs", &env).await,
+    };
+    // The scenario's successful email really went out, and the providers at the receiver were called.
+    let mut missing = Vec::new();
+    if smtp.mails().is_empty() {
+        missing.push("no mail reached the SMTP server".to_owned());
+    }
+    let paths: Vec<String> = receiver.requests().iter().map(|r| r.path.clone()).collect();
+    for expected in ["/sms/", "/chat/ann", "/push", "/http/A-7"] {
+        if !paths.iter().any(|p| p.starts_with(expected)) {
+            missing.push(format!(
+                "no request to {expected} at the receiver: {paths:?}"
+            ));
+        }
+    }
+    match script {
+        Ok(()) => assert!(missing.is_empty(), "{missing:#?}"),
+        Err(out) => panic!("{out}\n--- deliveries\n{missing:#?}"),
+    }
+}
+
+/// The contract scenario in one SDK, on SQLite and on PostgreSQL.
+macro_rules! contract_test {
+    ($name:ident, $sdk:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                contract(Backend::Sqlite, $sdk).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                contract(Backend::Postgres, $sdk).await;
+            }
+        }
+    };
+}
+
+contract_test!(contract_py, Sdk::Python);
+contract_test!(contract_ts, Sdk::Node);

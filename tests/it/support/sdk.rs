@@ -1,13 +1,16 @@
-//! Drives a [`TestApp`] with the official Novu Python SDK: the scripts in `tests/sdk/` run in a venv
-//! (`TIDINGS_TEST_PYTHON`, else `.venv/` in the repository, created with `tests/sdk/requirements.txt`).
+//! Drives a [`TestApp`] with the official Novu SDKs: the Python scripts in `tests/sdk/` run in a venv
+//! (`TIDINGS_TEST_PYTHON`, else `.venv/` in the repository, created with `tests/sdk/requirements.txt`); the
+//! JavaScript scripts in `tests/sdk-ts/` run with `node` against `@novu/api` as pinned by
+//! `tests/sdk-ts/package-lock.json` (installed with `npm ci` when `node_modules` is missing).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use super::TestApp;
 
 static VENV: Mutex<Option<PathBuf>> = Mutex::new(None);
+static NODE_MODULES: Mutex<bool> = Mutex::new(false);
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -36,6 +39,21 @@ pub fn python() -> PathBuf {
     py
 }
 
+/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api` (`npm ci` once when it is missing).
+pub fn node_modules() {
+    let mut ready = NODE_MODULES.lock().unwrap_or_else(|p| p.into_inner());
+    if *ready {
+        return;
+    }
+    let dir = repo_root().join("tests/sdk-ts");
+    if !dir.join("node_modules/@novu/api/package.json").exists() {
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir));
+    }
+    *ready = true;
+}
+
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
@@ -46,28 +64,62 @@ fn run(cmd: &mut Command) {
     );
 }
 
-/// Runs `tests/sdk/<script>` against `app` (which should use the `novu` profile); panics with the
-/// script's output when it fails.
-pub async fn run_script(app: &TestApp, script: &str) {
-    let py = tokio::task::spawn_blocking(python).await.unwrap();
-    let path: PathBuf = repo_root().join("tests/sdk").join(script);
+/// Runs `program path` with the app's address and key (`TIDINGS_URL`, `TIDINGS_KEY`) and `env`; a failure
+/// answers the script's output.
+async fn run_with(
+    app: &TestApp,
+    program: PathBuf,
+    path: PathBuf,
+    env: &[(&str, String)],
+) -> Result<(), String> {
     let url = app.base.clone();
     let key = app.key.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(&py)
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let shown = path.display().to_string();
+    let out: Output = tokio::task::spawn_blocking(move || {
+        Command::new(&program)
             .arg(Path::new(&path))
             .env("TIDINGS_URL", url)
             .env("TIDINGS_KEY", key)
             .env("PYTHONUNBUFFERED", "1")
+            .envs(env)
             .output()
-            .expect("run python")
+            .unwrap_or_else(|e| panic!("run {}: {e}", program.display()))
     })
     .await
     .unwrap();
-    assert!(
-        out.status.success(),
-        "SDK script {script} failed:\n--- stdout\n{}\n--- stderr\n{}",
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "SDK script {shown} failed:\n--- stdout\n{}\n--- stderr\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    ))
+}
+
+/// Runs `tests/sdk/<script>` against `app` (which should use the `novu` profile); panics with the
+/// script's output when it fails.
+pub async fn run_script(app: &TestApp, script: &str) {
+    if let Err(e) = run_python(app, script, &[]).await {
+        panic!("{e}");
+    }
+}
+
+/// Runs `tests/sdk/<script>` with `env` besides the app's address and key; a failure answers its output.
+pub async fn run_python(app: &TestApp, script: &str, env: &[(&str, String)]) -> Result<(), String> {
+    let py = tokio::task::spawn_blocking(python).await.unwrap();
+    let path = repo_root().join("tests/sdk").join(script);
+    run_with(app, py, path, env).await
+}
+
+/// Runs `tests/sdk-ts/<script>` with `node` and `env` besides the app's address and key; a failure
+/// answers its output.
+pub async fn run_node(app: &TestApp, script: &str, env: &[(&str, String)]) -> Result<(), String> {
+    tokio::task::spawn_blocking(node_modules).await.unwrap();
+    let path = repo_root().join("tests/sdk-ts").join(script);
+    run_with(app, PathBuf::from("node"), path, env).await
 }

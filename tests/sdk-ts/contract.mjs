@@ -1,0 +1,521 @@
+// The SDK contract with @novu/api (issue 19): every route of the server, called through the SDK method that
+// calls it, after a scenario producing every state the engine produces; every answer is parsed by the
+// SDK's models and its values are asserted. tests/sdk/contract.py runs the same scenario with novu-py.
+//
+// Environment: TIDINGS_URL, TIDINGS_KEY, and from tests/it/novu_sdk.rs the test SMTP server
+// (TIDINGS_SMTP_HOST, TIDINGS_SMTP_PORT), a port nobody listens on (TIDINGS_CLOSED_PORT) and the
+// receiver standing in for the SMS, chat and push providers and the http_request endpoint
+// (TIDINGS_RECEIVER_URL).
+
+import {
+  OBJECT_ID,
+  ISO_UTC,
+  attempt,
+  check,
+  client,
+  eq,
+  errors,
+  expectError,
+  finish,
+  group,
+  parseError,
+  raw,
+  rawOk,
+  sdk,
+  until,
+} from "./lib.mjs";
+
+const SMTP_HOST = process.env.TIDINGS_SMTP_HOST;
+const SMTP_PORT = process.env.TIDINGS_SMTP_PORT;
+const CLOSED_PORT = process.env.TIDINGS_CLOSED_PORT;
+const R = process.env.TIDINGS_RECEIVER_URL;
+const UNKNOWN_ID = "0123456789abcdef01234567";
+const RUN = Date.now().toString(36);
+const tx = (name) => `${name}-${RUN}`;
+
+const novu = client();
+
+/** The activity items of `transactionId`, read raw (polling must not depend on the models under test). */
+async function activity(transactionId) {
+  const page = await rawOk("GET", `/v1/notifications?transactionId=${encodeURIComponent(transactionId)}&limit=50`);
+  return page.data ?? [];
+}
+
+const FINISHED = new Set(["completed", "failed", "skipped", "canceled", "merged"]);
+
+/** Waits until `transactionId` has `count` notifications whose jobs of `types` (all when omitted) finished. */
+async function settled(transactionId, count = 1, types = null) {
+  return until(`transaction ${transactionId} settles`, async () => {
+    const items = await activity(transactionId);
+    const done = items.length === count && items.every((n) => {
+      const jobs = (n.jobs ?? []).filter((j) => !types || types.includes(j.type));
+      return jobs.length > 0 && jobs.every((j) => FINISHED.has(j.status));
+    });
+    return done && items;
+  });
+}
+
+const inApp = (stepId, body) => ({ name: stepId, stepId, type: "in_app", controlValues: { subject: `Subject ${stepId}`, body } });
+
+async function main() {
+  // ------------------------------------------------------------------ integrations
+  const integrationIds = {};
+  await group("integrations: create (in_app, email ok/failing, sms, chat, push)", async () => {
+    const bodies = [
+      { name: "Inbox", identifier: "inbox", providerId: "novu", channel: "in_app", active: true, check: false },
+      { name: "SMTP ok", identifier: "smtp-ok", providerId: "nodemailer", channel: "email", active: true, check: false,
+        credentials: { host: SMTP_HOST, port: SMTP_PORT, secure: false, ignoreTls: true, from: "app@acme.test", senderName: "Acme" } },
+      { name: "SMTP closed", identifier: "smtp-closed", providerId: "nodemailer", channel: "email", active: true, check: false,
+        credentials: { host: "127.0.0.1", port: CLOSED_PORT, secure: false, ignoreTls: true, from: "app@acme.test" } },
+      { name: "Twilio", identifier: "twilio", providerId: "twilio", channel: "sms", active: true, check: false,
+        credentials: { accountSid: "AC1", token: "tok", from: "+15550000000", baseUrl: `${R}/sms` } },
+      { name: "Slack", identifier: "slack", providerId: "slack", channel: "chat", active: true, check: false },
+      { name: "Push hook", identifier: "push-hook", providerId: "push-webhook", channel: "push", active: true, check: false,
+        credentials: { webhookUrl: `${R}/push`, secretKey: "push-secret" } },
+      { name: "Temp", identifier: "temp-sms", providerId: "twilio", channel: "sms", active: false, check: false },
+    ];
+    for (const b of bodies) {
+      const i = await attempt(`integrations.create ${b.identifier}`, () => novu.integrations.create(b));
+      if (!i) continue;
+      eq([i.result.identifier, i.result.providerId, i.result.channel, i.result.active],
+        [b.identifier, b.providerId, b.channel, b.active], `create ${b.identifier}`);
+      check(OBJECT_ID.test(i.result.id), `create ${b.identifier}: _id ${i.result.id}`);
+      check(i.result.credentials === undefined, `create ${b.identifier}: credentials returned`);
+      integrationIds[b.identifier] = i.result.id;
+    }
+  });
+  // The ids of what the SDK could not parse, read raw (later groups need them).
+  for (const i of await rawOk("GET", "/v1/integrations")) integrationIds[i.identifier] ??= i._id;
+
+  await group("integrations: list, list active, update, set primary, delete", async () => {
+    const all = (await novu.integrations.list()).result;
+    eq(all.map((i) => i.identifier), ["inbox", "smtp-ok", "smtp-closed", "twilio", "slack", "push-hook", "temp-sms"], "list");
+    const active = (await novu.integrations.listActive()).result;
+    eq(active.map((i) => i.identifier).includes("temp-sms"), false, "listActive leaves out the inactive one");
+    eq(active.length, 6, "listActive count");
+    const updated = (await novu.integrations.update({ name: "Temp 2", active: false }, integrationIds["temp-sms"])).result;
+    eq([updated.id, updated.name, updated.active], [integrationIds["temp-sms"], "Temp 2", false], "update");
+    const primary = (await novu.integrations.setAsPrimary(integrationIds["smtp-ok"])).result;
+    eq([primary.id, primary.primary, primary.active], [integrationIds["smtp-ok"], true, true], "setAsPrimary smtp-ok");
+    const remaining = (await novu.integrations.delete(integrationIds["temp-sms"])).result;
+    eq(remaining.map((i) => i.identifier).includes("temp-sms"), false, "delete answers the remaining ones");
+    eq(remaining.length, 6, "remaining after delete");
+  });
+
+  // ------------------------------------------------------------------ subscribers
+  await group("subscribers: create, retrieve, patch, search", async () => {
+    const ann = (await novu.subscribers.create({ subscriberId: "ann", firstName: "Ann", lastName: "Lee", email: "ann@example.com",
+      phone: "+15551230000", locale: "en-US", timezone: "Europe/Paris", data: { plan: "pro" } })).result;
+    eq([ann.subscriberId, ann.firstName, ann.email, ann.phone], ["ann", "Ann", "ann@example.com", "+15551230000"], "create ann");
+    check(OBJECT_ID.test(ann.id ?? ""), `create ann: _id ${ann.id}`);
+    const bob = (await novu.subscribers.create({ subscriberId: "bob", firstName: "Bob" })).result;
+    eq([bob.subscriberId, bob.firstName], ["bob", "Bob"], "create bob (minimal)");
+    const carl = (await novu.subscribers.create({ subscriberId: "carl", email: "carl@example.com" })).result;
+    eq(carl.subscriberId, "carl", "create carl");
+    const got = (await novu.subscribers.retrieve("ann")).result;
+    eq([got.id, got.lastName, got.data], [ann.id, "Lee", { plan: "pro" }], "retrieve ann");
+    const patched = (await novu.subscribers.patch({ lastName: "Lane" }, "ann")).result;
+    eq([patched.lastName, patched.firstName], ["Lane", "Ann"], "patch ann");
+    const found = (await novu.subscribers.search({ email: "example.com", limit: 10 })).result;
+    eq(found.data.map((s) => s.subscriberId).sort(), ["ann", "carl"], "search by email substring");
+    const byId = (await novu.subscribers.search({ subscriberId: "bob" })).result;
+    eq(byId.data.map((s) => s.subscriberId), ["bob"], "search by subscriberId");
+  });
+
+  await group("subscribers: credentials put, patch, delete", async () => {
+    const put = (await novu.subscribers.credentials.update(
+      { providerId: "slack", integrationIdentifier: "slack", credentials: { webhookUrl: `${R}/chat/ann` } }, "ann")).result;
+    const slack = (put.channels ?? []).find((c) => c.providerId === "slack");
+    eq(slack?.credentials?.webhookUrl, `${R}/chat/ann`, "put slack webhookUrl");
+    const patched = (await novu.subscribers.credentials.append(
+      { providerId: "push-webhook", integrationIdentifier: "push-hook", credentials: { deviceTokens: ["tok-ann-1"] } }, "ann")).result;
+    const push = (patched.channels ?? []).find((c) => c.providerId === "push-webhook");
+    eq(push?.credentials?.deviceTokens, ["tok-ann-1"], "patch push-webhook deviceTokens");
+    await novu.subscribers.credentials.append({ providerId: "push-webhook", integrationIdentifier: "push-hook",
+      credentials: { deviceTokens: ["tok-bob"] } }, "bob");
+    await novu.subscribers.credentials.delete("bob", "push-webhook");
+    const bob = (await novu.subscribers.retrieve("bob")).result;
+    eq((bob.channels ?? []).some((c) => c.providerId === "push-webhook"), false, "delete push-webhook credentials of bob");
+  });
+
+  // ------------------------------------------------------------------ workflows
+  const workflows = [
+    { name: "All steps", workflowId: "all-steps", steps: [
+      inApp("inbox", "Hi {{ subscriber.firstName }}, order {{ payload.order }}"),
+      { name: "mail", stepId: "mail", type: "email", controlValues: { editorType: "html", subject: "Order {{ payload.order }}", body: "<p>Hello {{ subscriber.firstName }}</p>" } },
+      { name: "text", stepId: "text", type: "sms", controlValues: { body: "Order {{ payload.order }}" } },
+      { name: "chat", stepId: "chat", type: "chat", controlValues: { body: "Order {{ payload.order }}" } },
+      { name: "push", stepId: "push", type: "push", controlValues: { subject: "Order", body: "Order {{ payload.order }}" } },
+      { name: "custom", stepId: "custom", type: "custom", controlValues: {} },
+      { name: "call", stepId: "call", type: "http_request", controlValues: { method: "POST", url: `${R}/http/{{ payload.order }}` } },
+      { name: "gate", stepId: "gate", type: "throttle", controlValues: { amount: 1, unit: "minutes", threshold: 100 } },
+      { name: "wait", stepId: "wait", type: "delay", controlValues: { type: "regular", amount: 1, unit: "seconds" } },
+      inApp("after", "After the delay"),
+    ] },
+    { name: "Hello", workflowId: "hello", description: "One in-app step", tags: ["contract"], steps: [inApp("hello", "Hello {{ subscriber.firstName }}")] },
+    { name: "Actor", workflowId: "actor", steps: [inApp("actor", "From [{{ actor.firstName }}]")] },
+    { name: "Digest", workflowId: "digest", steps: [
+      { name: "collect", stepId: "collect", type: "digest", controlValues: { amount: 2, unit: "seconds" } },
+      inApp("summary", "{{ steps.collect.eventCount }} events"),
+    ] },
+    { name: "Later", workflowId: "later", steps: [
+      inApp("now", "Now"),
+      { name: "day", stepId: "day", type: "delay", controlValues: { type: "regular", amount: 1, unit: "days" } },
+      { name: "mail", stepId: "mail", type: "email", controlValues: { editorType: "html", subject: "Tomorrow", body: "<p>Tomorrow</p>" } },
+    ] },
+    { name: "Mail only", workflowId: "mail-only", steps: [
+      { name: "mail", stepId: "mail", type: "email", controlValues: { editorType: "html", subject: "Hi", body: "<p>Hi</p>" } },
+    ] },
+    { name: "Temp", workflowId: "temp", steps: [inApp("temp", "temp")] },
+    { name: "Unsafe", workflowId: "unsafe", steps: [inApp("unsafe", "<p>Hi {{ payload.name }}</p>")] },
+    { name: "Variables", workflowId: "variables", steps: [inApp("vars", "env=[{{ env.name }}] tenant=[{{ context.tenant.id }}] actor=[{{ actor.firstName }}]")] },
+    { name: "Broken", workflowId: "broken", steps: [inApp("broken", "Hi {{ payload.name ")] },
+  ];
+  await group("workflows: create (every step type)", async () => {
+    for (const w of workflows) {
+      // The SDK sends `active: false` unless told otherwise.
+      const out = await attempt(`workflows.create ${w.workflowId}`, () => novu.workflows.create({ ...w, active: true }));
+      if (!out) continue;
+      const r = out.result;
+      eq([r.workflowId, r.name, r.steps.map((s) => s.type)], [w.workflowId, w.name, w.steps.map((s) => s.type)], `create ${w.workflowId}`);
+      check(OBJECT_ID.test(r.id), `create ${w.workflowId}: _id ${r.id}`);
+    }
+  });
+  // Step filters (spec §2.5 `filters`) have no field in the SDK's step models (they offer
+  // `controlValues.skip`, which Tidings does not read): this workflow is created with raw HTTP.
+  await group("workflows: create with a step filter (raw HTTP, no SDK field)", async () => {
+    await rawOk("POST", "/v2/workflows", { name: "Filtered", workflowId: "filtered", active: true, steps: [
+      { name: "pros", stepId: "pros", type: "in_app", controlValues: { body: "only for pros" },
+        filters: [{ isNegated: false, type: "GROUP", value: "AND", children: [{ field: "plan", value: "pro", operator: "EQUAL", on: "payload" }] }] },
+    ] }, 201);
+  });
+
+  await group("workflows: get", async () => {
+    const { wire } = await sdk("workflows.get hello", () => novu.workflows.get("hello"));
+    eq([wire.workflowId, wire.name, wire.description, wire.tags, wire.steps.length], ["hello", "Hello", "One in-app step", ["contract"], 1], "get hello");
+    const all = await sdk("workflows.get all-steps", () => novu.workflows.get("all-steps"));
+    eq(all.wire.steps.map((x) => x.type), workflows[0].steps.map((x) => x.type), "get all-steps: step types");
+  });
+  await group("workflows: list", async () => {
+    const { wire } = await sdk("workflows.list", () => novu.workflows.list({ limit: 50 }));
+    const items = wire.workflows ?? wire.data ?? [];
+    eq(items.map((w) => w.workflowId).sort(), [...workflows.map((w) => w.workflowId), "filtered"].sort(), "list workflowIds");
+    eq(wire.totalCount, workflows.length + 1, "list totalCount");
+  });
+  await group("workflows: update (PUT) with preferences", async () => {
+    const preferences = { user: null, workflow: null };
+    const { wire } = await sdk("workflows.update temp", () => novu.workflows.update({ name: "Temp 2", workflowId: "temp",
+      steps: [inApp("temp", "temp 2")], preferences }, "temp"));
+    eq(wire.name, "Temp 2", "update temp: name");
+    const prefs = { user: { all: { enabled: true, readOnly: false }, channels: { email: { enabled: false } } }, workflow: null };
+    const again = await sdk("workflows.update temp (preferences.user)", () => novu.workflows.update({ name: "Temp 2", workflowId: "temp",
+      steps: [inApp("temp", "temp 2")], preferences: prefs }, "temp"));
+    eq(again.wire.preferences?.user, prefs.user, "preferences.user stored as sent");
+  });
+  await group("workflows: patch", async () => {
+    const { wire } = await sdk("workflows.patch temp", () => novu.workflows.patch({ active: false, description: "patched" }, "temp"));
+    eq([wire?.active, wire?.description], [false, "patched"], "patch temp");
+  });
+  await group("workflows: delete", async () => {
+    await novu.workflows.delete("temp");
+    await expectError(() => novu.workflows.get("temp"), errors.ErrorDto, 404, "get a deleted workflow");
+  });
+
+  await group("workflows: a broken template is saved with step issues", async () => {
+    const { wire } = await sdk("workflows.get broken", () => novu.workflows.get("broken"));
+    check(wire.steps?.[0]?.issues && Object.keys(wire.steps[0].issues).length > 0, `broken: steps[0].issues ${JSON.stringify(wire.steps?.[0]?.issues)}`);
+  });
+
+  await group("workflows: step preview (in-app)", async () => {
+    const { wire } = await sdk("workflows.steps.generatePreview in_app", () => novu.workflows.steps.generatePreview({ workflowId: "all-steps",
+      stepId: "inbox", generatePreviewRequestDto: { previewPayload: { payload: { order: "A-1" }, subscriber: { firstName: "Ann" } } } }));
+    eq(wire.result?.preview?.body, "Hi Ann, order A-1", "preview body");
+    // Read on the wire: the SDK's model would drop a field it does not know.
+    eq("subscriberId" in (wire.previewPayloadExample?.subscriber ?? {}), false, "previewPayloadExample.subscriber has no subscriberId");
+  });
+  await group("workflows: step preview (email)", async () => {
+    const { wire } = await sdk("workflows.steps.generatePreview email", () => novu.workflows.steps.generatePreview({ workflowId: "all-steps",
+      stepId: "mail", generatePreviewRequestDto: { previewPayload: { payload: { order: "A-2" } } } }));
+    eq(wire.result?.preview?.subject, "Order A-2", "email preview subject");
+  });
+
+  // ------------------------------------------------------------------ triggers: every state
+  const triggered = {};
+  await group("events: trigger (to as string, object, list of both; actor object and string)", async () => {
+    const t = async (key, body) => {
+      const out = (await novu.trigger({ ...body, transactionId: tx(key) })).result;
+      eq([out.acknowledged, out.status, out.transactionId], [true, "processed", tx(key)], `trigger ${key}`);
+      triggered[key] = tx(key);
+    };
+    await t("all-steps", { workflowId: "all-steps", to: "ann", payload: { order: "A-7" } });
+    await t("to-object", { workflowId: "hello", to: { subscriberId: "dan", firstName: "Dan", email: "dan@example.com",
+      channels: [{ providerId: "push-webhook", integrationIdentifier: "push-hook", credentials: { deviceTokens: ["tok-dan"] } }] }, payload: {} });
+    await t("to-list", { workflowId: "hello", to: ["bob", { subscriberId: "eve", firstName: "Eve" }], payload: {} });
+    await t("actor-object", { workflowId: "actor", to: "ann", actor: { subscriberId: "bob" }, payload: {} });
+    await t("actor-string", { workflowId: "actor", to: "ann", actor: "bob", payload: {} });
+    await t("filtered", { workflowId: "filtered", to: "ann", payload: { plan: "free" } });
+    await t("later", { workflowId: "later", to: "ann", payload: {} });
+    await t("canceled", { workflowId: "later", to: "bob", payload: {} });
+    await t("carl", { workflowId: "hello", to: "carl", payload: {} });
+    for (let i = 0; i < 3; i++) await t(`digest-${i}`, { workflowId: "digest", to: "ann", payload: { n: i } });
+    await t("unsafe", { workflowId: "unsafe", to: "ann", payload: { name: "<script>alert(1)</script>Ann" } });
+    await t("variables", { workflowId: "variables", to: "ann", actor: { subscriberId: "bob" }, context: { tenant: "acme" }, payload: {} });
+  });
+
+  await group("events: bulk trigger", async () => {
+    const out = (await novu.triggerBulk({ events: [
+      { workflowId: "hello", to: "bob", payload: {}, transactionId: tx("bulk-1") },
+      { workflowId: "hello", to: { subscriberId: "ann" }, payload: {}, transactionId: tx("bulk-2") },
+    ] })).result;
+    eq(out.map((o) => [o.acknowledged, o.status, o.transactionId]),
+      [[true, "processed", tx("bulk-1")], [true, "processed", tx("bulk-2")]], "bulk answers");
+    triggered["bulk-1"] = tx("bulk-1");
+    triggered["bulk-2"] = tx("bulk-2");
+  });
+
+  await group("events: cancel", async () => {
+    await until("the canceled trigger's first step ran", async () => (await activity(tx("canceled")))[0]?.jobs?.some((j) => j.type === "in_app" && j.status === "completed"));
+    const out = (await novu.cancel(tx("canceled"))).result;
+    eq(out, true, "cancel answers true");
+  });
+
+  // Waits for the engine (bounded), then sends one more email through the integration at the closed port
+  // (named in the overrides, so the engine does not fail over to the working one): a failed delivery.
+  await group("engine settles (all steps, digest, to forms, actor, filter, deleted subscriber)", async () => {
+    await settled(tx("all-steps"), 1);
+    for (const k of ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables"]) {
+      await settled(tx(k), 1);
+    }
+    await settled(tx("to-list"), 2);
+    await until("the digest fires", async () => {
+      const all = await Promise.all([0, 1, 2].map((i) => activity(tx(`digest-${i}`))));
+      return all.every((items) => items.length === 1 && items[0].jobs.every((j) => FINISHED.has(j.status)));
+    });
+  });
+  await group("a failed delivery (SMTP port closed)", async () => {
+    const out = (await novu.trigger({ workflowId: "mail-only", to: "ann", payload: {}, transactionId: tx("failed"),
+      overrides: { email: { integrationIdentifier: "smtp-closed" } } })).result;
+    eq(out.transactionId, tx("failed"), "trigger mail-only");
+    const [n] = await settled(tx("failed"), 1);
+    eq(n.jobs.map((j) => j.status), ["failed"], "the email job failed");
+  });
+  await group("subscribers: delete (after its notification)", async () => {
+    const out = (await novu.subscribers.delete("carl")).result;
+    eq(out.acknowledged, true, "delete carl");
+    await expectError(() => novu.subscribers.retrieve("carl"), errors.ErrorDto, 404, "retrieve a deleted subscriber");
+  });
+
+  // ------------------------------------------------------------------ activity
+  const notificationIds = {};
+  await group("notifications: list (every transaction, parsed by the SDK)", async () => {
+    for (const [key, transactionId] of Object.entries(triggered).concat([["failed", tx("failed")]])) {
+      const r = await attempt(`notifications.list ${key}`, () => novu.notifications.list({ transactionId, limit: 10 }));
+      if (!r) continue;
+      check(r.result.data.length >= 1, `list ${key}: no notification`);
+      for (const n of r.result.data) {
+        eq(n.transactionId, transactionId, `list ${key}: transactionId`);
+        notificationIds[key] ??= n.id;
+      }
+    }
+    const all = (await novu.notifications.list({ limit: 50 })).result;
+    check(all.data.length >= 15, `list all: ${all.data.length} notifications`);
+  });
+  for (const [key, transactionId] of Object.entries(triggered).concat([["failed", tx("failed")]])) {
+    if (!notificationIds[key]) notificationIds[key] = (await activity(transactionId))[0]?._id;
+  }
+
+  // The values are checked on the wire (what the server sent), also when the SDK's model rejected it.
+  const retrieved = {};
+  const retrieve = async (key) => {
+    check(notificationIds[key], `no notification for ${key}`);
+    if (!retrieved[key]) {
+      const { wire } = await sdk(`notifications.retrieve ${key}`, () => novu.notifications.retrieve(notificationIds[key]));
+      retrieved[key] = wire;
+    }
+    eq(retrieved[key]?._id, notificationIds[key], `retrieve ${key}: _id`);
+    return retrieved[key];
+  };
+  await group("notifications: retrieve, every step type completed", async () => {
+    const n = await retrieve("all-steps");
+    eq(n.jobs.map((j) => j.type), ["in_app", "email", "sms", "chat", "push", "custom", "http_request", "throttle", "delay", "in_app"], "all-steps: job types");
+    eq(n.jobs.map((j) => j.status), Array(10).fill("completed"), "all-steps: job statuses");
+  });
+  await group("notifications: the email job names the integration's provider", async () => {
+    const n = await retrieve("all-steps");
+    eq(n.jobs.find((j) => j.type === "email")?.providerId, "nodemailer", "all-steps: email job providerId");
+  });
+  await group("notifications: pending steps shown from the start", async () => {
+    const later = await retrieve("later");
+    eq(later.jobs.map((j) => j.type), ["in_app", "delay", "email"], "later: every step's job from the start");
+    eq(later.jobs[2]?.status, "pending", "later: the email after a one-day delay is pending");
+  });
+  await group("notifications: canceled", async () => {
+    const canceled = await retrieve("canceled");
+    eq(canceled.jobs.map((j) => j.status), ["completed", "canceled", "canceled"], "canceled: the rest of the chain");
+  });
+  await group("notifications: skipped", async () => {
+    eq((await retrieve("filtered")).jobs.map((j) => j.status), ["skipped"], "filtered: skipped");
+  });
+  await group("notifications: failed", async () => {
+    const f = await retrieve("failed");
+    eq([f.jobs[0]?.status, f.jobs[0]?.providerId], ["failed", "nodemailer"], "failed email");
+  });
+  await group("notifications: digest", async () => {
+    const digests = [];
+    for (const i of [0, 1, 2]) digests.push(await retrieve(`digest-${i}`));
+    const jobs = digests.flatMap((d) => d.jobs.filter((j) => j.type === "digest"));
+    eq(jobs.map((j) => j.status).sort(), ["completed", "merged", "merged"], "digest: one digest, two merged");
+    eq(jobs.filter((j) => j.status === "completed").map((j) => j.digest?.events?.length), [3], "digest: three events");
+    eq(jobs.map((j) => j.digest?.type), ["regular", "regular", "regular"], "every digest job carries digest.type");
+  });
+  await group("notifications: to forms, actor, bulk, deleted subscriber", async () => {
+    for (const key of ["to-object", "actor-object", "actor-string", "carl", "bulk-1"]) {
+      eq((await retrieve(key)).jobs.map((j) => j.status), ["completed"], `${key}: completed`);
+    }
+  });
+
+  // ------------------------------------------------------------------ messages and the feed
+  await group("messages: list (retrieve)", async () => {
+    const { wire } = await sdk("messages.retrieve ann in_app", () => novu.messages.retrieve({ subscriberId: "ann", channel: "in_app", limit: 100 }));
+    check(wire.data.length >= 5, `ann's in-app messages: ${wire.data.length}`);
+    const email = await sdk("messages.retrieve email", () => novu.messages.retrieve({ transactionId: [tx("all-steps")], channel: "email" }));
+    eq(email.wire.data.map((m) => m.status), ["sent"], "the successful email");
+    const failed = await sdk("messages.retrieve failed email", () => novu.messages.retrieve({ transactionId: [tx("failed")], channel: "email" }));
+    eq(failed.wire.data.map((m) => m.status), ["error"], "the failed email");
+  });
+  await group("actor given as object and as string is looked up", async () => {
+    const { wire } = await sdk("messages.retrieve actor", () => novu.messages.retrieve({ transactionId: [tx("actor-object"), tx("actor-string")], limit: 10 }));
+    eq(wire.data.map((m) => m.content).sort(), ["From [Bob]", "From [Bob]"], "in-app content");
+  });
+  await group("rendered HTML is sanitised", async () => {
+    const { wire } = await sdk("messages.retrieve unsafe", () => novu.messages.retrieve({ transactionId: [tx("unsafe")] }));
+    eq(wire.data.length, 1, "one message");
+    check(!String(wire.data[0].content).includes("<script"), `in-app content keeps the script: ${wire.data[0].content}`);
+    check(String(wire.data[0].content).includes("Ann"), `in-app content: ${wire.data[0].content}`);
+  });
+  await group("delivery renders env, context and actor as the preview does", async () => {
+    const { wire } = await sdk("messages.retrieve variables", () => novu.messages.retrieve({ transactionId: [tx("variables")] }));
+    eq(wire.data.map((m) => m.content), ["env=[Development] tenant=[acme] actor=[Bob]"], "delivered content");
+    const p = await sdk("workflows.steps.generatePreview variables", () => novu.workflows.steps.generatePreview({ workflowId: "variables",
+      stepId: "vars", generatePreviewRequestDto: { previewPayload: { context: { tenant: "acme" }, actor: { firstName: "Bob" } } } }));
+    eq(p.wire?.result?.preview?.body, "env=[Development] tenant=[acme] actor=[Bob]", "the preview of the same inputs");
+  });
+  await group("`to.channels` stored on the subscriber", async () => {
+    const dan = (await novu.subscribers.retrieve("dan")).result;
+    eq((dan.channels ?? []).find((c) => c.providerId === "push-webhook")?.credentials?.deviceTokens, ["tok-dan"], "dan's push tokens");
+  });
+
+  let feedItems = [];
+  await group("subscribers: notifications feed", async () => {
+    const { wire } = await sdk("subscribers.notifications.feed", () => novu.subscribers.notifications.feed({ subscriberId: "ann", limit: 100 }));
+    feedItems = wire.data;
+    check(feedItems.length >= 5, `ann's feed: ${feedItems.length}`);
+    eq([...new Set(feedItems.map((m) => m.channel))], ["in_app"], "feed items are in-app messages");
+  });
+  await group("subscribers: unseen count", async () => {
+    const { count } = (await novu.subscribers.notifications.unseenCount({ subscriberId: "ann", seen: false })).result;
+    eq(count, feedItems.filter((m) => !m.seen).length, "unseen count");
+  });
+  await group("subscribers: mark as", async () => {
+    const first = feedItems[0];
+    check(first, "a feed item to mark");
+    const { wire } = await sdk("subscribers.messages.markAllAs", () => novu.subscribers.messages.markAllAs({ messageId: first._id, markAs: "read" }, "ann"));
+    eq([wire.length, wire[0]?._id, wire[0]?.read], [1, first._id, true], "mark one as read");
+  });
+  await group("subscribers: mark all", async () => {
+    await novu.subscribers.messages.markAll({ markAs: "seen" }, "ann");
+    eq((await novu.subscribers.notifications.unseenCount({ subscriberId: "ann", seen: false })).result.count, 0, "unseen after mark all seen");
+  });
+
+  await group("messages: delete", async () => {
+    const { wire } = await sdk("messages.retrieve bulk-1", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }));
+    eq(wire.data.length, 1, "bob's bulk message");
+    const out = (await novu.messages.delete(wire.data[0]._id)).result;
+    eq([out.acknowledged, out.status], [true, "deleted"], "delete message");
+    eq((await sdk("messages.retrieve after delete", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }))).wire.data.length, 0, "after delete");
+  });
+
+  await group("deleted subscriber: their activity still parses", async () => {
+    const page = (await novu.notifications.list({ transactionId: tx("carl") })).result;
+    eq(page.data.length, 1, "carl's notification");
+  });
+
+  // ------------------------------------------------------------------ channel connections and endpoints
+  await group("channel connections: create, list, retrieve, update, delete", async () => {
+    const c = (await novu.channelConnections.create({ subscriberId: "ann", integrationIdentifier: "slack",
+      workspace: { id: "T1", name: "Acme" }, auth: { accessToken: "xoxb-1" } })).result;
+    check(/^chconn_[0-9a-z]{12}$/.test(c.identifier), `connection identifier ${c.identifier}`);
+    eq([c.subscriberId, c.providerId, c.channel, c.workspace], ["ann", "slack", "chat", { id: "T1", name: "Acme" }], "create");
+    const list = (await novu.channelConnections.list({ subscriberId: "ann" })).result;
+    eq(list.data.map((x) => x.identifier), [c.identifier], "list");
+    const got = (await novu.channelConnections.retrieve(c.identifier)).result;
+    eq(got.identifier, c.identifier, "retrieve");
+    const up = (await novu.channelConnections.update({ workspace: { id: "T1", name: "Acme 2" }, auth: { accessToken: "xoxb-2" } }, c.identifier)).result;
+    eq(up.workspace, { id: "T1", name: "Acme 2" }, "update");
+    await novu.channelConnections.delete(c.identifier);
+    await expectError(() => novu.channelConnections.retrieve(c.identifier), errors.ErrorDto, 404, "retrieve a deleted connection");
+  });
+
+  await group("channel endpoints: create, list, retrieve, update, delete", async () => {
+    const e = (await novu.channelEndpoints.create({ subscriberId: "ann", integrationIdentifier: "slack", type: "slack_channel",
+      endpoint: { channelId: "C1" } })).result;
+    check(/^chendp_[0-9a-z]{12}$/.test(e.identifier), `endpoint identifier ${e.identifier}`);
+    eq([e.subscriberId, e.type, e.endpoint], ["ann", "slack_channel", { channelId: "C1" }], "create");
+    const list = (await novu.channelEndpoints.list({ subscriberId: "ann" })).result;
+    eq(list.data.map((x) => x.identifier), [e.identifier], "list");
+    eq((await novu.channelEndpoints.retrieve(e.identifier)).result.identifier, e.identifier, "retrieve");
+    const up = (await novu.channelEndpoints.update({ endpoint: { channelId: "C2" } }, e.identifier)).result;
+    eq(up.endpoint, { channelId: "C2" }, "update");
+    // The SDK refuses a non-object `endpoint` before sending it: raw HTTP, and the 422 parsed by the SDK's model.
+    await group("channel endpoints: PATCH with a non-object endpoint is a 422", async () => {
+      const bad = await raw("PATCH", `/v1/channel-endpoints/${e.identifier}`, { endpoint: "not-an-object" });
+      eq(bad.status, 422, "PATCH with a non-object endpoint");
+      const parsed = parseError(errors.ValidationErrorDto$inboundSchema, bad, "PATCH with a non-object endpoint");
+      check(parsed.errors?.endpoint?.messages?.length > 0, `errors.endpoint: ${JSON.stringify(bad.json)}`);
+    });
+    await novu.channelEndpoints.delete(e.identifier);
+    await expectError(() => novu.channelEndpoints.retrieve(e.identifier), errors.ErrorDto, 404, "retrieve a deleted endpoint");
+  });
+
+  // ------------------------------------------------------------------ errors
+  await group("errors: 404 in the SDK's error model", async () => {
+    const e = await expectError(() => novu.subscribers.retrieve("nobody"), errors.ErrorDto, 404, "unknown subscriber");
+    eq([e.statusCode, e.path], [404, "/v2/subscribers/nobody"], "404 body");
+    check(ISO_UTC.test(e.timestamp), `404 timestamp ${e.timestamp}`);
+    check(String(e.message).includes("nobody"), `404 names the id: ${e.message}`);
+  });
+  await group("errors: a notification's 404 names the id", async () => {
+    const n = await expectError(() => novu.notifications.retrieve(UNKNOWN_ID), errors.ErrorDto, 404, "unknown notification");
+    check(String(n.message).includes(UNKNOWN_ID), `notification 404 names the id: ${n.message}`);
+  });
+  await group("errors: 422 in the SDK's error model", async () => {
+    const v = await expectError(() => novu.integrations.create({ name: "Wrong", providerId: "sendgrid", channel: "sms" }),
+      errors.ValidationErrorDto, 422, "sendgrid on the sms channel");
+    check(v.errors?.channel?.messages?.length > 0, `422 errors.channel: ${JSON.stringify(v.errors)}`);
+  });
+
+  await group("errors: a 422 lists every bad field with its value", async () => {
+    // The SDK refuses these values before sending them: raw HTTP, parsed by the SDK's error model.
+    const bad = await raw("POST", "/v1/integrations", { name: "Bad", providerId: "no-such-provider", channel: "no-such-channel" });
+    eq(bad.status, 422, "status");
+    const parsed = parseError(errors.ValidationErrorDto$inboundSchema, bad, "422 of two bad fields");
+    eq(Object.keys(parsed.errors).sort(), ["channel", "providerId"], "every bad field");
+    eq([parsed.errors.providerId?.value, parsed.errors.channel?.value], ["no-such-provider", "no-such-channel"], "the offending values");
+  });
+  await group("integrations: credentials.port accepted as a JSON number", async () => {
+    const r = await raw("POST", "/v1/integrations", { name: "Port", identifier: "port-number", providerId: "nodemailer", channel: "email",
+      active: false, credentials: { host: "127.0.0.1", port: 2525, from: "a@acme.test" } });
+    eq(r.status, 201, `create with port 2525: ${JSON.stringify(r.json)}`);
+  });
+
+  await group("routes Novu has and Tidings lacks answer 404 with the JSON error body", async () => {
+    const e = await expectError(() => novu.triggerBroadcast({ name: "hello", payload: {} }), errors.ErrorDto, 404, "broadcast");
+    eq(e.path, "/v1/events/trigger/broadcast", "broadcast 404 path");
+  });
+}
+
+await main().catch((e) => {
+  console.error(e);
+  process.exit(2);
+});
+finish();

@@ -1,0 +1,690 @@
+"""The SDK contract with novu-py (issue 19): every route of the server, called through the SDK method that
+calls it, after a scenario producing every state the engine produces; every answer is parsed by the SDK's
+models and its values are asserted. tests/sdk-ts/contract.mjs runs the same scenario with @novu/api.
+
+Each route group runs in `group(...)`: a failure is recorded and the script goes on, so one run lists every
+failure; at the end they are printed and the script exits 1 when there is any.
+
+Environment: TIDINGS_URL, TIDINGS_KEY, and from tests/it/novu_sdk.rs the test SMTP server
+(TIDINGS_SMTP_HOST, TIDINGS_SMTP_PORT), a port nobody listens on (TIDINGS_CLOSED_PORT) and the receiver
+standing in for the SMS, chat and push providers and the http_request endpoint (TIDINGS_RECEIVER_URL).
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+from novu_py import models
+
+from sdkcheck import ISO_UTC, OBJECT_ID, RECORDER, client
+
+SMTP_HOST = os.environ["TIDINGS_SMTP_HOST"]
+SMTP_PORT = os.environ["TIDINGS_SMTP_PORT"]
+CLOSED_PORT = os.environ["TIDINGS_CLOSED_PORT"]
+R = os.environ["TIDINGS_RECEIVER_URL"]
+UNKNOWN_ID = "0123456789abcdef01234567"
+RUN = format(int(time.time() * 1000), "x")
+FINISHED = {"completed", "failed", "skipped", "canceled", "merged"}
+
+novu = client()
+FAILURES = []
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise CheckFailed(what)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def tx(name):
+    return f"{name}-{RUN}"
+
+
+def last_exchange():
+    if not RECORDER.exchanges:
+        return "(none)"
+    r = RECORDER.last
+    return f"{r.request.method} {r.request.url.raw_path.decode()} -> {r.status_code} {r.text[:800]}"
+
+
+def describe(e):
+    if isinstance(e, models.ResponseValidationError):
+        cause = e.cause
+        fields = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']} (input {str(err.get('input'))[:80]})"
+            for err in (cause.errors()[:12] if hasattr(cause, "errors") else [])
+        ) or str(cause)[:600]
+        return f"ResponseValidationError on {last_exchange()[:200]}\n      fields: {fields}"
+    if isinstance(e, models.NovuError):
+        return f"{type(e).__name__} {e.status_code}: {e.message[:300]}\n      last exchange: {last_exchange()}"
+    if isinstance(e, CheckFailed):
+        return f"{e}\n      last exchange: {last_exchange()}"
+    return f"{type(e).__name__}: {e}\n{traceback.format_exc()}\n      last exchange: {last_exchange()}"
+
+
+def group(name, fn):
+    """Runs one route group; a failure is recorded and the script goes on."""
+    try:
+        fn()
+        print(f"ok    {name}", flush=True)
+    except Exception as e:  # noqa: BLE001 - record anything, go on
+        FAILURES.append(f"{name}: {describe(e)}")
+        print(f"FAIL  {name}", flush=True)
+
+
+def attempt(name, call):
+    """Runs `call`; on an error records it under `name` and answers None."""
+    try:
+        return call()
+    except Exception as e:  # noqa: BLE001
+        FAILURES.append(f"{name}: {describe(e)}")
+        print(f"FAIL  {name}", flush=True)
+        return None
+
+
+def last_wire():
+    """The body of the last exchange without the `{"data": …}` envelope."""
+    body = RECORDER.last.json()
+    if isinstance(body, dict) and "data" in body and "hasMore" not in body and "next" not in body:
+        return body["data"]
+    return body
+
+
+def sdk(name, call):
+    """Calls the SDK: answers (result, wire), the parsed answer and the answer as sent (without the envelope).
+    When the SDK fails (e.g. its model rejects the answer) the failure is recorded under `name`, result is
+    None and wire still holds what the server sent, so value checks and later groups go on."""
+    before = len(RECORDER.exchanges)
+    try:
+        out = call()
+        return getattr(out, "result", None), (last_wire() if len(RECORDER.exchanges) > before else None)
+    except Exception as e:  # noqa: BLE001
+        FAILURES.append(f"{name}: {describe(e)}")
+        print(f"FAIL  {name}", flush=True)
+        return None, (last_wire() if len(RECORDER.exchanges) > before else None)
+
+
+def expect_error(call, cls, status, what):
+    try:
+        result = call()
+    except models.NovuError as e:
+        check(isinstance(e, cls) and e.status_code == status,
+              f"{what}: expected {cls.__name__} {status}, got {type(e).__name__} {e.status_code}: {e.message[:300]}")
+        return e
+    raise CheckFailed(f"{what}: expected {cls.__name__} {status}, the call succeeded with {result!r}"[:600])
+
+
+def raw(method, path, body=None):
+    """A raw request through the SDK's HTTP client (for what no SDK method does): (status, json)."""
+    http = novu.sdk_configuration.client
+    r = http.request(method, f"{os.environ['TIDINGS_URL']}{path}", json=body,
+                     headers={"Authorization": f"ApiKey {os.environ['TIDINGS_KEY']}"})
+    try:
+        return r.status_code, r.json()
+    except ValueError:
+        return r.status_code, r.text
+
+
+def raw_ok(method, path, body=None, status=200):
+    code, out = raw(method, path, body)
+    check(code == status, f"{method} {path}: expected {status}, got {code} {json.dumps(out)[:500]}")
+    if isinstance(out, dict) and list(out.keys()) == ["data"]:
+        return out["data"]
+    return out
+
+
+def until(what, probe, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise CheckFailed(f"{what}: not reached in {seconds} s")
+
+
+def activity(transaction_id):
+    """The activity items of a transaction, read raw (polling must not depend on the models under test)."""
+    return raw_ok("GET", f"/v1/notifications?transactionId={transaction_id}&limit=50").get("data", [])
+
+
+def settled(transaction_id, count=1):
+    def probe():
+        items = activity(transaction_id)
+        done = len(items) == count and all(
+            n.get("jobs") and all(j["status"] in FINISHED for j in n["jobs"]) for n in items)
+        return items if done else None
+    return until(f"transaction {transaction_id} settles", probe)
+
+
+def in_app(step_id, body):
+    return {"name": step_id, "step_id": step_id, "type": "in_app",
+            "control_values": {"subject": f"Subject {step_id}", "body": body}}
+
+
+def val(x):
+    """An enum's value, or the value itself."""
+    return getattr(x, "value", x)
+
+
+INTEGRATIONS = [
+    {"name": "Inbox", "identifier": "inbox", "provider_id": "novu", "channel": "in_app", "active": True, "check": False},
+    {"name": "SMTP ok", "identifier": "smtp-ok", "provider_id": "nodemailer", "channel": "email", "active": True, "check": False,
+     "credentials": {"host": SMTP_HOST, "port": SMTP_PORT, "secure": False, "ignore_tls": True, "from_": "app@acme.test",
+                     "sender_name": "Acme"}},
+    {"name": "SMTP closed", "identifier": "smtp-closed", "provider_id": "nodemailer", "channel": "email", "active": True,
+     "check": False, "credentials": {"host": "127.0.0.1", "port": CLOSED_PORT, "secure": False, "ignore_tls": True,
+                                     "from_": "app@acme.test"}},
+    {"name": "Twilio", "identifier": "twilio", "provider_id": "twilio", "channel": "sms", "active": True, "check": False,
+     "credentials": {"account_sid": "AC1", "token": "tok", "from_": "+15550000000", "base_url": f"{R}/sms"}},
+    {"name": "Slack", "identifier": "slack", "provider_id": "slack", "channel": "chat", "active": True, "check": False},
+    {"name": "Push hook", "identifier": "push-hook", "provider_id": "push-webhook", "channel": "push", "active": True,
+     "check": False, "credentials": {"webhook_url": f"{R}/push", "secret_key": "push-secret"}},
+    {"name": "Temp", "identifier": "temp-sms", "provider_id": "twilio", "channel": "sms", "active": False, "check": False},
+]
+
+WORKFLOWS = [
+    {"name": "All steps", "workflow_id": "all-steps", "steps": [
+        in_app("inbox", "Hi {{ subscriber.firstName }}, order {{ payload.order }}"),
+        {"name": "mail", "step_id": "mail", "type": "email",
+         "control_values": {"editor_type": "html", "subject": "Order {{ payload.order }}", "body": "<p>Hello {{ subscriber.firstName }}</p>"}},
+        {"name": "text", "step_id": "text", "type": "sms", "control_values": {"body": "Order {{ payload.order }}"}},
+        {"name": "chat", "step_id": "chat", "type": "chat", "control_values": {"body": "Order {{ payload.order }}"}},
+        {"name": "push", "step_id": "push", "type": "push", "control_values": {"subject": "Order", "body": "Order {{ payload.order }}"}},
+        {"name": "custom", "step_id": "custom", "type": "custom", "control_values": {}},
+        {"name": "call", "step_id": "call", "type": "http_request",
+         "control_values": {"method": "POST", "url": f"{R}/http/{{{{ payload.order }}}}"}},
+        {"name": "gate", "step_id": "gate", "type": "throttle", "control_values": {"amount": 1, "unit": "minutes", "threshold": 100}},
+        {"name": "wait", "step_id": "wait", "type": "delay", "control_values": {"type": "regular", "amount": 1, "unit": "seconds"}},
+        in_app("after", "After the delay"),
+    ]},
+    {"name": "Hello", "workflow_id": "hello", "description": "One in-app step", "tags": ["contract"],
+     "steps": [in_app("hello", "Hello {{ subscriber.firstName }}")]},
+    {"name": "Actor", "workflow_id": "actor", "steps": [in_app("actor", "From [{{ actor.firstName }}]")]},
+    {"name": "Digest", "workflow_id": "digest", "steps": [
+        {"name": "collect", "step_id": "collect", "type": "digest", "control_values": {"amount": 2, "unit": "seconds"}},
+        in_app("summary", "{{ steps.collect.eventCount }} events"),
+    ]},
+    {"name": "Later", "workflow_id": "later", "steps": [
+        in_app("now", "Now"),
+        {"name": "day", "step_id": "day", "type": "delay", "control_values": {"type": "regular", "amount": 1, "unit": "days"}},
+        {"name": "mail", "step_id": "mail", "type": "email", "control_values": {"editor_type": "html", "subject": "Tomorrow", "body": "<p>Tomorrow</p>"}},
+    ]},
+    {"name": "Mail only", "workflow_id": "mail-only", "steps": [
+        {"name": "mail", "step_id": "mail", "type": "email", "control_values": {"editor_type": "html", "subject": "Hi", "body": "<p>Hi</p>"}},
+    ]},
+    {"name": "Temp", "workflow_id": "temp", "steps": [in_app("temp", "temp")]},
+    {"name": "Unsafe", "workflow_id": "unsafe", "steps": [in_app("unsafe", "<p>Hi {{ payload.name }}</p>")]},
+    {"name": "Variables", "workflow_id": "variables",
+     "steps": [in_app("vars", "env=[{{ env.name }}] tenant=[{{ context.tenant.id }}] actor=[{{ actor.firstName }}]")]},
+    {"name": "Broken", "workflow_id": "broken", "steps": [in_app("broken", "Hi {{ payload.name ")]},
+]
+
+
+def main():
+    ids = {}
+    triggered = {}
+    notification_ids = {}
+
+    # ------------------------------------------------------------------ integrations
+    def integrations_create():
+        for b in INTEGRATIONS:
+            out = attempt(f"integrations.create {b['identifier']}", lambda b=b: novu.integrations.create(create_integration_request_dto=b))
+            if out is None:
+                continue
+            i = out.result
+            eq((i.identifier, i.provider_id, val(i.channel), i.active), (b["identifier"], b["provider_id"], b["channel"], b["active"]),
+               f"create {b['identifier']}")
+            check(OBJECT_ID.match(i.id), f"create {b['identifier']}: _id {i.id}")
+            check("credentials" not in i.model_fields_set, f"create {b['identifier']}: credentials returned")
+            ids[b["identifier"]] = i.id
+    group("integrations: create (in_app, email ok/failing, sms, chat, push)", integrations_create)
+    for i in raw_ok("GET", "/v1/integrations"):
+        ids.setdefault(i["identifier"], i["_id"])
+
+    def integrations_rest():
+        listed = novu.integrations.list().result
+        eq([i.identifier for i in listed], [b["identifier"] for b in INTEGRATIONS], "list")
+        active = novu.integrations.list_active().result
+        eq(("temp-sms" in [i.identifier for i in active], len(active)), (False, 6), "list_active")
+        up = novu.integrations.update(integration_id=ids["temp-sms"], update_integration_request_dto={"name": "Temp 2", "active": False}).result
+        eq((up.id, up.name, up.active), (ids["temp-sms"], "Temp 2", False), "update")
+        p = novu.integrations.set_as_primary(integration_id=ids["smtp-ok"]).result
+        eq((p.id, p.primary, p.active), (ids["smtp-ok"], True, True), "set_as_primary smtp-ok")
+        remaining = novu.integrations.delete(integration_id=ids["temp-sms"]).result
+        eq(("temp-sms" in [i.identifier for i in remaining], len(remaining)), (False, 6), "delete answers the remaining ones")
+    group("integrations: list, list active, update, set primary, delete", integrations_rest)
+
+    # ------------------------------------------------------------------ subscribers
+    def subscribers():
+        ann = novu.subscribers.create(create_subscriber_request_dto={
+            "subscriber_id": "ann", "first_name": "Ann", "last_name": "Lee", "email": "ann@example.com", "phone": "+15551230000",
+            "locale": "en-US", "timezone": "Europe/Paris", "data": {"plan": "pro"}}).result
+        eq((ann.subscriber_id, ann.first_name, ann.email, ann.phone), ("ann", "Ann", "ann@example.com", "+15551230000"), "create ann")
+        check(OBJECT_ID.match(ann.id or ""), f"create ann: _id {ann.id}")
+        eq(novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "bob", "first_name": "Bob"}).result.first_name,
+           "Bob", "create bob (minimal)")
+        eq(novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "carl", "email": "carl@example.com"}).result.subscriber_id,
+           "carl", "create carl")
+        got = novu.subscribers.retrieve(subscriber_id="ann").result
+        eq((got.id, got.last_name, got.data), (ann.id, "Lee", {"plan": "pro"}), "retrieve ann")
+        patched = novu.subscribers.patch(subscriber_id="ann", patch_subscriber_request_dto={"last_name": "Lane"}).result
+        eq((patched.last_name, patched.first_name), ("Lane", "Ann"), "patch ann")
+        found = novu.subscribers.search(request={"email": "example.com", "limit": 10}).result
+        eq(sorted(s.subscriber_id for s in found.data), ["ann", "carl"], "search by email substring")
+        by_id = novu.subscribers.search(request={"subscriber_id": "bob"}).result
+        eq([s.subscriber_id for s in by_id.data], ["bob"], "search by subscriberId")
+    group("subscribers: create, retrieve, patch, search", subscribers)
+
+    def credentials():
+        put = novu.subscribers.credentials.update(subscriber_id="ann", update_subscriber_channel_request_dto={
+            "provider_id": "slack", "integration_identifier": "slack", "credentials": {"webhook_url": f"{R}/chat/ann"}}).result
+        slack = next((c for c in (put.channels or []) if val(c.provider_id) == "slack"), None)
+        eq(slack and slack.credentials.webhook_url, f"{R}/chat/ann", "put slack webhookUrl")
+        patched = novu.subscribers.credentials.append(subscriber_id="ann", update_subscriber_channel_request_dto={
+            "provider_id": "push-webhook", "integration_identifier": "push-hook", "credentials": {"device_tokens": ["tok-ann-1"]}}).result
+        push = next((c for c in (patched.channels or []) if val(c.provider_id) == "push-webhook"), None)
+        eq(push and push.credentials.device_tokens, ["tok-ann-1"], "patch push-webhook deviceTokens")
+        novu.subscribers.credentials.append(subscriber_id="bob", update_subscriber_channel_request_dto={
+            "provider_id": "push-webhook", "integration_identifier": "push-hook", "credentials": {"device_tokens": ["tok-bob"]}})
+        novu.subscribers.credentials.delete(subscriber_id="bob", provider_id="push-webhook")
+        bob = novu.subscribers.retrieve(subscriber_id="bob").result
+        eq(any(val(c.provider_id) == "push-webhook" for c in (bob.channels or [])), False, "delete push-webhook credentials of bob")
+    group("subscribers: credentials put, patch, delete", credentials)
+
+    # ------------------------------------------------------------------ workflows
+    def workflows_create():
+        for w in WORKFLOWS:
+            out = attempt(f"workflows.create {w['workflow_id']}", lambda w=w: novu.workflows.create(create_workflow_dto={**w, "active": True}))
+            if out is None:
+                continue
+            r = out.result
+            eq((r.workflow_id, r.name, [val(s.type) for s in r.steps]), (w["workflow_id"], w["name"], [s["type"] for s in w["steps"]]),
+               f"create {w['workflow_id']}")
+            check(OBJECT_ID.match(r.id), f"create {w['workflow_id']}: _id {r.id}")
+    group("workflows: create (every step type)", workflows_create)
+
+    # Step filters (spec §2.5 `filters`) have no field in the SDK's step models (they offer
+    # `controlValues.skip`, which Tidings does not read): this workflow is created with raw HTTP.
+    group("workflows: create with a step filter (raw HTTP, no SDK field)", lambda: raw_ok("POST", "/v2/workflows", {
+        "name": "Filtered", "workflowId": "filtered", "active": True, "steps": [
+            {"name": "pros", "stepId": "pros", "type": "in_app", "controlValues": {"body": "only for pros"},
+             "filters": [{"isNegated": False, "type": "GROUP", "value": "AND",
+                          "children": [{"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"}]}]}]}, 201))
+
+    def workflows_get():
+        _, wire = sdk("workflows.get hello", lambda: novu.workflows.get(workflow_id="hello"))
+        eq((wire["workflowId"], wire["name"], wire["description"], wire["tags"], len(wire["steps"])),
+           ("hello", "Hello", "One in-app step", ["contract"], 1), "get hello")
+        _, wire = sdk("workflows.get all-steps", lambda: novu.workflows.get(workflow_id="all-steps"))
+        eq([x["type"] for x in wire["steps"]], [x["type"] for x in WORKFLOWS[0]["steps"]], "get all-steps: step types")
+    group("workflows: get", workflows_get)
+
+    def workflows_list():
+        _, wire = sdk("workflows.list", lambda: novu.workflows.list(request={"limit": 50}))
+        items = wire.get("workflows", wire.get("data", []))
+        eq(sorted(w["workflowId"] for w in items), sorted([w["workflow_id"] for w in WORKFLOWS] + ["filtered"]), "list workflowIds")
+        eq(wire.get("totalCount"), len(WORKFLOWS) + 1, "list totalCount")
+    group("workflows: list", workflows_list)
+
+    def workflows_update():
+        _, wire = sdk("workflows.update temp", lambda: novu.workflows.update(workflow_id="temp", update_workflow_dto={
+            "name": "Temp 2", "workflow_id": "temp", "steps": [in_app("temp", "temp 2")],
+            "preferences": {"user": None, "workflow": None}}))
+        eq(wire["name"], "Temp 2", "update temp: name")
+        user = {"all": {"enabled": True, "read_only": False}, "channels": {"email": {"enabled": False}}}
+        _, wire = sdk("workflows.update temp (preferences.user)", lambda: novu.workflows.update(workflow_id="temp", update_workflow_dto={
+            "name": "Temp 2", "workflow_id": "temp", "steps": [in_app("temp", "temp 2")],
+            "preferences": {"user": user, "workflow": None}}))
+        eq((wire.get("preferences") or {}).get("user"),
+           {"all": {"enabled": True, "readOnly": False}, "channels": {"email": {"enabled": False}}}, "preferences.user stored as sent")
+    group("workflows: update (PUT) with preferences", workflows_update)
+
+    def workflows_patch():
+        _, wire = sdk("workflows.patch temp", lambda: novu.workflows.patch(workflow_id="temp", patch_workflow_dto={
+            "active": False, "description": "patched"}))
+        eq((wire.get("active"), wire.get("description")), (False, "patched"), "patch temp")
+    group("workflows: patch", workflows_patch)
+
+    def workflows_delete():
+        novu.workflows.delete(workflow_id="temp")
+        expect_error(lambda: novu.workflows.get(workflow_id="temp"), models.ErrorDto, 404, "get a deleted workflow")
+    group("workflows: delete", workflows_delete)
+
+    def broken():
+        _, wire = sdk("workflows.get broken", lambda: novu.workflows.get(workflow_id="broken"))
+        issues = wire["steps"][0].get("issues")
+        check(isinstance(issues, dict) and issues, f"broken: steps[0].issues {issues!r}")
+    group("workflows: a broken template is saved with step issues", broken)
+
+    def preview_in_app():
+        _, wire = sdk("workflows.steps.generate_preview in_app", lambda: novu.workflows.steps.generate_preview(
+            workflow_id="all-steps", step_id="inbox", generate_preview_request_dto={
+                "preview_payload": {"payload": {"order": "A-1"}, "subscriber": {"first_name": "Ann"}}}))
+        eq(wire["result"]["preview"].get("body"), "Hi Ann, order A-1", "preview body")
+        # Read on the wire: the SDK's model would drop a field it does not know.
+        eq("subscriberId" in wire["previewPayloadExample"].get("subscriber", {}), False,
+           "previewPayloadExample.subscriber has no subscriberId")
+    group("workflows: step preview (in-app)", preview_in_app)
+
+    def preview_email():
+        _, wire = sdk("workflows.steps.generate_preview email", lambda: novu.workflows.steps.generate_preview(
+            workflow_id="all-steps", step_id="mail", generate_preview_request_dto={"preview_payload": {"payload": {"order": "A-2"}}}))
+        eq(wire["result"]["preview"].get("subject"), "Order A-2", "email preview subject")
+    group("workflows: step preview (email)", preview_email)
+
+    # ------------------------------------------------------------------ triggers: every state
+    def t(key, body):
+        out = novu.trigger(trigger_event_request_dto={**body, "transaction_id": tx(key)}).result
+        eq((out.acknowledged, val(out.status), out.transaction_id), (True, "processed", tx(key)), f"trigger {key}")
+        triggered[key] = tx(key)
+
+    def triggers():
+        t("all-steps", {"workflow_id": "all-steps", "to": "ann", "payload": {"order": "A-7"}})
+        t("to-object", {"workflow_id": "hello", "to": {"subscriber_id": "dan", "first_name": "Dan", "email": "dan@example.com",
+            "channels": [{"provider_id": "push-webhook", "integration_identifier": "push-hook",
+                          "credentials": {"device_tokens": ["tok-dan"]}}]}, "payload": {}})
+        t("to-list", {"workflow_id": "hello", "to": ["bob", {"subscriber_id": "eve", "first_name": "Eve"}], "payload": {}})
+        t("actor-object", {"workflow_id": "actor", "to": "ann", "actor": {"subscriber_id": "bob"}, "payload": {}})
+        t("actor-string", {"workflow_id": "actor", "to": "ann", "actor": "bob", "payload": {}})
+        t("filtered", {"workflow_id": "filtered", "to": "ann", "payload": {"plan": "free"}})
+        t("later", {"workflow_id": "later", "to": "ann", "payload": {}})
+        t("canceled", {"workflow_id": "later", "to": "bob", "payload": {}})
+        t("carl", {"workflow_id": "hello", "to": "carl", "payload": {}})
+        for i in range(3):
+            t(f"digest-{i}", {"workflow_id": "digest", "to": "ann", "payload": {"n": i}})
+        t("unsafe", {"workflow_id": "unsafe", "to": "ann", "payload": {"name": "<script>alert(1)</script>Ann"}})
+        t("variables", {"workflow_id": "variables", "to": "ann", "actor": {"subscriber_id": "bob"},
+                        "context": {"tenant": "acme"}, "payload": {}})
+    group("events: trigger (to as string, object, list of both; actor object and string)", triggers)
+
+    def bulk():
+        out = novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+            {"workflow_id": "hello", "to": "bob", "payload": {}, "transaction_id": tx("bulk-1")},
+            {"workflow_id": "hello", "to": {"subscriber_id": "ann"}, "payload": {}, "transaction_id": tx("bulk-2")},
+        ]}).result
+        eq([(o.acknowledged, val(o.status), o.transaction_id) for o in out],
+           [(True, "processed", tx("bulk-1")), (True, "processed", tx("bulk-2"))], "bulk answers")
+        triggered["bulk-1"], triggered["bulk-2"] = tx("bulk-1"), tx("bulk-2")
+    group("events: bulk trigger", bulk)
+
+    def cancel():
+        until("the canceled trigger's first step ran", lambda: any(
+            j["type"] == "in_app" and j["status"] == "completed" for n in activity(tx("canceled")) for j in n["jobs"]))
+        eq(novu.cancel(transaction_id=tx("canceled")).result, True, "cancel answers true")
+    group("events: cancel", cancel)
+
+    def engine():
+        settled(tx("all-steps"))
+        for k in ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables"]:
+            settled(tx(k))
+        settled(tx("to-list"), 2)
+        until("the digest fires", lambda: all(
+            len(items) == 1 and all(j["status"] in FINISHED for j in items[0]["jobs"])
+            for items in [activity(tx(f"digest-{i}")) for i in range(3)]))
+    group("engine settles (all steps, digest, to forms, actor, filter, deleted subscriber)", engine)
+
+    def failed():
+        # The integration at the closed port is named in the overrides, so the engine does not fail over.
+        out = novu.trigger(trigger_event_request_dto={"workflow_id": "mail-only", "to": "ann", "payload": {},
+                                                      "transaction_id": tx("failed"),
+                                                      "overrides": {"email": {"integrationIdentifier": "smtp-closed"}}}).result
+        eq(out.transaction_id, tx("failed"), "trigger mail-only")
+        [n] = settled(tx("failed"))
+        eq([j["status"] for j in n["jobs"]], ["failed"], "the email job failed")
+    group("a failed delivery (SMTP port closed)", failed)
+
+    def delete_subscriber():
+        eq(novu.subscribers.delete(subscriber_id="carl").result.acknowledged, True, "delete carl")
+        expect_error(lambda: novu.subscribers.retrieve(subscriber_id="carl"), models.ErrorDto, 404, "retrieve a deleted subscriber")
+    group("subscribers: delete (after its notification)", delete_subscriber)
+
+    # ------------------------------------------------------------------ activity
+    every = list(triggered.items()) + [("failed", tx("failed"))]
+
+    def notifications_list():
+        for key, transaction_id in every:
+            r = attempt(f"notifications.list {key}", lambda t=transaction_id: novu.notifications.list(request={"transaction_id": t, "limit": 10}))
+            if r is None:
+                continue
+            check(len(r.result.data) >= 1, f"list {key}: no notification")
+            for n in r.result.data:
+                eq(n.transaction_id, transaction_id, f"list {key}: transactionId")
+                notification_ids.setdefault(key, n.id)
+        everything = novu.notifications.list(request={"limit": 50}).result
+        check(len(everything.data) >= 15, f"list all: {len(everything.data)} notifications")
+    group("notifications: list (every transaction, parsed by the SDK)", notifications_list)
+    for key, transaction_id in every:
+        if key not in notification_ids:
+            items = activity(transaction_id)
+            notification_ids[key] = items[0]["_id"] if items else None
+
+    # The values are checked on the wire (what the server sent), also when the SDK's model rejected it.
+    retrieved = {}
+
+    def retrieve(key):
+        check(notification_ids.get(key), f"no notification for {key}")
+        if key not in retrieved:
+            retrieved[key] = sdk(f"notifications.retrieve {key}",
+                                 lambda: novu.notifications.retrieve(notification_id=notification_ids[key]))[1]
+        eq((retrieved[key] or {}).get("_id"), notification_ids[key], f"retrieve {key}: _id")
+        return retrieved[key]
+
+    def all_steps():
+        n = retrieve("all-steps")
+        eq([j["type"] for j in n["jobs"]],
+           ["in_app", "email", "sms", "chat", "push", "custom", "http_request", "throttle", "delay", "in_app"], "all-steps: job types")
+        eq([j["status"] for j in n["jobs"]], ["completed"] * 10, "all-steps: job statuses")
+    group("notifications: retrieve, every step type completed", all_steps)
+    group("notifications: the email job names the integration's provider", lambda: eq(
+        next((j["providerId"] for j in retrieve("all-steps")["jobs"] if j["type"] == "email"), None), "nodemailer",
+        "all-steps: email job providerId"))
+
+    def pending():
+        later = retrieve("later")
+        eq([j["type"] for j in later["jobs"]], ["in_app", "delay", "email"], "later: every step's job from the start")
+        eq(later["jobs"][2]["status"], "pending", "later: the email after a one-day delay is pending")
+    group("notifications: pending steps shown from the start", pending)
+    group("notifications: canceled", lambda: eq([j["status"] for j in retrieve("canceled")["jobs"]],
+                                                ["completed", "canceled", "canceled"], "canceled: the rest of the chain"))
+    group("notifications: skipped", lambda: eq([j["status"] for j in retrieve("filtered")["jobs"]], ["skipped"], "filtered: skipped"))
+
+    def failed_job():
+        j = retrieve("failed")["jobs"][0]
+        eq((j["status"], j["providerId"]), ("failed", "nodemailer"), "failed email")
+    group("notifications: failed", failed_job)
+
+    def digest():
+        jobs = [j for i in range(3) for j in retrieve(f"digest-{i}")["jobs"] if j["type"] == "digest"]
+        eq(sorted(j["status"] for j in jobs), ["completed", "merged", "merged"], "digest: one digest, two merged")
+        eq([len(j["digest"].get("events", [])) for j in jobs if j["status"] == "completed"], [3], "digest: three events")
+        eq([j["digest"].get("type") for j in jobs], ["regular"] * 3, "every digest job carries digest.type")
+    group("notifications: digest", digest)
+
+    def others():
+        for key in ["to-object", "actor-object", "actor-string", "carl", "bulk-1"]:
+            eq([j["status"] for j in retrieve(key)["jobs"]], ["completed"], f"{key}: completed")
+    group("notifications: to forms, actor, bulk, deleted subscriber", others)
+
+    # ------------------------------------------------------------------ messages and the feed
+    def messages():
+        _, wire = sdk("messages.retrieve ann in_app", lambda: novu.messages.retrieve(
+            request={"subscriber_id": "ann", "channel": "in_app", "limit": 100}))
+        check(len(wire["data"]) >= 5, f"ann's in-app messages: {len(wire['data'])}")
+        _, wire = sdk("messages.retrieve email", lambda: novu.messages.retrieve(
+            request={"transaction_id": [tx("all-steps")], "channel": "email"}))
+        eq([m["status"] for m in wire["data"]], ["sent"], "the successful email")
+        _, wire = sdk("messages.retrieve failed email", lambda: novu.messages.retrieve(
+            request={"transaction_id": [tx("failed")], "channel": "email"}))
+        eq([m["status"] for m in wire["data"]], ["error"], "the failed email")
+    group("messages: list (retrieve)", messages)
+
+    def actor():
+        _, wire = sdk("messages.retrieve actor", lambda: novu.messages.retrieve(
+            request={"transaction_id": [tx("actor-object"), tx("actor-string")], "limit": 10}))
+        eq(sorted(m["content"] for m in wire["data"]), ["From [Bob]", "From [Bob]"], "in-app content")
+    group("actor given as object and as string is looked up", actor)
+
+    def unsafe():
+        _, wire = sdk("messages.retrieve unsafe", lambda: novu.messages.retrieve(request={"transaction_id": [tx("unsafe")]}))
+        eq(len(wire["data"]), 1, "one message")
+        content = str(wire["data"][0]["content"])
+        check("<script" not in content, f"in-app content keeps the script: {content}")
+        check("Ann" in content, f"in-app content: {content}")
+    group("rendered HTML is sanitised", unsafe)
+
+    def variables():
+        _, wire = sdk("messages.retrieve variables", lambda: novu.messages.retrieve(request={"transaction_id": [tx("variables")]}))
+        eq([m["content"] for m in wire["data"]], ["env=[Development] tenant=[acme] actor=[Bob]"], "delivered content")
+        _, p = sdk("workflows.steps.generate_preview variables", lambda: novu.workflows.steps.generate_preview(
+            workflow_id="variables", step_id="vars", generate_preview_request_dto={
+                "preview_payload": {"context": {"tenant": "acme"}, "actor": {"first_name": "Bob"}}}))
+        eq(p["result"]["preview"].get("body"), "env=[Development] tenant=[acme] actor=[Bob]", "the preview of the same inputs")
+    group("delivery renders env, context and actor as the preview does", variables)
+
+    def to_channels():
+        dan = novu.subscribers.retrieve(subscriber_id="dan").result
+        push = next((c for c in (dan.channels or []) if val(c.provider_id) == "push-webhook"), None)
+        eq(push and push.credentials.device_tokens, ["tok-dan"], "dan's push tokens")
+    group("`to.channels` stored on the subscriber", to_channels)
+
+    feed_items = []
+
+    def feed():
+        _, wire = sdk("subscribers.notifications.feed", lambda: novu.subscribers.notifications.feed(
+            request={"subscriber_id": "ann", "limit": 100}))
+        feed_items.extend(wire["data"])
+        check(len(feed_items) >= 5, f"ann's feed: {len(feed_items)}")
+        eq({m["channel"] for m in feed_items}, {"in_app"}, "feed items are in-app messages")
+    group("subscribers: notifications feed", feed)
+    group("subscribers: unseen count", lambda: eq(
+        novu.subscribers.notifications.unseen_count(subscriber_id="ann", seen=False).result.count,
+        len([m for m in feed_items if not m["seen"]]), "unseen count"))
+
+    def mark_as():
+        check(feed_items, "a feed item to mark")
+        first = feed_items[0]
+        _, wire = sdk("subscribers.messages.mark_all_as", lambda: novu.subscribers.messages.mark_all_as(
+            subscriber_id="ann", message_mark_as_request_dto={"message_id": first["_id"], "mark_as": "read"}))
+        eq([(m["_id"], m["read"]) for m in wire], [(first["_id"], True)], "mark one as read")
+    group("subscribers: mark as", mark_as)
+
+    def mark_all():
+        novu.subscribers.messages.mark_all(subscriber_id="ann", mark_all_message_as_request_dto={"mark_as": "seen"})
+        eq(novu.subscribers.notifications.unseen_count(subscriber_id="ann", seen=False).result.count, 0, "unseen after mark all seen")
+    group("subscribers: mark all", mark_all)
+
+    def message_delete():
+        _, wire = sdk("messages.retrieve bulk-1", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))
+        eq(len(wire["data"]), 1, "bob's bulk message")
+        out = novu.messages.delete(message_id=wire["data"][0]["_id"]).result
+        eq((out.acknowledged, val(out.status)), (True, "deleted"), "delete message")
+        _, wire = sdk("messages.retrieve after delete", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))
+        eq(len(wire["data"]), 0, "after delete")
+    group("messages: delete", message_delete)
+
+    group("deleted subscriber: their activity still parses", lambda: eq(
+        len(novu.notifications.list(request={"transaction_id": tx("carl")}).result.data), 1, "carl's notification"))
+
+    # ------------------------------------------------------------------ channel connections and endpoints
+    def connections():
+        c = novu.channel_connections.create(create_channel_connection_request_dto={
+            "subscriber_id": "ann", "integration_identifier": "slack", "workspace": {"id": "T1", "name": "Acme"},
+            "auth": {"access_token": "xoxb-1"}}).result
+        check(c.identifier.startswith("chconn_") and len(c.identifier) == 19, f"connection identifier {c.identifier}")
+        eq((c.subscriber_id, val(c.provider_id), val(c.channel), c.workspace.id, c.workspace.name),
+           ("ann", "slack", "chat", "T1", "Acme"), "create")
+        eq([x.identifier for x in novu.channel_connections.list(request={"subscriber_id": "ann"}).result.data], [c.identifier], "list")
+        eq(novu.channel_connections.retrieve(identifier=c.identifier).result.identifier, c.identifier, "retrieve")
+        up = novu.channel_connections.update(identifier=c.identifier, update_channel_connection_request_dto={
+            "workspace": {"id": "T1", "name": "Acme 2"}, "auth": {"access_token": "xoxb-2"}}).result
+        eq(up.workspace.name, "Acme 2", "update")
+        novu.channel_connections.delete(identifier=c.identifier)
+        expect_error(lambda: novu.channel_connections.retrieve(identifier=c.identifier), models.ErrorDto, 404, "retrieve a deleted connection")
+    group("channel connections: create, list, retrieve, update, delete", connections)
+
+    def endpoints():
+        e = novu.channel_endpoints.create(request_body={"subscriber_id": "ann", "integration_identifier": "slack",
+                                                        "type": "slack_channel", "endpoint": {"channel_id": "C1"}}).result
+        check(e.identifier.startswith("chendp_") and len(e.identifier) == 19, f"endpoint identifier {e.identifier}")
+        eq((e.subscriber_id, val(e.type)), ("ann", "slack_channel"), "create")
+        eq(RECORDER.last_json()["data"]["endpoint"] if "data" in RECORDER.last_json() else RECORDER.last_json()["endpoint"],
+           {"channelId": "C1"}, "create: endpoint")
+        eq([x.identifier for x in novu.channel_endpoints.list(request={"subscriber_id": "ann"}).result.data], [e.identifier], "list")
+        eq(novu.channel_endpoints.retrieve(identifier=e.identifier).result.identifier, e.identifier, "retrieve")
+        novu.channel_endpoints.update(identifier=e.identifier, update_channel_endpoint_request_dto={"endpoint": {"channel_id": "C2"}})
+        body = RECORDER.last_json()
+        eq(body.get("data", body)["endpoint"], {"channelId": "C2"}, "update")
+
+        # The SDK refuses a non-object `endpoint` before sending it: raw HTTP, parsed by the SDK's error model.
+        def non_object():
+            code, out = raw("PATCH", f"/v1/channel-endpoints/{e.identifier}", {"endpoint": "not-an-object"})
+            eq(code, 422, f"PATCH with a non-object endpoint: {out}")
+            parsed = models.ValidationErrorDtoData.model_validate(out)
+            check("endpoint" in parsed.errors, f"422 errors.endpoint: {out}")
+        group("channel endpoints: PATCH with a non-object endpoint is a 422", non_object)
+        novu.channel_endpoints.delete(identifier=e.identifier)
+        expect_error(lambda: novu.channel_endpoints.retrieve(identifier=e.identifier), models.ErrorDto, 404, "retrieve a deleted endpoint")
+    group("channel endpoints: create, list, retrieve, update, delete", endpoints)
+
+    # ------------------------------------------------------------------ errors
+    def not_found():
+        e = expect_error(lambda: novu.subscribers.retrieve(subscriber_id="nobody"), models.ErrorDto, 404, "unknown subscriber")
+        eq((e.data.status_code, e.data.path), (404, "/v2/subscribers/nobody"), "404 body")
+        check(ISO_UTC.match(e.data.timestamp), f"404 timestamp {e.data.timestamp}")
+        check("nobody" in str(e.data.message), f"404 names the id: {e.data.message}")
+    group("errors: 404 in the SDK's error model", not_found)
+
+    def notification_not_found():
+        n = expect_error(lambda: novu.notifications.retrieve(notification_id=UNKNOWN_ID), models.ErrorDto, 404, "unknown notification")
+        check(UNKNOWN_ID in str(n.data.message), f"notification 404 names the id: {n.data.message}")
+    group("errors: a notification's 404 names the id", notification_not_found)
+
+    def invalid():
+        v = expect_error(lambda: novu.integrations.create(create_integration_request_dto={
+            "name": "Wrong", "provider_id": "sendgrid", "channel": "sms"}), models.ValidationErrorDto, 422, "sendgrid on the sms channel")
+        check("channel" in v.data.errors and v.data.errors["channel"].messages, f"422 errors.channel: {v.data.errors!r}")
+    group("errors: 422 in the SDK's error model", invalid)
+
+    def every_field():
+        # The SDK refuses these values before sending them: raw HTTP, parsed by the SDK's error model.
+        code, out = raw("POST", "/v1/integrations", {"name": "Bad", "providerId": "no-such-provider", "channel": "no-such-channel"})
+        eq(code, 422, "status")
+        parsed = models.ValidationErrorDtoData.model_validate(out)
+        eq(sorted(parsed.errors), ["channel", "providerId"], "every bad field")
+        eq((parsed.errors["providerId"].value, parsed.errors["channel"].value), ("no-such-provider", "no-such-channel"),
+           "the offending values")
+    group("errors: a 422 lists every bad field with its value", every_field)
+
+    def port_number():
+        code, out = raw("POST", "/v1/integrations", {"name": "Port", "identifier": "port-number", "providerId": "nodemailer",
+                                                     "channel": "email", "active": False,
+                                                     "credentials": {"host": "127.0.0.1", "port": 2525, "from": "a@acme.test"}})
+        eq(code, 201, f"create with port 2525: {out}")
+    group("integrations: credentials.port accepted as a JSON number", port_number)
+
+    def broadcast():
+        e = expect_error(lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={"name": "hello", "payload": {}}),
+                         models.ErrorDto, 404, "broadcast")
+        eq(e.data.path, "/v1/events/trigger/broadcast", "broadcast 404 path")
+    group("routes Novu has and Tidings lacks answer 404 with the JSON error body", broadcast)
+
+
+if __name__ == "__main__":
+    main()
+    if FAILURES:
+        print(f"\n{len(FAILURES)} failure(s) with novu-py:", file=sys.stderr)
+        for f in FAILURES:
+            print(f"  - {f}", file=sys.stderr)
+        sys.exit(1)
+    print("ok")
