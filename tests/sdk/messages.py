@@ -210,7 +210,7 @@ def main():
     )
     check_error_body(e, 422, "/v1/subscribers/sdk-meg/messages/mark-as", "mark-as with a malformed id")
     eq(list(e.data.errors.keys()), ["messageId"], "mark-as malformed id: errors")
-    eq(e.data.errors["messageId"].value, ["not-an-id"], "mark-as malformed id: the offending value")
+    eq(e.data.errors["messageId"].value, "not-an-id", "mark-as malformed id: the offending value as sent")
     e = expect_error(
         lambda: novu.messages.retrieve(request={"channel": "in_app", "limit": 0}),
         models.ValidationErrorDto, 422, "messages with limit=0",
