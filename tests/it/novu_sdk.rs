@@ -38,3 +38,4 @@ macro_rules! sdk_test {
 sdk_test!(subscribers, "subscribers.py");
 sdk_test!(integrations, "integrations.py");
 sdk_test!(messages, "messages.py");
+sdk_test!(trigger, "trigger.py");
