@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_path_to_error::Segment;
 
 use super::error::ApiError;
 use crate::error::{Error, Validation};
@@ -24,7 +25,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
     }
 }
 
-/// Parses a JSON body into `T`, reporting the failing field path in a 422.
+/// Parses a JSON body into `T`. A body that does not fit is a 422 naming every offending field with its
+/// value and what was expected, not only the first one serde stops at.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
@@ -35,11 +37,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         _ if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() => {
-            return Err(Error::invalid(
-                "body",
-                "the body is not valid JSON",
-                Value::Null,
-            ));
+            return Err(not_json());
         }
         _ => {
             return Err(Error::invalid(
@@ -49,27 +47,185 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
             ))
         }
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let message = inner.to_string();
-        let field = match message
-            .strip_prefix("missing field `")
-            .and_then(|r| r.split('`').next())
-        {
-            _ if inner.is_syntax() || inner.is_eof() => "body".to_owned(),
-            Some(missing) if path == "." => missing.to_owned(),
-            Some(missing) => format!("{path}.{missing}"),
-            None if path == "." => "body".to_owned(),
-            None => path,
+    match serde_json::from_slice::<T>(bytes) {
+        Ok(t) => Ok(t),
+        Err(e) if e.is_syntax() || e.is_eof() => Err(not_json()),
+        Err(_) => match serde_json::from_slice::<Value>(bytes) {
+            Ok(doc) => Err(Error::Validation(every_problem::<T>(doc))),
+            Err(_) => Err(not_json()),
+        },
+    }
+}
+
+fn not_json() -> Error {
+    Error::invalid("body", "the body is not valid JSON", Value::Null)
+}
+
+/// At most this many fields are reported for one body.
+const MAX_REPORTED: usize = 32;
+
+/// Every field of `doc` that keeps it from being a `T`. serde stops at the first problem, so each one found
+/// is reported and then patched over (the field removed, or replaced by a value of another JSON type) until
+/// the document deserializes or a problem cannot be patched over. This runs only for bodies already refused.
+fn every_problem<T: DeserializeOwned>(mut doc: Value) -> Validation {
+    let mut v = Validation::new();
+    while v.0.len() < MAX_REPORTED {
+        let Some((location, message)) = first_problem::<T>(&doc) else {
+            break;
         };
-        let text = match message.find(" at line ") {
-            Some(i) => message[..i].to_owned(),
-            None => message,
-        };
-        Error::invalid(&field, text, Value::Null)
+        let field = field_name(&location);
+        if v.0.iter().any(|e| e.field == field) {
+            break;
+        }
+        let value = lookup(&doc, &location).cloned().unwrap_or(Value::Null);
+        v.add(&field, explain(&field, &message), value);
+        if !patch_over::<T>(&mut doc, &location) {
+            break;
+        }
+    }
+    if v.is_empty() {
+        v.add(
+            "body",
+            "the body does not have the expected shape",
+            Value::Null,
+        );
+    }
+    v
+}
+
+/// Where `doc` first fails to be a `T` (a missing field's own location included) and serde's message.
+fn first_problem<T: DeserializeOwned>(doc: &Value) -> Option<(Vec<Segment>, String)> {
+    let e = serde_path_to_error::deserialize::<_, T>(doc).err()?;
+    let mut location: Vec<Segment> = e.path().iter().cloned().collect();
+    let message = e.into_inner().to_string();
+    if let Some(missing) = message
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split('`').next())
+    {
+        location.push(Segment::Map {
+            key: missing.to_owned(),
+        });
+    }
+    Some((location, message))
+}
+
+/// `credentials.deviceTokens[1]`; the document itself is `body`.
+fn field_name(location: &[Segment]) -> String {
+    let mut name = String::new();
+    for segment in location {
+        match segment {
+            Segment::Map { key } if name.is_empty() => name.push_str(key),
+            Segment::Map { key } => {
+                name.push('.');
+                name.push_str(key);
+            }
+            Segment::Seq { index } => name.push_str(&format!("[{index}]")),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    if name.is_empty() {
+        "body".to_owned()
+    } else {
+        name
+    }
+}
+
+fn lookup<'a>(doc: &'a Value, location: &[Segment]) -> Option<&'a Value> {
+    location.iter().try_fold(doc, |at, segment| match segment {
+        Segment::Map { key } => at.get(key.as_str()),
+        Segment::Seq { index } => at.get(*index),
+        Segment::Enum { .. } | Segment::Unknown => None,
     })
+}
+
+/// Replaces the value at `location` (removing it first, if it is an object's key) so that `doc` no longer
+/// fails there. False when nothing works, or the location cannot be reached.
+fn patch_over<T: DeserializeOwned>(doc: &mut Value, location: &[Segment]) -> bool {
+    let Some((last, parents)) = location.split_last() else {
+        return false;
+    };
+    let here = field_name(location);
+    let fails_here =
+        |doc: &Value| first_problem::<T>(doc).is_some_and(|(l, _)| field_name(&l) == here);
+    let stand_ins = [
+        None,
+        Some(Value::Null),
+        Some(Value::from("")),
+        Some(Value::from(0)),
+        Some(Value::from(false)),
+        Some(Value::Array(Vec::new())),
+        Some(Value::Object(serde_json::Map::new())),
+    ];
+    for stand_in in stand_ins {
+        let mut candidate = doc.clone();
+        let Some(parent) = lookup_mut(&mut candidate, parents) else {
+            return false;
+        };
+        match (last, parent, stand_in) {
+            (Segment::Map { key }, Value::Object(map), None) => {
+                map.remove(key.as_str());
+            }
+            (Segment::Map { key }, Value::Object(map), Some(x)) => {
+                map.insert(key.clone(), x);
+            }
+            (Segment::Seq { index }, Value::Array(items), Some(x)) if *index < items.len() => {
+                items[*index] = x;
+            }
+            _ => continue,
+        }
+        if !fails_here(&candidate) {
+            *doc = candidate;
+            return true;
+        }
+    }
+    false
+}
+
+fn lookup_mut<'a>(doc: &'a mut Value, location: &[Segment]) -> Option<&'a mut Value> {
+    location.iter().try_fold(doc, |at, segment| match segment {
+        Segment::Map { key } => at.get_mut(key.as_str()),
+        Segment::Seq { index } => at.get_mut(*index),
+        Segment::Enum { .. } | Segment::Unknown => None,
+    })
+}
+
+/// serde's message in the API's words: `email must be a string`, `channel must be one of: a, b`.
+fn explain(field: &str, message: &str) -> String {
+    if message.starts_with("missing field") {
+        return format!("{field} is required");
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        if let Some((_, expected)) = rest.split_once(", expected ") {
+            let choices = expected
+                .trim_start_matches("one of ")
+                .replace(" or ", ", ")
+                .replace('`', "");
+            return format!("{field} must be one of: {choices}");
+        }
+    }
+    for prefix in ["invalid type: ", "invalid value: ", "invalid length "] {
+        if let Some((_, expected)) = message
+            .strip_prefix(prefix)
+            .and_then(|r| r.rsplit_once(", expected "))
+        {
+            return format!("{field} must be {}", expected_type(expected));
+        }
+    }
+    format!("{field}: {message}")
+}
+
+/// serde's name for an expected type, as a JSON type.
+fn expected_type(expected: &str) -> &str {
+    match expected {
+        "a sequence" => "an array",
+        "a map" => "an object",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "an integer",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a non-negative integer",
+        "f32" | "f64" => "a number",
+        "unit" => "null",
+        e if e.starts_with("struct ") || e.starts_with("a map ") => "an object",
+        e => e,
+    }
 }
 
 /// A path parameter (or a tuple of them).
@@ -190,6 +346,7 @@ impl QueryMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn query_reads_repeated_keys_floats_and_plus() {
@@ -242,5 +399,85 @@ mod tests {
         assert_eq!(field("not json"), "body");
         assert_eq!(field(r#"["x", null]"#), "body");
         assert_eq!(field("null"), "body");
+    }
+
+    #[test]
+    fn json_errors_list_every_field_with_its_value() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        #[serde(rename_all = "camelCase")]
+        struct In {
+            name: String,
+            active: Option<bool>,
+            tags: Option<Vec<String>>,
+            inner: Option<Inner>,
+            kind: Option<Kind>,
+            count: Option<u32>,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Inner {
+            n: i64,
+            s: String,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(rename_all = "lowercase")]
+        enum Kind {
+            Alpha,
+            Beta,
+        }
+        let problems = |body: &str| match parse_json::<In>(body.as_bytes()).unwrap_err() {
+            Error::Validation(v) => {
+                v.0.into_iter()
+                    .map(|e| (e.field, e.messages.join("; "), e.value))
+                    .collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            problems(
+                r#"{"active": "yes", "tags": ["a", 2, "c", false], "inner": {"n": "x"}, "kind": "gamma",
+                    "count": -1}"#
+            ),
+            // In the document's key order, missing fields last.
+            vec![
+                (
+                    "active".into(),
+                    "active must be a boolean".into(),
+                    json!("yes")
+                ),
+                (
+                    "count".into(),
+                    "count must be a non-negative integer".into(),
+                    json!(-1)
+                ),
+                (
+                    "inner.n".into(),
+                    "inner.n must be an integer".into(),
+                    json!("x")
+                ),
+                ("inner.s".into(), "inner.s is required".into(), Value::Null),
+                (
+                    "kind".into(),
+                    "kind must be one of: alpha, beta".into(),
+                    json!("gamma")
+                ),
+                (
+                    "tags[1]".into(),
+                    "tags[1] must be a string".into(),
+                    json!(2)
+                ),
+                (
+                    "tags[3]".into(),
+                    "tags[3] must be a string".into(),
+                    json!(false)
+                ),
+                ("name".into(), "name is required".into(), Value::Null),
+            ]
+        );
+        assert_eq!(
+            problems(r#"{"name": "x", "inner": 5}"#),
+            vec![("inner".into(), "inner must be an object".into(), json!(5))]
+        );
     }
 }

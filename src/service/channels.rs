@@ -420,6 +420,15 @@ pub async fn update_endpoint(
     identifier: &str,
     endpoint: Value,
 ) -> Result<ChannelEndpoint> {
+    // The body's shape is checked before the endpoint is looked up (design.md §3: a 422), its content
+    // against the endpoint's type after (a 400, as upstream).
+    if !endpoint.is_object() {
+        return Err(Error::invalid(
+            "endpoint",
+            "endpoint must be an object",
+            endpoint,
+        ));
+    }
     let mut e = get_endpoint(store, tenant, identifier).await?;
     if let Err(problem) = validate_endpoint(e.endpoint_type, &endpoint) {
         return Err(Error::bad_request(format!(

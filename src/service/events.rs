@@ -5,10 +5,11 @@ use serde_json::{Map, Value};
 
 use crate::domain::context::{context_keys, parse_context};
 use crate::domain::job::Notification;
+use crate::domain::subscriber::TokenMode;
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::engine::{detail, job_for_step};
 use crate::error::{Error, Result, Validation};
-use crate::service::subscribers::{self, SubscriberFields};
+use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
 use crate::store::engine::TriggerRecord;
 use crate::store::Store;
 
@@ -36,11 +37,14 @@ fn text_field(map: &Map<String, Value>, key: &str) -> Option<Option<String>> {
     map.get(key).map(|v| v.as_str().map(str::to_owned))
 }
 
-/// One recipient: a subscriberId, or a subscriber object to upsert.
+/// One recipient: a subscriberId, or a subscriber object to upsert. The object's `channels` (already read
+/// by [`prepare`]) are stored as `PATCH /v1/subscribers/{id}/credentials` stores them: device tokens are
+/// added to the ones the subscriber has, and each provider needs an active integration.
 async fn resolve_recipient(
     store: &Store,
     tenant: &Tenant,
     to: &Value,
+    channels: &[ChannelInput],
 ) -> Result<crate::domain::subscriber::Subscriber> {
     match to {
         Value::String(id) => match store.get_subscriber(&tenant.environment_id, id).await? {
@@ -69,9 +73,22 @@ async fn resolve_recipient(
                     .get("data")
                     .map(|d| Some(d.clone()).filter(|d| !d.is_null())),
             };
-            Ok(subscribers::create(store, tenant, &id, fields, false)
+            let mut subscriber = subscribers::create(store, tenant, &id, fields, false)
                 .await?
-                .subscriber)
+                .subscriber;
+            for c in channels {
+                subscriber = subscribers::update_credentials(
+                    store,
+                    tenant,
+                    &id,
+                    &c.provider_id,
+                    c.integration_identifier.as_deref(),
+                    c.credentials.clone(),
+                    TokenMode::Append,
+                )
+                .await?;
+            }
+            Ok(subscriber)
         }
         other => Err(Error::invalid(
             "to",
@@ -164,7 +181,8 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     if recipients.len() > 100 {
         v.add("to", "at most 100 recipients per trigger", Value::Null);
     }
-    for r in &recipients {
+    let mut recipient_channels: Vec<Vec<ChannelInput>> = Vec::with_capacity(recipients.len());
+    for (i, r) in recipients.iter().enumerate() {
         let ok = r.as_str().is_some_and(|s| !s.is_empty())
             || r.get("subscriberId")
                 .and_then(Value::as_str)
@@ -172,6 +190,18 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         if !ok {
             v.add("to", "each recipient is a subscriberId or an object with a subscriberId (topics are not supported)", r.clone());
         }
+        let channels = match r.get("channels") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(c) => {
+                let field = if input.to.is_array() {
+                    format!("to[{i}].channels")
+                } else {
+                    "to.channels".to_owned()
+                };
+                subscribers::parse_channels(&mut v, &field, c)
+            }
+        };
+        recipient_channels.push(channels);
     }
     for (key, value) in [("payload", &input.payload), ("overrides", &input.overrides)] {
         if let Some(x) = value.as_ref().filter(|x| !x.is_null() && !x.is_object()) {
@@ -236,8 +266,8 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         .collect();
     let now = Timestamp::now();
     let mut batch = Vec::with_capacity(recipients.len());
-    for r in &recipients {
-        let s = resolve_recipient(store, tenant, r).await?;
+    for (r, given) in recipients.iter().zip(&recipient_channels) {
+        let s = resolve_recipient(store, tenant, r, given).await?;
         let n = Notification {
             id: new_object_id(),
             organization_id: tenant.organization_id.0.clone(),

@@ -1,9 +1,11 @@
 //! In-app messages: listing, a subscriber's feed and unseen count, marking, deleting.
 
+use serde_json::Value;
+
 use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
 use crate::domain::{Channel, Tenant};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Validation};
 use crate::store::engine::{MarkAs, MessageFilter};
 use crate::store::Store;
 
@@ -55,57 +57,76 @@ pub async fn feed(
     list(store, tenant, &f, page, limit).await
 }
 
-/// How many in-app messages the subscriber has not seen (or not read, with `read_only`).
-pub async fn unseen_count(
+/// How many of the subscriber's in-app messages have the given `read` and `seen` states.
+pub async fn count(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    unread: bool,
+    read: Option<bool>,
+    seen: Option<bool>,
 ) -> Result<i64> {
     require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
         subscriber_id: Some(subscriber_id.to_owned()),
         channel: Some(Channel::InApp.as_str().to_owned()),
-        seen: (!unread).then_some(false),
-        read: unread.then_some(false),
+        seen,
+        read,
         ..Default::default()
     };
     store.count_messages(&tenant.environment_id, &f).await
 }
 
-/// `read`, `seen`, `unread` or `unseen`; anything else is a 422 on `markAs`.
-pub fn parse_mark(s: &str) -> Result<MarkAs> {
+/// `read`, `seen`, `unread` or `unseen`; anything else is added to `v` as a bad `markAs`.
+fn parse_mark(v: &mut Validation, s: &str) -> Option<MarkAs> {
     match s {
-        "read" => Ok(MarkAs::Read),
-        "seen" => Ok(MarkAs::Seen),
-        "unread" => Ok(MarkAs::Unread),
-        "unseen" => Ok(MarkAs::Unseen),
-        _ => Err(Error::invalid(
-            "markAs",
-            "markAs must be read, seen, unread or unseen",
-            s,
-        )),
+        "read" => Some(MarkAs::Read),
+        "seen" => Some(MarkAs::Seen),
+        "unread" => Some(MarkAs::Unread),
+        "unseen" => Some(MarkAs::Unseen),
+        _ => {
+            v.add(
+                "markAs",
+                "markAs must be one of: read, seen, unread, unseen",
+                s,
+            );
+            None
+        }
     }
 }
 
-/// Marks the subscriber's own messages among `ids`; other ids are ignored. Returns the updated messages.
+/// Marks the subscriber's own messages among `message_id` (one id or an array of ids); other ids are
+/// ignored. Returns the updated messages.
 pub async fn mark_as(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    ids: &[String],
-    mark: MarkAs,
+    message_id: &Value,
+    mark_as: &str,
 ) -> Result<Vec<Message>> {
-    if ids.is_empty() || ids.iter().any(|id| !is_object_id(id)) {
-        return Err(Error::invalid(
+    let mut v = Validation::new();
+    let ids: Option<Vec<String>> = match message_id {
+        Value::String(s) => Some(vec![s.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect(),
+        _ => None,
+    };
+    let ids = ids.filter(|ids| !ids.is_empty() && ids.iter().all(|id| is_object_id(id)));
+    if ids.is_none() {
+        v.add(
             "messageId",
-            "messageId must be a database id or a non-empty array of database ids",
-            serde_json::json!(ids),
-        ));
+            "messageId must be a message id (24 hexadecimal characters) or a non-empty array of them",
+            message_id.clone(),
+        );
     }
+    let mark = parse_mark(&mut v, mark_as);
+    let (Some(ids), Some(mark)) = (ids, mark) else {
+        return Err(Error::Validation(v));
+    };
     require_subscriber(store, tenant, subscriber_id).await?;
     store
-        .mark_messages(&tenant.environment_id, subscriber_id, ids, mark)
+        .mark_messages(&tenant.environment_id, subscriber_id, &ids, mark)
         .await
 }
 
@@ -114,8 +135,12 @@ pub async fn mark_all(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    mark: MarkAs,
+    mark_as: &str,
 ) -> Result<u64> {
+    let mut v = Validation::new();
+    let Some(mark) = parse_mark(&mut v, mark_as) else {
+        return Err(Error::Validation(v));
+    };
     require_subscriber(store, tenant, subscriber_id).await?;
     store
         .mark_all_messages(

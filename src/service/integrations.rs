@@ -94,8 +94,10 @@ pub struct IntegrationUpdate {
     pub configurations: Option<Value>,
 }
 
-fn validate_credentials(v: &mut Validation, credentials: &Value) {
-    let Some(map) = credentials.as_object() else {
+/// Checks each credential against CredentialsDto's type for it. `port` may also be given as a JSON integer,
+/// as users send it: it is stored as a string, like every string credential.
+fn validate_credentials(v: &mut Validation, credentials: &mut Value) {
+    let Some(map) = credentials.as_object_mut() else {
         v.add(
             "credentials",
             "credentials must be an object",
@@ -103,27 +105,28 @@ fn validate_credentials(v: &mut Validation, credentials: &Value) {
         );
         return;
     };
-    for (key, value) in map {
-        let ok = if STRING_CREDENTIALS.contains(&key.as_str()) {
-            value.is_string() || value.is_null()
+    for (key, value) in map.iter_mut() {
+        let field = format!("credentials.{key}");
+        let expected = if STRING_CREDENTIALS.contains(&key.as_str()) {
+            if key == "port" && (value.is_u64() || value.is_i64()) {
+                *value = Value::String(value.to_string());
+            }
+            (!value.is_string() && !value.is_null()).then(|| {
+                if key == "port" {
+                    format!("{field} must be a string or an integer")
+                } else {
+                    format!("{field} must be a string")
+                }
+            })
         } else if BOOL_CREDENTIALS.contains(&key.as_str()) {
-            value.is_boolean() || value.is_null()
+            (!value.is_boolean() && !value.is_null()).then(|| format!("{field} must be a boolean"))
         } else if OBJECT_CREDENTIALS.contains(&key.as_str()) {
-            value.is_object() || value.is_null()
+            (!value.is_object() && !value.is_null()).then(|| format!("{field} must be an object"))
         } else {
-            v.add(
-                &format!("credentials.{key}"),
-                format!("credentials.{key} is not a known credential field"),
-                value.clone(),
-            );
-            continue;
+            Some(format!("{field} is not a known credential field"))
         };
-        if !ok {
-            v.add(
-                &format!("credentials.{key}"),
-                format!("credentials.{key} has the wrong type"),
-                value.clone(),
-            );
+        if let Some(message) = expected {
+            v.add(&field, message, value.clone());
         }
     }
 }
@@ -191,7 +194,11 @@ pub async fn list(store: &Store, tenant: &Tenant, active_only: bool) -> Result<V
         .await
 }
 
-pub async fn create(store: &Store, tenant: &Tenant, input: NewIntegration) -> Result<Integration> {
+pub async fn create(
+    store: &Store,
+    tenant: &Tenant,
+    mut input: NewIntegration,
+) -> Result<Integration> {
     let mut v = Validation::new();
     let provider = ProviderId::parse(&input.provider_id);
     if provider.is_none() {
@@ -237,7 +244,7 @@ pub async fn create(store: &Store, tenant: &Tenant, input: NewIntegration) -> Re
             );
         }
     }
-    if let Some(c) = &input.credentials {
+    if let Some(c) = &mut input.credentials {
         validate_credentials(&mut v, c);
     }
     if let Some(c) = &input.conditions {
@@ -314,10 +321,10 @@ pub async fn update(
     store: &Store,
     tenant: &Tenant,
     id: &str,
-    input: IntegrationUpdate,
+    mut input: IntegrationUpdate,
 ) -> Result<Integration> {
     let mut v = Validation::new();
-    if let Some(c) = &input.credentials {
+    if let Some(c) = &mut input.credentials {
         validate_credentials(&mut v, c);
     }
     if let Some(c) = &input.conditions {

@@ -1,5 +1,6 @@
 //! Subscriber operations: create/upsert, retrieve, patch, soft delete, search, and channel credentials.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::OPTIMISTIC_RETRIES;
@@ -218,6 +219,130 @@ pub async fn search(
         .await
 }
 
+/// A chat or push provider, the only ones a subscriber has credentials for.
+fn subscriber_provider(provider_id: &str) -> Option<ProviderId> {
+    ProviderId::parse(provider_id).filter(ProviderId::is_subscriber_provider)
+}
+
+fn provider_problem(provider_id: &str) -> String {
+    format!("providerId must be a valid chat or push provider ID: \"{provider_id}\" is not one")
+}
+
+/// ChannelCredentials' string fields (other keys are dropped, as on the credentials routes).
+const STRING_CHANNEL_CREDENTIALS: &[&str] = &[
+    "webhookUrl",
+    "channel",
+    "alertUid",
+    "title",
+    "imageUrl",
+    "state",
+    "externalUrl",
+];
+
+/// One entry of a subscriber's `channels` as a trigger's `to` gives it: what the credentials routes take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelInput {
+    pub provider_id: String,
+    pub integration_identifier: Option<String>,
+    pub credentials: ChannelCredentials,
+}
+
+/// Reads `channels` (`[{providerId, integrationIdentifier?, credentials}]`) with the credentials routes'
+/// rules, adding every problem to `v` under `field` (`to.channels[0].providerId`, …).
+pub fn parse_channels(v: &mut Validation, field: &str, raw: &Value) -> Vec<ChannelInput> {
+    let Some(items) = raw.as_array() else {
+        v.add(field, format!("{field} must be an array"), raw.clone());
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let Some(map) = item.as_object() else {
+            v.add(&at, format!("{at} must be an object"), item.clone());
+            continue;
+        };
+        let provider_field = format!("{at}.providerId");
+        let provider_id = match map.get("providerId") {
+            Some(Value::String(p)) if subscriber_provider(p).is_some() => Some(p.clone()),
+            Some(Value::String(p)) => {
+                v.add(
+                    &provider_field,
+                    provider_problem(p).replacen("providerId", &provider_field, 1),
+                    p.as_str(),
+                );
+                None
+            }
+            other => {
+                v.add(
+                    &provider_field,
+                    format!("{provider_field} must be a chat or push provider ID"),
+                    other.cloned().unwrap_or(Value::Null),
+                );
+                None
+            }
+        };
+        let identifier_field = format!("{at}.integrationIdentifier");
+        let integration_identifier = match map.get("integrationIdentifier") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                v.add(
+                    &identifier_field,
+                    format!("{identifier_field} must be a string"),
+                    other.clone(),
+                );
+                None
+            }
+        };
+        let credentials_field = format!("{at}.credentials");
+        let credentials = match map.get("credentials") {
+            Some(c @ Value::Object(fields)) => {
+                let before = v.0.len();
+                for (key, value) in fields {
+                    let at = format!("{credentials_field}.{key}");
+                    if key == "deviceTokens" {
+                        let tokens = value.as_array().map(|t| t.iter().all(Value::is_string));
+                        if !value.is_null() && tokens != Some(true) {
+                            let message = format!("{at} must be an array of strings");
+                            v.add(&at, message, value.clone());
+                        }
+                    } else if STRING_CHANNEL_CREDENTIALS.contains(&key.as_str())
+                        && !value.is_string()
+                        && !value.is_null()
+                    {
+                        v.add(&at, format!("{at} must be a string"), value.clone());
+                    }
+                }
+                match ChannelCredentials::deserialize(c) {
+                    _ if v.0.len() > before => None,
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        let message = format!("{credentials_field}: {e}");
+                        v.add(&credentials_field, message, c.clone());
+                        None
+                    }
+                }
+            }
+            other => {
+                v.add(
+                    &credentials_field,
+                    format!("{credentials_field} must be an object"),
+                    other.cloned().unwrap_or(Value::Null),
+                );
+                None
+            }
+        };
+        if let (Some(provider_id), Some(credentials)) = (provider_id, credentials) {
+            out.push(ChannelInput {
+                provider_id,
+                integration_identifier,
+                credentials,
+            });
+        }
+    }
+    out
+}
+
 /// `PUT` (replace tokens) and `PATCH` (append tokens) of `/v1/subscribers/{id}/credentials`.
 pub async fn update_credentials(
     store: &Store,
@@ -228,15 +353,8 @@ pub async fn update_credentials(
     credentials: ChannelCredentials,
     mode: TokenMode,
 ) -> Result<Subscriber> {
-    let provider = ProviderId::parse(provider_id)
-        .filter(ProviderId::is_subscriber_provider)
-        .ok_or_else(|| {
-            Error::invalid(
-                "providerId",
-                "providerId must be a valid chat or push provider ID",
-                provider_id,
-            )
-        })?;
+    let provider = subscriber_provider(provider_id)
+        .ok_or_else(|| Error::invalid("providerId", provider_problem(provider_id), provider_id))?;
     if store
         .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
         .await?
@@ -289,15 +407,8 @@ pub async fn delete_credentials(
     subscriber_id: &str,
     provider_id: &str,
 ) -> Result<Subscriber> {
-    let provider = ProviderId::parse(provider_id)
-        .filter(ProviderId::is_subscriber_provider)
-        .ok_or_else(|| {
-            Error::invalid(
-                "providerId",
-                "providerId must be a valid chat or push provider ID",
-                provider_id,
-            )
-        })?;
+    let provider = subscriber_provider(provider_id)
+        .ok_or_else(|| Error::invalid("providerId", provider_problem(provider_id), provider_id))?;
     modify(store, tenant, subscriber_id, |s| {
         let before = s.channels.len();
         s.channels.retain(|c| c.provider_id != provider.as_str());

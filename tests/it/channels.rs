@@ -345,7 +345,11 @@ async fn endpoints_create_and_patch_per_type(app: TestApp) {
             "slack-main",
             json!({"userId": "U1"}),
             json!({"userId": "U2"}),
-            vec![json!({"channelId": "C1"}), json!({"userId": ""})],
+            vec![
+                json!({"channelId": "C1"}),
+                json!({"userId": ""}),
+                json!("U1"),
+            ],
         ),
         (
             "webhook",
@@ -427,13 +431,27 @@ async fn endpoints_create_and_patch_per_type(app: TestApp) {
                     json!({"endpoint": bad}),
                 )
                 .await;
-            assert_eq!(status, StatusCode::BAD_REQUEST, "{t}: {bad} → {err}");
-            assert!(
-                err["message"].as_str().unwrap().starts_with(&format!(
-                    "Endpoint must match the required format for type \"{t}\""
-                )),
-                "{err}"
-            );
+            if bad.is_object() {
+                assert_eq!(status, StatusCode::BAD_REQUEST, "{t}: {bad} → {err}");
+                assert!(
+                    err["message"].as_str().unwrap().starts_with(&format!(
+                        "Endpoint must match the required format for type \"{t}\""
+                    )),
+                    "{err}"
+                );
+            } else {
+                // Not an object at all: a validation error of the body (design.md §3).
+                assert_eq!(
+                    status,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "{t}: {bad} → {err}"
+                );
+                assert_eq!(
+                    err["errors"]["endpoint"],
+                    json!({"messages": ["endpoint must be an object"], "value": bad}),
+                    "{err}"
+                );
+            }
             // Invalid data is also refused on create (422, field `endpoint`).
             let (status, err) = app
                 .post("/v1/channel-endpoints", json!({"type": t, "endpoint": bad, "integrationIdentifier": integration, "subscriberId": "alice"}))
@@ -466,6 +484,16 @@ async fn endpoints_create_and_patch_per_type(app: TestApp) {
         .patch("/v1/channel-endpoints/chendp_unknown", json!({}))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    for bad in [json!("C123"), json!(null), json!(["C"]), json!(7)] {
+        let (status, err) = app
+            .patch(
+                "/v1/channel-endpoints/chendp_unknown",
+                json!({"endpoint": bad}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {err}");
+        assert_eq!(err["errors"]["endpoint"]["value"], bad, "{err}");
+    }
 
     // Create rules.
     let base = json!({"type": "slack_channel", "endpoint": {"channelId": "C"}, "integrationIdentifier": "slack-main", "subscriberId": "alice"});

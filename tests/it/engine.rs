@@ -438,6 +438,27 @@ async fn inbox_mark_as(app: TestApp) {
         .map(|m| m["_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(feed["data"][0]["content"], "n2", "newest first");
+    // A feed item (NotificationFeedItemDto) names the job that created it, is never archived, and leaves out
+    // `_messageTemplateId` (the TS SDK takes a string or nothing there); a message elsewhere has it as null.
+    let stored = messages_of(&app, "meg").await;
+    for item in feed["data"].as_array().unwrap() {
+        let m = stored
+            .iter()
+            .find(|m| item["_id"] == m.id.as_str())
+            .expect("a stored message");
+        assert_eq!(item["_jobId"], m.job_id.as_str(), "{item}");
+        assert_eq!(item["archived"], false, "{item}");
+        assert!(item.get("_messageTemplateId").is_none(), "{item}");
+        assert_eq!(item["channel"], "in_app");
+        assert_eq!(item["status"], "sent");
+    }
+    let (_, listed) = app.get("/v1/messages?subscriberId=meg").await;
+    assert_eq!(
+        listed["data"][0]["_messageTemplateId"],
+        json!(null),
+        "{listed}"
+    );
+    assert!(listed["data"][0].get("_messageTemplateId").is_some());
     let (_, second) = app
         .get("/v1/messages?subscriberId=meg&limit=1&page=1")
         .await;

@@ -472,7 +472,7 @@ async fn create_rejects_invalid_bodies(app: TestApp) {
             "credentials.secure",
         ),
         (
-            json!({ "providerId": "sendgrid", "channel": "email", "credentials": { "port": 587 } }),
+            json!({ "providerId": "sendgrid", "channel": "email", "credentials": { "port": true } }),
             "credentials.port",
         ),
         (
@@ -544,14 +544,46 @@ async fn create_rejects_invalid_bodies(app: TestApp) {
     assert_eq!(out["errors"]["channel"]["value"], "sms", "{out}");
     let out = assert_rejected(
         &app,
-        json!({ "providerId": "sendgrid", "channel": "email", "credentials": { "secure": "yes", "port": 587, "colour": 1 } }),
+        json!({ "providerId": "sendgrid", "channel": "email", "credentials": { "secure": "yes", "port": 5.5, "colour": 1, "host": ["h"] } }),
         "credentials.secure",
     )
     .await;
-    // Every problem is reported at once.
-    assert_eq!(out["errors"]["credentials.secure"]["value"], "yes", "{out}");
-    assert_eq!(out["errors"]["credentials.port"]["value"], 587, "{out}");
-    assert!(out["errors"]["credentials.colour"].is_object(), "{out}");
+    // Every problem is reported at once, with its value and the type that was expected.
+    let errors = &out["errors"];
+    assert_eq!(errors.as_object().map(|e| e.len()), Some(4), "{out}");
+    assert_eq!(errors["credentials.secure"]["value"], "yes", "{out}");
+    assert_eq!(
+        errors["credentials.secure"]["messages"],
+        json!(["credentials.secure must be a boolean"])
+    );
+    assert_eq!(errors["credentials.port"]["value"], 5.5, "{out}");
+    assert_eq!(
+        errors["credentials.port"]["messages"],
+        json!(["credentials.port must be a string or an integer"])
+    );
+    assert_eq!(errors["credentials.host"]["value"], json!(["h"]), "{out}");
+    assert_eq!(
+        errors["credentials.host"]["messages"],
+        json!(["credentials.host must be a string"])
+    );
+    assert_eq!(errors["credentials.colour"]["value"], 1, "{out}");
+    // Type errors of the body itself: all of them too, each with its value.
+    let (status, out) = app
+        .post(
+            "/v1/integrations",
+            json!({ "providerId": "sendgrid", "channel": "email", "active": "yes", "name": 7, "identifier": false }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(
+        out["errors"],
+        json!({
+            "active": {"messages": ["active must be a boolean"], "value": "yes"},
+            "identifier": {"messages": ["identifier must be a string"], "value": false},
+            "name": {"messages": ["name must be a string"], "value": 7},
+        }),
+        "{out}"
+    );
 
     // Malformed JSON.
     for raw in [
@@ -572,6 +604,53 @@ async fn create_rejects_invalid_bodies(app: TestApp) {
 
     // Nothing was created by any of the rejected requests.
     assert_eq!(list(&app).await, json!([]));
+}
+
+/// `credentials.port` given as a JSON integer (as users send it) is accepted and stored as a string, on
+/// create and on update; other string credentials still must be strings.
+async fn port_given_as_a_number_is_stored_as_a_string(app: TestApp) {
+    let (status, body) = app
+        .post(
+            "/v1/integrations",
+            json!({ "providerId": "nodemailer", "channel": "email",
+                "credentials": { "host": "smtp.example.com", "port": 2525, "from": "a@example.com" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = id_of(&body).to_owned();
+    assert_eq!(
+        stored_credentials(&app, &id).await,
+        json!({ "host": "smtp.example.com", "port": "2525", "from": "a@example.com" })
+    );
+    let (status, out) = app
+        .put(
+            &format!("/v1/integrations/{id}"),
+            json!({ "credentials": { "host": "smtp.example.com", "port": 465 } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        stored_credentials(&app, &id).await,
+        json!({ "host": "smtp.example.com", "port": "465" })
+    );
+    let (status, out) = app
+        .put(
+            &format!("/v1/integrations/{id}"),
+            json!({ "credentials": { "port": -1.5, "user": 5 } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(
+        out["errors"],
+        json!({
+            "credentials.port": {"messages": ["credentials.port must be a string or an integer"], "value": -1.5},
+            "credentials.user": {"messages": ["credentials.user must be a string"], "value": 5},
+        })
+    );
+    assert_eq!(
+        stored_credentials(&app, &id).await,
+        json!({ "host": "smtp.example.com", "port": "465" })
+    );
 }
 
 /// A body must be a JSON object. serde's derive also accepts a struct written as an array of its
@@ -868,7 +947,7 @@ async fn update_replaces_given_fields(app: TestApp) {
             "credentials.secure",
         ),
         (
-            json!({ "credentials": { "port": 587 } }),
+            json!({ "credentials": { "port": false } }),
             "credentials.port",
         ),
         (json!({ "conditions": "plan = pro" }), "conditions"),
@@ -1301,6 +1380,7 @@ db_test!(create_defaults, create_applies_defaults);
 db_test!(create_both_spellings, create_accepts_both_spellings);
 db_test!(agent_kind, agent_integrations_have_no_channel);
 db_test!(create_validation, create_rejects_invalid_bodies);
+db_test!(numeric_port, port_given_as_a_number_is_stored_as_a_string);
 db_test!(create_non_object_body, create_rejects_non_object_bodies);
 db_test!(
     duplicate_identifier,

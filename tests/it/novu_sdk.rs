@@ -42,6 +42,8 @@ macro_rules! sdk_test {
 sdk_test!(subscribers, "subscribers.py");
 sdk_test!(integrations, "integrations.py");
 sdk_test!(workflows, "workflows.py");
+sdk_test!(messages, "messages.py");
+sdk_test!(trigger, "trigger.py");
 
 /// Which official SDK runs a contract scenario.
 #[derive(Clone, Copy)]

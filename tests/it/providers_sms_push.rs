@@ -650,3 +650,136 @@ async fn one_signal_targets_subscription_ids(app: TestApp) {
     assert_eq!(device_tokens(&app, "ann", "one-signal").await, ["sub-1"]);
 }
 db_test!(one_signal, one_signal_targets_subscription_ids);
+
+// ---------------------------------------------------------------------------------------------- trigger `to.channels`
+
+/// A subscriber object in a trigger's `to` may carry `channels`: they are stored as
+/// `PATCH /v1/subscribers/{id}/credentials` stores them (tokens added), and the push step of that very trigger
+/// delivers to the given device token.
+async fn trigger_recipient_channels_are_stored_and_used(app: TestApp) {
+    let ok = |id: &str| Reply::json(200, json!({"data": [{"status": "ok", "id": id}]}));
+    let receiver = Receiver::start().await;
+    receiver.reply([
+        ok("ticket-1"),
+        Reply::json(
+            200,
+            json!({"data": [{"status": "ok", "id": "ticket-2"}, {"status": "ok", "id": "ticket-3"}]}),
+        ),
+    ]);
+    let credentials = json!({"apiKey": "expo-access-token", "baseUrl": receiver.url});
+    integration(&app, ("expo", "push", "expo-main"), credentials).await;
+    let to = |token: &str| {
+        json!({"subscriberId": "dan", "firstName": "Dan", "channels": [{
+            "providerId": "expo", "integrationIdentifier": "expo-main",
+            "credentials": {"deviceTokens": [token]}}]})
+    };
+    let mut trigger = push_trigger();
+    trigger["to"] = to("ExponentPushToken[ddd]");
+    let (job, message) = send_push(&app, trigger).await;
+    let sent = receiver.wait_for(1).await;
+    assert_eq!(sent[0].path, "/--/api/v2/push/send");
+    assert_eq!(sent[0].json()[0]["to"], "ExponentPushToken[ddd]", "{job}");
+    assert_sent_with_id(&job, &message, "expo", "ticket-1");
+    assert_eq!(message["deviceTokens"], json!(["ExponentPushToken[ddd]"]));
+    let (_, dan) = app.get("/v2/subscribers/dan").await;
+    assert_eq!(dan["firstName"], "Dan");
+    let expo_channels: Vec<&Value> = dan["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["providerId"] == "expo")
+        .collect();
+    assert_eq!(expo_channels.len(), 1, "{dan}");
+    assert_eq!(expo_channels[0]["integrationIdentifier"], "expo-main");
+    assert_eq!(
+        expo_channels[0]["credentials"]["deviceTokens"],
+        json!(["ExponentPushToken[ddd]"])
+    );
+
+    // A second trigger adds its token to the stored one; the push goes to both.
+    let mut trigger = push_trigger();
+    trigger["to"] = json!([to("ExponentPushToken[eee]")]);
+    let (job, message) = send_push(&app, trigger).await;
+    let sent = receiver.wait_for(2).await;
+    let body = sent[1].json();
+    let targets: Vec<&str> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["to"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        ["ExponentPushToken[ddd]", "ExponentPushToken[eee]"]
+    );
+    assert_sent(&job, &message, "expo");
+    assert_eq!(
+        device_tokens(&app, "dan", "expo").await,
+        ["ExponentPushToken[ddd]", "ExponentPushToken[eee]"]
+    );
+
+    // Bad channels: the credentials routes' rules, every problem at once, nothing triggered or stored.
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Push", "workflowId": "push-note",
+                "steps": [{"name": "Send", "type": "push", "controlValues": push_controls()}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (status, err) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "push-note", "to": [
+                "dan",
+                {"subscriberId": "eve", "channels": [
+                    {"providerId": "carrier-pigeon", "credentials": {"deviceTokens": ["t"]}},
+                    {"providerId": "expo", "credentials": {"deviceTokens": "t"}}]}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(
+        err["errors"],
+        json!({
+            "to[1].channels[0].providerId": {
+                "messages": ["to[1].channels[0].providerId must be a valid chat or push provider ID: \"carrier-pigeon\" is not one"],
+                "value": "carrier-pigeon"},
+            "to[1].channels[1].credentials.deviceTokens": {
+                "messages": ["to[1].channels[1].credentials.deviceTokens must be an array of strings"],
+                "value": "t"},
+        }),
+        "{err}"
+    );
+    let (status, _) = app.get("/v2/subscribers/eve").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A provider without an active integration: as the credentials route answers.
+    let (status, err) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "push-note", "to": {"subscriberId": "dan", "channels": [
+                {"providerId": "fcm", "credentials": {"deviceTokens": ["t"]}}]}}),
+        )
+        .await;
+    let (route_status, route_err) = app
+        .put(
+            "/v1/subscribers/dan/credentials",
+            json!({"providerId": "fcm", "credentials": {"deviceTokens": ["t"]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(
+        (status, &err["message"]),
+        (route_status, &route_err["message"])
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("active fcm integration"),
+        "{err}"
+    );
+}
+db_test!(
+    trigger_channels,
+    trigger_recipient_channels_are_stored_and_used
+);

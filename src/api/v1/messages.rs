@@ -13,8 +13,8 @@ use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::job::Message;
 use crate::domain::{Channel, Tenant};
-use crate::error::{Error, Validation};
-use crate::service::inbox::{self as service, parse_mark};
+use crate::error::Validation;
+use crate::service::inbox as service;
 use crate::store::engine::MessageFilter;
 
 /// Message (spec §2.6).
@@ -27,8 +27,12 @@ pub struct MessageOut {
     pub template_id: Option<String>,
     #[serde(rename = "_environmentId")]
     pub environment_id: String,
-    #[serde(rename = "_messageTemplateId")]
-    pub message_template_id: Option<String>,
+    /// Always `null` here (spec §2.6: "or null"): Tidings has no message templates apart from the workflow's
+    /// steps. A feed item leaves it out instead (`None`), because the TS SDK's feed item takes a string or
+    /// nothing.
+    #[serde(rename = "_messageTemplateId", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub message_template_id: Option<Option<String>>,
     #[serde(rename = "_organizationId")]
     pub organization_id: String,
     #[serde(rename = "_notificationId")]
@@ -99,7 +103,7 @@ impl From<Message> for MessageOut {
             id: m.id,
             template_id: Some(m.workflow_ref),
             environment_id: m.environment_id,
-            message_template_id: None,
+            message_template_id: Some(None),
             organization_id: m.organization_id,
             notification_id: m.notification_id,
             subscriber_ref: m.subscriber_ref,
@@ -135,12 +139,36 @@ impl From<Message> for MessageOut {
     }
 }
 
-/// `{hasMore, data, pageSize, page, totalCount}`.
+/// An item of a subscriber's feed (NotificationFeedItemDto): the message plus the job that created it and
+/// `archived`, which is always `false` (Tidings does not archive messages).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeedItemOut {
+    #[serde(flatten)]
+    pub message: MessageOut,
+    #[serde(rename = "_jobId")]
+    pub job_id: String,
+    pub archived: bool,
+}
+
+impl From<Message> for FeedItemOut {
+    fn from(m: Message) -> Self {
+        let job_id = m.job_id.clone();
+        let mut message = MessageOut::from(m);
+        message.message_template_id = None;
+        Self {
+            message,
+            job_id,
+            archived: false,
+        }
+    }
+}
+
+/// `{hasMore, data, pageSize, page, totalCount}`: a page of messages (`GET /v1/messages`) or of feed items.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct MessagePage {
+pub struct PageOf<T> {
     pub has_more: bool,
-    pub data: Vec<MessageOut>,
+    pub data: Vec<T>,
     pub page_size: i64,
     pub page: i64,
     pub total_count: i64,
@@ -153,12 +181,12 @@ fn page_params(v: &mut Validation, q: &QueryMap, max_limit: i64) -> (i64, i64) {
     )
 }
 
-fn page_body(
+fn page_body<T: From<Message>>(
     (messages, has_more, total): (Vec<Message>, bool, i64),
     page: i64,
     limit: i64,
-) -> MessagePage {
-    MessagePage {
+) -> PageOf<T> {
+    PageOf {
         has_more,
         data: messages.into_iter().map(Into::into).collect(),
         page_size: limit,
@@ -171,7 +199,7 @@ fn page_body(
 #[utoipa::path(get, path = "/v1/messages", tag = "Messages",
     params(("subscriberId" = Option<String>, Query), ("channel" = Option<String>, Query), ("transactionId" = Option<Vec<String>>, Query),
         ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..1000, default 10")),
-    responses((status = 200, body = MessagePage)))]
+    responses((status = 200, body = PageOf<MessageOut>)))]
 pub async fn list_messages(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -197,14 +225,14 @@ pub async fn list_messages(
         ..Default::default()
     };
     let found = service::list(&state.store, &tenant, &f, page, limit).await?;
-    Ok(Reply::page(page_body(found, page, limit)).into_response())
+    Ok(Reply::page(page_body::<MessageOut>(found, page, limit)).into_response())
 }
 
 /// A subscriber's in-app feed, newest first; filter by `read` / `seen`.
 #[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/feed", tag = "Messages",
     params(("subscriberId" = String, Path), ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..100, default 10"),
         ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query)),
-    responses((status = 200, body = MessagePage), (status = 404, description = "Unknown subscriber")))]
+    responses((status = 200, body = PageOf<FeedItemOut>), (status = 404, description = "Unknown subscriber")))]
 pub async fn subscriber_feed(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -226,12 +254,14 @@ pub async fn subscriber_feed(
         limit,
     )
     .await?;
-    Ok(Reply::page(page_body(found, page, limit)).into_response())
+    Ok(Reply::page(page_body::<FeedItemOut>(found, page, limit)).into_response())
 }
 
-/// `{count}`: the subscriber's unseen in-app messages (`seen=false`, default), or unread ones (`read=false`).
+/// `{count}`: how many of the subscriber's in-app messages are unseen (default), or match `seen` / `read` as
+/// given (`read=false`: unread ones), counting at most `limit` when it is given (as upstream: 1..100).
 #[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/unseen", tag = "Messages",
-    params(("subscriberId" = String, Path), ("read" = Option<bool>, Query, description = "false: count unread instead")),
+    params(("subscriberId" = String, Path), ("seen" = Option<bool>, Query, description = "default false, unless `read` is given"),
+        ("read" = Option<bool>, Query), ("limit" = Option<i64>, Query, description = "1..100: the most that is counted")),
     responses((status = 200, description = "{count}"), (status = 404, description = "Unknown subscriber")))]
 pub async fn unseen_count(
     State(state): State<AppState>,
@@ -240,9 +270,13 @@ pub async fn unseen_count(
     q: QueryMap,
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
-    let unread = q.bool(&mut v, "read") == Some(false);
+    let read = q.bool(&mut v, "read");
+    let seen = q.bool(&mut v, "seen");
+    let limit = q.int(&mut v, "limit", 1, 100);
     v.finish()?;
-    let count = service::unseen_count(&state.store, &tenant, &subscriber_id, unread).await?;
+    let seen = seen.or(if read.is_none() { Some(false) } else { None });
+    let count = service::count(&state.store, &tenant, &subscriber_id, read, seen).await?;
+    let count = limit.map_or(count, |l| count.min(l));
     Ok(Reply::ok(json!({ "count": count })).into_response())
 }
 
@@ -268,23 +302,14 @@ pub async fn mark_as(
     AppPath(subscriber_id): AppPath<String>,
     AppJson(body): AppJson<MarkAsIn>,
 ) -> ApiResult<Response> {
-    let mark = parse_mark(&body.mark_as)?;
-    let ids: Vec<String> = match &body.message_id {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(items) => items
-            .iter()
-            .map(|i| i.as_str().unwrap_or_default().to_owned())
-            .collect(),
-        other => {
-            return Err(Error::invalid(
-                "messageId",
-                "messageId must be a string or an array of strings",
-                other.clone(),
-            )
-            .into())
-        }
-    };
-    let updated = service::mark_as(&state.store, &tenant, &subscriber_id, &ids, mark).await?;
+    let updated = service::mark_as(
+        &state.store,
+        &tenant,
+        &subscriber_id,
+        &body.message_id,
+        &body.mark_as,
+    )
+    .await?;
     let out: Vec<MessageOut> = updated.into_iter().map(Into::into).collect();
     Ok(Reply::created(out).into_response())
 }
@@ -306,8 +331,7 @@ pub async fn mark_all(
     AppPath(subscriber_id): AppPath<String>,
     AppJson(body): AppJson<MarkAllIn>,
 ) -> ApiResult<Response> {
-    let mark = parse_mark(&body.mark_as)?;
-    let n = service::mark_all(&state.store, &tenant, &subscriber_id, mark).await?;
+    let n = service::mark_all(&state.store, &tenant, &subscriber_id, &body.mark_as).await?;
     Ok(Reply::created(n).into_response())
 }
 
