@@ -37,3 +37,4 @@ macro_rules! sdk_test {
 
 sdk_test!(subscribers, "subscribers.py");
 sdk_test!(integrations, "integrations.py");
+sdk_test!(notifications, "notifications.py");
