@@ -331,8 +331,9 @@ pub async fn jobs_for_trigger(
                 status::PENDING
             }
             .to_owned();
-            // Found by digest lookups only once reached.
+            // Found by digest lookups, and given a run time, only once reached.
             job.digest_key = None;
+            job.run_at = now;
         }
         jobs.push(job);
     }

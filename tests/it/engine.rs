@@ -1505,6 +1505,37 @@ async fn every_step_shows_from_the_trigger(app: TestApp) {
 }
 db_test!(pending_steps, every_step_shows_from_the_trigger);
 
+/// A bulk trigger records every step's job of each of its events and recipients in its one transaction.
+async fn bulk_triggers_record_every_step(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Pair", "workflowId": "pair", "steps": [
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "later"}}
+        ]}),
+    )
+    .await;
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger/bulk",
+            json!({"events": [
+                {"name": "pair", "to": ["b1", "b2"], "transactionId": "t-bulk-1"},
+                {"name": "pair", "to": "b3", "transactionId": "t-bulk-2"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (_, page) = app.get("/v1/notifications?transactionId=t-bulk-1").await;
+    let items = page["data"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for n in items {
+        assert_eq!(job_statuses(n), ["queued", "pending"], "{n}");
+    }
+    let n = notification_now(&app, "t-bulk-2").await;
+    assert_eq!(job_statuses(&n), ["queued", "pending"]);
+}
+db_test!(bulk_pending, bulk_triggers_record_every_step);
+
 /// A step skipped by its filters lets the chain go on; a job keeps the step it was created with, so an
 /// edit of the workflow after the trigger reaches the next trigger, not the chain under way.
 async fn chains_keep_their_steps_and_go_past_filters(app: TestApp) {
