@@ -289,7 +289,9 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
 /// The provider each delivery step type of `steps` shows before its delivery: the provider of the
 /// environment's active integration for the channel that comes first (primary, then priority, then the
 /// newest), as delivery orders them. Channel steps without one (and all other steps) show the channel's
-/// default (`provider_for`). Read only when the workflow has an email, SMS, chat or push step.
+/// default (`provider_for`). Read only when an email, SMS, chat or push step comes after the first step
+/// (a job that waits, pending, for the chain): a first step runs at once and its delivery names the
+/// provider that handled it, so a one-step workflow's trigger reads nothing more than it did.
 async fn step_providers(
     store: &Store,
     tenant: &Tenant,
@@ -302,7 +304,11 @@ async fn step_providers(
         StepType::Push => Some(Channel::Push),
         _ => None,
     };
-    if !steps.iter().any(|s| channel_of(s.step_type).is_some()) {
+    if !steps
+        .iter()
+        .skip(1)
+        .any(|s| channel_of(s.step_type).is_some())
+    {
         return Ok(Vec::new());
     }
     let active = store
