@@ -1536,6 +1536,48 @@ async fn bulk_triggers_record_every_step(app: TestApp) {
 }
 db_test!(bulk_pending, bulk_triggers_record_every_step);
 
+/// A digest reached after a first step merges a later event into the open window when the chain reaches
+/// it; the merged event's later steps are skipped, the window's chain delivers both events.
+async fn a_digest_reached_later_merges_and_skips_the_rest(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Mid", "workflowId": "mid", "steps": [
+            {"name": "First", "type": "in_app", "controlValues": {"body": "at once {{ payload.n }}"}},
+            {"name": "Collect", "stepId": "collect", "type": "digest", "controlValues": {"amount": 2, "unit": "seconds"}},
+            {"name": "Summary", "type": "in_app", "controlValues": {"body": "{{ steps.collect.eventCount }} events"}}
+        ]}),
+    )
+    .await;
+    for n in 1..=2 {
+        app.post(
+            "/v1/events/trigger",
+            json!({"name": "mid", "to": "mia", "payload": {"n": n}, "transactionId": format!("t-mid-{n}")}),
+        )
+        .await;
+        // The first event's digest window is open before the second event reaches its digest step.
+        eventually(|| async {
+            let n = notification_now(&app, &format!("t-mid-{n}")).await;
+            (job_statuses(&n)[0] == "completed").then_some(())
+        })
+        .await;
+    }
+    let second = settled(&app, "t-mid-2", 1).await;
+    assert_eq!(job_statuses(&second[0]), ["completed", "merged", "skipped"]);
+    let first = settled(&app, "t-mid-1", 1).await;
+    assert_eq!(
+        job_statuses(&first[0]),
+        ["completed", "completed", "completed"]
+    );
+    let messages = messages_of(&app, "mia").await;
+    let mut bodies: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, ["2 events", "at once 1", "at once 2"]);
+}
+db_test!(
+    digest_mid_chain,
+    a_digest_reached_later_merges_and_skips_the_rest
+);
+
 /// A step skipped by its filters lets the chain go on; a job keeps the step it was created with, so an
 /// edit of the workflow after the trigger reaches the next trigger, not the chain under way.
 async fn chains_keep_their_steps_and_go_past_filters(app: TestApp) {
