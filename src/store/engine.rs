@@ -203,14 +203,14 @@ fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql> {
 /// state (status, when it runs, its digest, payload); one already settled (canceled, or activated by a
 /// completion of the same step that lost its lease) is left alone; a missing one (a notification
 /// triggered before the jobs of all steps were created at trigger time) is inserted. The stored step,
-/// id and creation time stay those of the trigger.
+/// id and creation time stay those of the trigger. Returns the ids of the jobs activated.
 fn activate_jobs(jobs: &[&Job]) -> Vec<Sql> {
     insert_jobs_then(
         jobs,
         None,
         "on conflict (dedupe_key) do update set status = excluded.status, run_at = excluded.run_at, \
          digest = excluded.digest, digest_key = excluded.digest_key, payload = excluded.payload, \
-         updated_at = excluded.updated_at where jobs.status = 'pending'",
+         updated_at = excluded.updated_at where jobs.status = 'pending' returning id",
     )
 }
 
@@ -836,12 +836,21 @@ impl Store {
                 owned.extend(ids);
             }
             let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(j, o)| (*j, *o)).collect();
-            let details: Vec<&ExecutionDetail> = done.iter().flat_map(|(_, o)| &o.details).collect();
-            let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
+            // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and
+            // the detail and digest event that came with its activation are not written either.
             let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
+            let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
+            for q in activate_jobs(&next) {
+                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
+                activated.extend(ids);
+            }
+            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(&n.id));
+            let details: Vec<&ExecutionDetail> = done.iter()
+                .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
+                .collect();
+            let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
             let mut inserts = insert_details(&details);
             inserts.extend(insert_messages(&messages));
-            inserts.extend(activate_jobs(&next));
             // After the activations: the jobs a stopped chain never reaches.
             let mut rest: Vec<(&str, &str)> = done.iter()
                 .filter(|(_, o)| o.retry.is_none())
@@ -863,7 +872,7 @@ impl Store {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             // By digest job, as in `insert_triggers_now`.
-            let mut merges: Vec<&(String, Value)> = done.iter().filter_map(|(_, o)| o.merge_into.as_ref()).collect();
+            let mut merges: Vec<&(String, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
             merges.sort_by(|a, b| a.0.cmp(&b.0));
             for (digest_job, event) in merges {
                 append_digest_event!(&mut *tx, dialect, digest_job, event, now);

@@ -712,6 +712,57 @@ async fn lease_expiry(backend: Backend) {
 
 db_test!(lease_expiry, lease_expiry, backend);
 
+/// A cancel while a step runs: the running step still completes, but the next step's job, canceled
+/// meanwhile, is not activated (nor does its activation leave a detail on it).
+async fn a_cancel_while_a_step_runs_stops_the_chain(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    one_step_workflow(&app).await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "ping", "to": "cal", "payload": {"i": 1}, "transactionId": "t-race"}),
+    )
+    .await;
+    let claimed = app.store.claim_jobs("w1", 10, 60_000, true).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let runner = tidings::engine::steps::Runner::new(
+        app.store.clone(),
+        app.profile,
+        Duration::from_millis(10),
+    );
+    let outcome = runner
+        .run(&claimed[0], "w1", Default::default())
+        .await
+        .unwrap();
+    assert!(outcome.next.is_some());
+    let (_, canceled) = app.delete("/v1/events/trigger/t-race").await;
+    assert_eq!(canceled, json!(true), "the pending second step");
+    assert!(app
+        .store
+        .complete_job(&claimed[0], "w1", &outcome)
+        .await
+        .unwrap());
+    let n = notification_now(&app, "t-race").await;
+    assert_eq!(job_statuses(&n), ["completed", "canceled"]);
+    let second: Vec<&str> = n["jobs"][1]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(second, ["Warning"], "only the cancel");
+    assert!(app
+        .store
+        .claim_jobs("w1", 10, 60_000, true)
+        .await
+        .unwrap()
+        .is_empty());
+}
+db_test!(
+    cancel_race,
+    a_cancel_while_a_step_runs_stops_the_chain,
+    backend
+);
+
 /// A step that runs longer than the lease keeps its job: the worker renews the lease while the batch runs,
 /// so the process's other claim loop (polling at least every second) never takes the job over and calls the
 /// slow endpoint a second time.
