@@ -313,6 +313,14 @@ impl<'b> JsonObject<'b> {
         }
     }
 
+    /// A string, or nothing (the member is left out).
+    pub fn some_str(&mut self, key: &'static str, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.str(key, v),
+            None => self,
+        }
+    }
+
     /// A value that already is JSON text (a stored JSON column).
     pub fn raw(&mut self, key: &'static str, json: &str) -> &mut Self {
         self.key(key).extend_from_slice(json.as_bytes());

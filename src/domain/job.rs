@@ -6,10 +6,14 @@ use serde_json::Value;
 use super::workflow::Step;
 use super::Timestamp;
 
-/// Job states. A job is `queued` until a worker claims it (`running`), then ends `completed`, `failed`,
-/// `skipped` (filtered out or after a failed step with `shouldStopOnFail`), `canceled`, or `merged` (its
-/// event was collapsed into another job's digest).
+/// Job states (Novu's names). A trigger creates the job of every step of its workflow: the first
+/// `queued`, the others `pending` until the chain reaches them (a pending job is never claimed). A queued
+/// job is `running` once a worker claims it, then ends `completed`, `failed`, `skipped` (its filters did
+/// not match, or the chain stopped before it: throttled, or its event merged into an open digest),
+/// `canceled` (`DELETE /v1/events/trigger/{transactionId}`, or an earlier step failed with
+/// `shouldStopOnFail`), or `merged` (a digest job whose event joined another job's digest).
 pub mod status {
+    pub const PENDING: &str = "pending";
     pub const QUEUED: &str = "queued";
     pub const RUNNING: &str = "running";
     pub const COMPLETED: &str = "completed";

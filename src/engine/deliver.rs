@@ -105,6 +105,8 @@ impl Runner {
             d.is_retry = false;
             details.push(d);
             let mut outcome = finished(status::FAILED, details);
+            // The job names the provider that last tried it, as its execution details do.
+            outcome.provider_id = provider_id.clone();
             outcome.message = Some(self.message(
                 job,
                 n,
@@ -359,6 +361,7 @@ impl Runner {
                                 state.index = index;
                                 state.attempt = attempt + 1;
                                 let mut outcome = finished(status::QUEUED, details);
+                                outcome.provider_id = Some(provider_id.clone());
                                 outcome.retry = Some(Requeue {
                                     run_at: Timestamp::now().0 + wait.as_millis() as i64,
                                     delivery: serde_json::to_value(&state)?,
@@ -381,6 +384,7 @@ impl Runner {
                 None => {
                     let record = merge_records(delivered.iter().map(|(_, r)| r.clone()).collect());
                     let mut outcome = finished(status::COMPLETED, details);
+                    outcome.provider_id = Some(provider_id.clone());
                     outcome.message = Some(self.message(
                         job,
                         n,

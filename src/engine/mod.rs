@@ -244,7 +244,13 @@ pub async fn settle_digest(
     };
     if let Some(open) = store.open_digest_job(&key).await? {
         job.status = status::MERGED.to_owned();
-        job.digest = Some(json!({ "mergedInto": open }));
+        // Keeps its metadata (the SDKs require `digest.type`) and names the digest it joined.
+        let mut digest = match job.digest.take() {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::from_iter([("type".to_owned(), json!("regular"))]),
+        };
+        digest.insert("mergedInto".into(), json!(open));
+        job.digest = Some(Value::Object(digest));
         return Ok(());
     }
     if let Some(look_back) = backoff_window(step) {
@@ -290,21 +296,144 @@ pub fn job_for_step(
     };
     if step.step_type == StepType::Digest {
         job.digest_key = Some(digest_key(&job, step, &n.payload));
-        let kind = step
-            .control_values
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("regular");
-        job.digest = Some(json!({
-            "type": kind,
-            "amount": step.control_values.get("amount"),
-            "unit": step.control_values.get("unit"),
-            "digestKey": step.control_values.get("digestKey"),
-            "stepId": step.step_id,
-            "events": [{"id": n.transaction_id, "time": now.to_iso(), "payload": n.payload}],
-        }));
+        let event = json!({"id": n.transaction_id, "time": now.to_iso(), "payload": n.payload});
+        job.digest = Some(digest_metadata(step, vec![event]));
     }
     job
+}
+
+/// The jobs of a new notification, one per step: the first queued to run when its step says (a digest
+/// settled against the windows already open), the others `pending` until the chain reaches them, each
+/// with the step as it is now (a later edit of the workflow does not change them). `provider` names the
+/// provider a job of a step type shows until a delivery says which one handled it. When the first job's
+/// event joins an open digest, the chain ends there: the later jobs are created `skipped`.
+pub async fn jobs_for_trigger(
+    store: &Store,
+    n: &Notification,
+    steps: &[Step],
+    provider: impl Fn(StepType) -> String,
+    now: Timestamp,
+) -> crate::error::Result<Vec<Job>> {
+    let mut jobs = Vec::with_capacity(steps.len());
+    for (index, step) in steps.iter().enumerate() {
+        let mut job = job_for_step(n, step, index as i64, None, now);
+        job.provider_id = provider(step.step_type);
+        if index == 0 {
+            // A first step that is a digest joins an open window (or, backoff, runs at once).
+            settle_digest(store, &mut job, step, now).await?;
+        } else {
+            job.status = if jobs
+                .first()
+                .is_some_and(|f: &Job| f.status == status::MERGED)
+            {
+                status::SKIPPED
+            } else {
+                status::PENDING
+            }
+            .to_owned();
+            // Found by digest lookups, and given a run time, only once reached.
+            job.digest_key = None;
+            job.run_at = now;
+        }
+        jobs.push(job);
+    }
+    Ok(jobs)
+}
+
+/// A digest job's `digest` member as Novu's DigestMetadata has it: `type` always, the window and key only
+/// when the step sets them (with the types the SDKs expect), `stepId` (which step's events later steps
+/// read) and the events collected so far.
+pub fn digest_metadata(step: &Step, events: Vec<Value>) -> Value {
+    let c = &step.control_values;
+    let number = |k: &str| match c.get(k) {
+        Some(Value::Number(n)) => Some(Value::Number(n.clone())),
+        Some(Value::String(s)) => s.trim().parse::<f64>().ok().map(Value::from),
+        _ => None,
+    };
+    let unit = |k: &str| {
+        c.get(k)
+            .and_then(Value::as_str)
+            .filter(|u| {
+                matches!(
+                    *u,
+                    "seconds" | "minutes" | "hours" | "days" | "weeks" | "months"
+                )
+            })
+            .map(Value::from)
+    };
+    let kind = c
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|t| matches!(*t, "regular" | "backoff" | "timed"))
+        .unwrap_or("regular");
+    let mut d = serde_json::Map::new();
+    d.insert("type".into(), kind.into());
+    let optional = [
+        ("amount", number("amount")),
+        ("unit", unit("unit")),
+        (
+            "digestKey",
+            c.get("digestKey")
+                .and_then(Value::as_str)
+                .filter(|k| !k.is_empty())
+                .map(Value::from),
+        ),
+        (
+            "backoff",
+            c.get("backoff").filter(|b| b.is_boolean()).cloned(),
+        ),
+        ("backoffAmount", number("backoffAmount")),
+        ("backoffUnit", unit("backoffUnit")),
+        ("timed", c.get("timed").and_then(timed_metadata)),
+    ];
+    for (key, value) in optional {
+        if let Some(v) = value {
+            d.insert(key.into(), v);
+        }
+    }
+    d.insert("stepId".into(), step.step_id.clone().into());
+    d.insert("events".into(), Value::Array(events));
+    Value::Object(d)
+}
+
+/// The `timed` settings of a digest as DigestTimedConfig has them: `atTime` text, `weekDays` names,
+/// `monthDays` numbers; what does not fit is left out.
+fn timed_metadata(timed: &Value) -> Option<Value> {
+    let t = timed.as_object()?;
+    let mut out = serde_json::Map::new();
+    if let Some(at) = t.get("atTime").and_then(Value::as_str) {
+        out.insert("atTime".into(), at.into());
+    }
+    if let Some(days) = t.get("weekDays").and_then(Value::as_array) {
+        let names: Vec<Value> = days
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_ascii_lowercase)
+            .filter(|d| {
+                matches!(
+                    d.as_str(),
+                    "monday"
+                        | "tuesday"
+                        | "wednesday"
+                        | "thursday"
+                        | "friday"
+                        | "saturday"
+                        | "sunday"
+                )
+            })
+            .map(Value::from)
+            .collect();
+        out.insert("weekDays".into(), Value::Array(names));
+    }
+    if let Some(days) = t.get("monthDays").and_then(Value::as_array) {
+        let numbers: Vec<Value> = days
+            .iter()
+            .filter_map(|d| d.as_u64().or_else(|| d.as_str()?.trim().parse().ok()))
+            .map(Value::from)
+            .collect();
+        out.insert("monthDays".into(), Value::Array(numbers));
+    }
+    Some(Value::Object(out))
 }
 
 /// How a process runs its workers.
@@ -658,6 +787,43 @@ mod tests {
             Some("2027-05-31T00:00:00.000Z")
         );
         assert_eq!(next(json!({"monthDays": [32]})), None);
+    }
+
+    #[test]
+    fn digest_metadata_has_a_type_and_no_nulls() {
+        let step = |c: Value| Step {
+            control_values: c.as_object().unwrap().clone(),
+            ..serde_json::from_value(
+                json!({"_id": "s1", "stepId": "d", "name": "d", "type": "digest"}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            digest_metadata(&step(json!({})), vec![]),
+            json!({"type": "regular", "stepId": "d", "events": []})
+        );
+        assert_eq!(
+            digest_metadata(
+                &step(
+                    json!({"type": "timed", "amount": "5", "unit": "fortnights", "digestKey": "",
+                    "timed": {"atTime": "06:30", "weekDays": ["Monday", "funday"], "monthDays": [1, "15"]}})
+                ),
+                vec![json!({"id": "t1"})]
+            ),
+            json!({"type": "timed", "amount": 5.0, "stepId": "d", "events": [{"id": "t1"}],
+                "timed": {"atTime": "06:30", "weekDays": ["monday"], "monthDays": [1, 15]}})
+        );
+        assert_eq!(
+            digest_metadata(
+                &step(
+                    json!({"amount": 2, "unit": "minutes", "digestKey": "payload.thread",
+                    "backoff": true, "backoffAmount": 30, "backoffUnit": "seconds"})
+                ),
+                vec![]
+            ),
+            json!({"type": "regular", "amount": 2, "unit": "minutes", "digestKey": "payload.thread",
+                "backoff": true, "backoffAmount": 30, "backoffUnit": "seconds", "stepId": "d", "events": []})
+        );
     }
 
     #[test]

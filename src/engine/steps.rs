@@ -79,10 +79,13 @@ impl Runner {
                 tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
                 if job.attempts >= MAX_ATTEMPTS {
                     let text = format!("Gave up after {MAX_ATTEMPTS} attempts");
-                    return Some(finished(
+                    let mut outcome = finished(
                         status::FAILED,
                         vec![detail(job, "Failed", "Internal", text, None)],
-                    ));
+                    );
+                    // The chain cannot go on without this step.
+                    outcome.rest = Some(status::CANCELED);
+                    return Some(outcome);
                 }
                 // Exponential backoff with jitter: 1 s, 2 s, 4 s, … ± 25 %.
                 let base = 1000i64 << (job.attempts.clamp(1, 10) - 1);
@@ -144,8 +147,8 @@ impl Runner {
                 None,
             );
             let mut outcome = finished(status::SKIPPED, vec![d]);
-            outcome.next = self.next_job(job, notification).await?;
-            attach_merge(&mut outcome, job);
+            self.chain(&mut outcome, Chain::Continue, job, notification)
+                .await?;
             return Ok(outcome);
         }
 
@@ -219,32 +222,89 @@ impl Runner {
             }
             StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
         };
-        if let Chain::Continue = chain {
-            outcome.next = self.next_job(job, notification).await?;
-        }
-        attach_merge(&mut outcome, job);
+        self.chain(&mut outcome, chain, job, notification).await?;
         Ok(outcome)
     }
 
-    /// The job of the step after `job`, from the workflow's current definition. A digest step whose window
-    /// is already open for the same key absorbs this event instead.
+    /// What the outcome of `job` does to the notification's later jobs: activates the next one when the
+    /// chain goes on, or settles the pending ones when it stops here (`skipped` after a throttle or a step
+    /// that skipped the rest, `canceled` after a failure). Nothing for the last step (no read, no write:
+    /// a one-step workflow's completion writes what it always did) or a job going back to the queue.
+    async fn chain(
+        &self,
+        outcome: &mut JobOutcome,
+        chain: Chain,
+        job: &Job,
+        n: &Notification,
+    ) -> Result<()> {
+        let more = job.step_index + 1 < n.channels.len() as i64;
+        if !more || outcome.retry.is_some() {
+            return Ok(());
+        }
+        match chain {
+            Chain::Continue => {
+                outcome.next = self.next_job(job, n).await?;
+                if outcome
+                    .next
+                    .as_ref()
+                    .is_some_and(|next| next.status == status::MERGED)
+                {
+                    // The event went into an open digest: that digest's chain delivers it.
+                    outcome.rest = Some(status::SKIPPED);
+                }
+                attach_merge(outcome, job);
+            }
+            Chain::Stop => {
+                outcome.rest = Some(if outcome.status == status::SKIPPED {
+                    status::SKIPPED
+                } else {
+                    status::CANCELED
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The job of the step after `job`, activated: its pending job from the trigger, with the step as it
+    /// was then (as Novu does: an edit of the workflow reaches the next trigger, not the chains under way),
+    /// or — a notification triggered before pending jobs existed — one made from the workflow's current
+    /// definition. A digest step whose window is already open for the same key absorbs this event
+    /// instead (`merged`). `None` when the next job was settled meanwhile (canceled).
     async fn next_job(&self, job: &Job, n: &Notification) -> Result<Option<Job>> {
-        let env = EnvironmentId(job.environment_id.clone());
-        let Some(workflow) = self
-            .store
-            .get_workflow_cached(&env, &job.workflow_ref)
-            .await?
-        else {
-            return Ok(None);
-        };
         let index = job.step_index + 1;
-        let Some(step) = workflow.steps.get(index as usize) else {
-            return Ok(None);
+        let now = Timestamp::now();
+        let pending = self
+            .store
+            .get_job_by_dedupe(&Job::dedupe(&n.id, index))
+            .await?;
+        let mut next = match pending {
+            Some(p) if p.status == status::PENDING => {
+                let mut next = job_for_step(n, &p.step, index, job.digest.clone(), now);
+                next.id = p.id;
+                next.provider_id = p.provider_id;
+                next.created_at = p.created_at;
+                next
+            }
+            Some(_) => return Ok(None),
+            None => {
+                let env = EnvironmentId(job.environment_id.clone());
+                let Some(workflow) = self
+                    .store
+                    .get_workflow_cached(&env, &job.workflow_ref)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let Some(step) = workflow.steps.get(index as usize) else {
+                    return Ok(None);
+                };
+                job_for_step(n, step, index, job.digest.clone(), now)
+            }
         };
-        let mut next = job_for_step(n, step, index, job.digest.clone(), Timestamp::now());
         next.payload = job.payload.clone();
-        if step.step_type == StepType::Digest {
-            super::settle_digest(&self.store, &mut next, step, Timestamp::now()).await?;
+        if next.step.step_type == StepType::Digest {
+            let step = next.step.clone();
+            super::settle_digest(&self.store, &mut next, &step, now).await?;
         }
         Ok(Some(next))
     }

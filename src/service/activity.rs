@@ -101,7 +101,9 @@ pub async fn get(
         })
         .await?;
     if refs.ids.is_empty() {
-        return Err(Error::NotFound("Notification not found".into()));
+        return Err(Error::NotFound(format!(
+            "Notification with id {id} not found"
+        )));
     }
     assemble(store, &tenant.environment_id, refs, sink).await
 }

@@ -1,13 +1,17 @@
 //! `POST /v1/events/trigger` (and bulk) and `DELETE /v1/events/trigger/{transactionId}`: a trigger records
-//! one notification per recipient and the job of its first step, in one transaction.
+//! one notification per recipient and the jobs of all its steps (the first queued, the others pending until
+//! the chain reaches them), in one transaction.
 
 use serde_json::{Map, Value};
 
 use crate::domain::context::{context_keys, parse_context};
+use crate::domain::integration::Integration;
 use crate::domain::job::Notification;
 use crate::domain::subscriber::TokenMode;
+use crate::domain::workflow::StepType;
+use crate::domain::Channel;
 use crate::domain::{new_object_id, Tenant, Timestamp};
-use crate::engine::{detail, job_for_step};
+use crate::engine::{detail, jobs_for_trigger, provider_for};
 use crate::error::{Error, Result, Validation};
 use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
 use crate::store::engine::TriggerRecord;
@@ -244,12 +248,12 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             vec![format!("Workflow {} is not active", workflow.workflow_id)],
         )));
     }
-    let Some(first) = workflow.steps.first() else {
+    if workflow.steps.is_empty() {
         return Ok(Prepared::Answered(result(
             "no_workflow_steps_defined",
             vec![format!("Workflow {} has no steps", workflow.workflow_id)],
         )));
-    };
+    }
     store
         .ensure_contexts(&tenant.environment_id, &contexts)
         .await?;
@@ -264,6 +268,13 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         .iter()
         .map(|s| s.step_type.as_str().to_owned())
         .collect();
+    let providers = step_providers(store, tenant, &workflow.steps).await?;
+    let provider = |t: StepType| {
+        providers
+            .iter()
+            .find(|(s, _)| *s == t)
+            .map_or_else(|| provider_for(t).to_owned(), |(_, p)| p.clone())
+    };
     let now = Timestamp::now();
     let mut batch = Vec::with_capacity(recipients.len());
     for (r, given) in recipients.iter().zip(&recipient_channels) {
@@ -280,7 +291,11 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             channels: channels.clone(),
             payload: payload.clone(),
             overrides: input.overrides.clone().filter(|o| o.is_object()),
-            to: Some(r.clone()),
+            // As Novu stores it: a subscriberId given as a string becomes `{subscriberId}`.
+            to: Some(match r {
+                Value::String(id) => serde_json::json!({ "subscriberId": id }),
+                other => other.clone(),
+            }),
             actor: input.actor.clone(),
             tags: workflow.tags.clone(),
             severity: workflow.severity.as_str().to_owned(),
@@ -290,17 +305,65 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             created_at: now,
             updated_at: now,
         };
-        let mut job = job_for_step(&n, first, 0, None, now);
-        // A first step that is a digest joins an open window (or, backoff, runs at once).
-        crate::engine::settle_digest(store, &mut job, first, now).await?;
-        let queued = detail(&job, "Pending", "Internal", "Step queued", None);
-        batch.push((n, job, vec![queued]));
+        let jobs = jobs_for_trigger(store, &n, &workflow.steps, &provider, now).await?;
+        let queued = detail(&jobs[0], "Pending", "Internal", "Step queued", None);
+        batch.push((n, jobs, vec![queued]));
     }
     Ok(Prepared::Ready(TriggerRecord {
         environment_id: tenant.environment_id.clone(),
         transaction_id,
         batch,
     }))
+}
+
+/// The provider each delivery step type of `steps` shows before its delivery: the provider of the
+/// environment's active integration for the channel that comes first (primary, then priority, then the
+/// newest), as delivery orders them. Channel steps without one (and all other steps) show the channel's
+/// default (`provider_for`). Read only when an email, SMS, chat or push step comes after the first step
+/// (a job that waits, pending, for the chain): a first step runs at once and its delivery names the
+/// provider that handled it, so a one-step workflow's trigger reads nothing more than it did.
+async fn step_providers(
+    store: &Store,
+    tenant: &Tenant,
+    steps: &[crate::domain::workflow::Step],
+) -> Result<Vec<(StepType, String)>> {
+    let channel_of = |t: StepType| match t {
+        StepType::Email => Some(Channel::Email),
+        StepType::Sms => Some(Channel::Sms),
+        StepType::Chat => Some(Channel::Chat),
+        StepType::Push => Some(Channel::Push),
+        _ => None,
+    };
+    if !steps
+        .iter()
+        .skip(1)
+        .any(|s| channel_of(s.step_type).is_some())
+    {
+        return Ok(Vec::new());
+    }
+    let active = store
+        .list_integrations(&tenant.environment_id, true)
+        .await?;
+    let mut out = Vec::new();
+    for t in [
+        StepType::Email,
+        StepType::Sms,
+        StepType::Chat,
+        StepType::Push,
+    ] {
+        let first = active.iter().filter(|i| i.channel == channel_of(t)).min_by(
+            |a: &&Integration, b: &&Integration| {
+                b.primary
+                    .cmp(&a.primary)
+                    .then(b.priority.cmp(&a.priority))
+                    .then(b.created_at.0.cmp(&a.created_at.0))
+            },
+        );
+        if let Some(i) = first {
+            out.push((t, i.provider_id.as_str().to_owned()));
+        }
+    }
+    Ok(out)
 }
 
 /// Cancels the pending (delayed, digesting, queued) jobs of a transaction. True when any was canceled.

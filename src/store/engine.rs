@@ -88,8 +88,14 @@ pub struct JobOutcome {
     pub status: String,
     pub details: Vec<ExecutionDetail>,
     pub message: Option<Message>,
-    /// The job of the next step, if the chain goes on.
+    /// The job of the next step, if the chain goes on: its pending job activated (`queued`, or `merged`
+    /// into an open digest), or — a notification triggered before jobs were created pending — created.
     pub next: Option<Job>,
+    /// The chain ends here: the notification's jobs still pending (after `next`) end with this status.
+    pub rest: Option<&'static str>,
+    /// The provider that handled the job (a delivery through an integration), shown instead of the one
+    /// the job was created with.
+    pub provider_id: Option<String>,
     /// A digest job that absorbs this job's event instead of running it separately.
     pub merge_into: Option<(String, Value)>,
     /// Instead of finishing, the job goes back to the queue (a provider retry or failover): its details are
@@ -190,6 +196,25 @@ fn json(v: impl serde::Serialize) -> Arg {
 
 /// Inserts jobs, queued — or, with `lease` (worker, until), already claimed by that worker.
 fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql> {
+    insert_jobs_then(jobs, lease, "on conflict (dedupe_key) do nothing")
+}
+
+/// Activates the next steps' jobs: a job still `pending` under the same dedupe key takes the activated
+/// state (status, when it runs, its digest, payload); one already settled (canceled, or activated by a
+/// completion of the same step that lost its lease) is left alone; a missing one (a notification
+/// triggered before the jobs of all steps were created at trigger time) is inserted. The stored step,
+/// id and creation time stay those of the trigger. Returns the ids of the jobs activated.
+fn activate_jobs(jobs: &[&Job]) -> Vec<Sql> {
+    insert_jobs_then(
+        jobs,
+        None,
+        "on conflict (dedupe_key) do update set status = excluded.status, run_at = excluded.run_at, \
+         digest = excluded.digest, digest_key = excluded.digest_key, payload = excluded.payload, \
+         updated_at = excluded.updated_at where jobs.status = 'pending' returning id",
+    )
+}
+
+fn insert_jobs_then(jobs: &[&Job], lease: Option<(&str, i64)>, on_conflict: &str) -> Vec<Sql> {
     let rows = jobs
         .iter()
         .map(|j| {
@@ -227,7 +252,7 @@ fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql> {
          workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload, overrides, digest, \
          digest_key, run_at, attempts, locked_by, locked_until, dedupe_key, schedule_extensions_count, created_at, \
          updated_at)",
-        "on conflict (dedupe_key) do nothing",
+        on_conflict,
         rows,
     )
 }
@@ -415,12 +440,13 @@ async fn commit_group(store: &Store, requests: Vec<TriggerRequest>, count: usize
     }
 }
 
-/// One trigger to record: its transaction id and, per recipient, the notification, the first job and the
+/// One trigger to record: its transaction id and, per recipient, the notification, the jobs of its steps
+/// in step order (the first queued or merged, the others pending or skipped; never empty) and the first
 /// job's first execution details.
 pub struct TriggerRecord {
     pub environment_id: EnvironmentId,
     pub transaction_id: String,
-    pub batch: Vec<(Notification, Job, Vec<ExecutionDetail>)>,
+    pub batch: Vec<(Notification, Vec<Job>, Vec<ExecutionDetail>)>,
 }
 
 /// Appends an event to the `digest.events` of a digest job that is still waiting, in one statement: the
@@ -572,7 +598,9 @@ impl Store {
                 .collect();
             let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
             let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
-            let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.1)).collect();
+            let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().filter_map(|b| b.1.first())).collect();
+            // The later steps' jobs, waiting for the chain to reach them.
+            let later: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| b.1.iter().skip(1))).collect();
             // The jobs due now go to this process's workers already leased, as far as they have room.
             // `jobs[i]` is the first job of `notifications[i]` (both follow the records' batches).
             let mut handed: Vec<HandedJob> = Vec::new();
@@ -599,6 +627,7 @@ impl Store {
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
             let mut inserts = insert_notifications(&notifications);
             inserts.extend(insert_jobs(&queued, None));
+            inserts.extend(insert_jobs(&later, None));
             if let Some(h) = &handoff {
                 inserts.extend(insert_jobs(&leased, Some((&h.worker, now + h.lease_ms))));
             }
@@ -751,19 +780,15 @@ impl Store {
         let now = Timestamp::now().0;
         // One status update per distinct final status, each guarded by the lease.
         let mut updates = Vec::new();
-        let mut statuses: Vec<&str> = items
-            .iter()
-            .filter(|(_, o)| o.retry.is_none())
-            .map(|(_, o)| o.status.as_str())
-            .collect();
-        statuses.sort_unstable();
-        statuses.dedup();
         for (job, o) in items {
             if let Some(r) = &o.retry {
                 let mut q = Sql::new("update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = ");
                 q.bind(r.run_at)
                     .push(", delivery = ")
                     .bind(Arg::Json(r.delivery.clone()));
+                if let Some(p) = &o.provider_id {
+                    q.push(", provider_id = ").bind(p.as_str());
+                }
                 q.push(", updated_at = ")
                     .bind(now)
                     .push(" where id = ")
@@ -774,16 +799,28 @@ impl Store {
                 updates.push(q);
             }
         }
-        for status in statuses {
+        // Grouped by final status and provider (nearly always one group).
+        let mut groups: Vec<(&str, Option<&str>)> = items
+            .iter()
+            .filter(|(_, o)| o.retry.is_none())
+            .map(|(_, o)| (o.status.as_str(), o.provider_id.as_deref()))
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        for (status, provider) in groups {
             let ids: Vec<String> = items
                 .iter()
-                .filter(|(_, o)| o.status == status && o.retry.is_none())
+                .filter(|(_, o)| {
+                    o.status == status && o.provider_id.as_deref() == provider && o.retry.is_none()
+                })
                 .map(|(j, _)| j.id.clone())
                 .collect();
             let mut q = Sql::new("update jobs set status = ");
-            q.bind(status)
-                .push(", locked_until = null, updated_at = ")
-                .bind(now);
+            q.bind(status);
+            if let Some(p) = provider {
+                q.push(", provider_id = ").bind(p);
+            }
+            q.push(", locked_until = null, updated_at = ").bind(now);
             q.push(" where status = 'running' and locked_by = ")
                 .bind(worker);
             q.push_in("id", &ids);
@@ -798,18 +835,44 @@ impl Store {
                 let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
                 owned.extend(ids);
             }
-            let done: Vec<&JobOutcome> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(_, o)| *o).collect();
-            let details: Vec<&ExecutionDetail> = done.iter().flat_map(|o| &o.details).collect();
-            let messages: Vec<&Message> = done.iter().filter_map(|o| o.message.as_ref()).collect();
-            let next: Vec<&Job> = done.iter().filter_map(|o| o.next.as_ref()).collect();
+            let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(j, o)| (*j, *o)).collect();
+            // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and
+            // the detail and digest event that came with its activation are not written either.
+            let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
+            let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
+            for q in activate_jobs(&next) {
+                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
+                activated.extend(ids);
+            }
+            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(&n.id));
+            let details: Vec<&ExecutionDetail> = done.iter()
+                .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
+                .collect();
+            let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
             let mut inserts = insert_details(&details);
             inserts.extend(insert_messages(&messages));
-            inserts.extend(insert_jobs(&next, None));
+            // After the activations: the jobs a stopped chain never reaches.
+            let mut rest: Vec<(&str, &str)> = done.iter()
+                .filter(|(_, o)| o.retry.is_none())
+                .filter_map(|(j, o)| Some((o.rest?, j.notification_id.as_str())))
+                .collect();
+            rest.sort_unstable();
+            let mut at = 0;
+            while at < rest.len() {
+                let status = rest[at].0;
+                let ids: Vec<String> = rest[at..].iter().take_while(|(s, _)| *s == status).map(|(_, n)| (*n).to_owned()).collect();
+                at += ids.len();
+                let mut q = Sql::new("update jobs set status = ");
+                q.bind(status).push(", updated_at = ").bind(now);
+                q.push(" where status = 'pending'");
+                q.push_in("notification_id", &ids);
+                inserts.push(q);
+            }
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             // By digest job, as in `insert_triggers_now`.
-            let mut merges: Vec<&(String, Value)> = done.iter().filter_map(|o| o.merge_into.as_ref()).collect();
+            let mut merges: Vec<&(String, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
             merges.sort_by(|a, b| a.0.cmp(&b.0));
             for (digest_job, event) in merges {
                 append_digest_event!(&mut *tx, dialect, digest_job, event, now);
@@ -817,6 +880,14 @@ impl Store {
             tx.commit().await.map(|_| owned)
         })?;
         Ok(items.iter().map(|(j, _)| owned.contains(&j.id)).collect())
+    }
+
+    /// A job by its dedupe key (`Job::dedupe`: a notification's step).
+    pub async fn get_job_by_dedupe(&self, dedupe_key: &str) -> Result<Option<Job>> {
+        let sql = format!("select {JOB_COLUMNS} from jobs where dedupe_key = $1");
+        let row: Option<JobRow> = on_db!(self.r(), p => sqlx::query_as::<_, JobRow>(&sql)
+            .bind(dedupe_key).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
     }
 
     /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
@@ -834,7 +905,9 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// Counts jobs of `step_type` for the subscriber and workflow created since `since` (throttling).
+    /// Counts the jobs of a step for the subscriber and workflow that ran (completed, or running) since
+    /// `since` (throttling): by `updated_at`, as a job is created at trigger time, maybe long before the
+    /// chain reaches it.
     /// Through the subscriber's notifications (`notifications_subscriber`), then their jobs by
     /// `(notification_id, step_index)`: jobs have no subscriber index, and filtering them by environment
     /// read every job of the environment. `workflow_ref || ''` keeps SQLite off the workflow index, which
@@ -843,12 +916,12 @@ impl Store {
         Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>(
             "select count(*) from jobs where notification_id in (select id from notifications
                  where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
-               and step_index = $4 and created_at >= $5 and status in ('completed', 'running')")
+               and step_index = $4 and updated_at >= $5 and status in ('completed', 'running')")
             .bind(&job.environment_id).bind(&job.subscriber_id).bind(&job.workflow_ref).bind(job.step_index).bind(since)
             .fetch_one(p).await)?)
     }
 
-    /// Cancels the queued jobs of a transaction; returns how many.
+    /// Cancels the queued and pending jobs of a transaction (steps not run yet); returns how many.
     pub async fn cancel_transaction(
         &self,
         env: &EnvironmentId,
@@ -859,10 +932,10 @@ impl Store {
             let mut tx = p.begin().await?;
             let ids: Vec<(String, String, String)> = sqlx::query_as(
                 "select id, notification_id, provider_id from jobs
-                 where environment_id = $1 and transaction_id = $2 and status = 'queued'")
+                 where environment_id = $1 and transaction_id = $2 and status in ('queued', 'pending')")
                 .bind(env.as_str()).bind(transaction_id).fetch_all(&mut *tx).await?;
             for (id, notification_id, provider_id) in &ids {
-                sqlx::query("update jobs set status = 'canceled', updated_at = $1 where id = $2 and status = 'queued'")
+                sqlx::query("update jobs set status = 'canceled', updated_at = $1 where id = $2 and status in ('queued', 'pending')")
                     .bind(now.0).bind(id).execute(&mut *tx).await?;
                 let d = ExecutionDetail {
                     id: crate::domain::new_object_id(),

@@ -78,7 +78,7 @@ async fn trigger_creates_in_app_message(app: TestApp) {
             (jobs.len() == 2
                 && jobs
                     .iter()
-                    .all(|j| j.status != "queued" && j.status != "running"))
+                    .all(|j| !matches!(j.status.as_str(), "pending" | "queued" | "running")))
             .then_some(jobs)
         }
     })
@@ -274,8 +274,12 @@ async fn in_app_delay_email_end_to_end(app: TestApp) {
     let (status, one) = app.get(&format!("/v1/notifications/{id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(one["jobs"].as_array().unwrap().len(), 3);
-    let (status, _) = app.get("/v1/notifications/ffffffffffffffffffffffff").await;
+    let (status, err) = app.get("/v1/notifications/ffffffffffffffffffffffff").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        err["message"],
+        "Notification with id ffffffffffffffffffffffff not found"
+    );
     let (status, _) = app.get("/v1/notifications/not-an-id").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
@@ -297,9 +301,36 @@ async fn digest_collapses_triggers(app: TestApp) {
     let messages = messages_of(&app, "dora").await;
     assert_eq!(messages.len(), 1, "three triggers, one digest, one message");
     assert_eq!(messages[0].content, "3 comments: 1 2 3 ");
-    // The later triggers' digest jobs were merged into the first.
+    // The later triggers' digest jobs were merged into the first; the steps after them never run (the
+    // first trigger's chain delivers their events).
     let items = settled(&app, "d2", 1).await;
-    assert_eq!(items[0]["jobs"][0]["status"], "merged");
+    let statuses: Vec<&str> = items[0]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["merged", "skipped"]);
+    // A merged job's digest is still a DigestMetadata: a type, no nulls.
+    let merged = &items[0]["jobs"][0]["digest"];
+    assert_eq!(merged["type"], "regular", "{merged}");
+    assert_eq!(
+        (merged["amount"].clone(), merged["unit"].clone()),
+        (json!(2), json!("seconds"))
+    );
+    assert!(
+        merged.as_object().unwrap().values().all(|v| !v.is_null()),
+        "{merged}"
+    );
+    assert_eq!(items[0]["jobs"][1]["executionDetails"], json!([]));
+    let first = settled(&app, "d1", 1).await;
+    let statuses: Vec<&str> = first[0]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["completed", "completed"]);
     // The digest job shows its digest state.
     let first = settled(&app, "d1", 1).await;
     let job = &first[0]["jobs"][0];
@@ -371,10 +402,13 @@ async fn timed_digest_waits_for_its_schedule(app: TestApp) {
     let items = eventually(|| async {
         let (_, page) = app.get("/v1/notifications?transactionId=tm1").await;
         let jobs = page["data"][0]["jobs"].as_array()?.clone();
-        (jobs.len() == 2).then_some(jobs)
+        (jobs.len() == 3 && jobs[1]["status"] == "queued").then_some(jobs)
     })
     .await;
-    assert_eq!(items[1]["status"], "queued");
+    assert_eq!(
+        items[2]["status"], "pending",
+        "not reached before the digest fires"
+    );
     let queued = items[1]["executionDetails"][0]["detail"]
         .as_str()
         .unwrap()
@@ -612,6 +646,29 @@ async fn lease_expiry(backend: Backend) {
             .is_empty(),
         "the lease holds"
     );
+    // The second step's job exists from the trigger on, pending: never claimable.
+    let pending = app
+        .store
+        .jobs_of(std::slice::from_ref(&claimed[0].notification_id))
+        .await
+        .unwrap();
+    let statuses: Vec<&str> = pending.iter().map(|j| j.status.as_str()).collect();
+    assert_eq!(statuses, ["running", "pending"]);
+    // The dying worker got as far as running its job: the outcome activates the pending second job.
+    let runner = tidings::engine::steps::Runner::new(
+        app.store.clone(),
+        app.profile,
+        Duration::from_millis(10),
+    );
+    let stale = runner
+        .run(&claimed[0], "dead-worker", Default::default())
+        .await
+        .unwrap();
+    let next = stale.next.as_ref().unwrap();
+    assert_eq!(
+        (next.id.as_str(), next.status.as_str()),
+        (pending[1].id.as_str(), "queued")
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
         app.store
@@ -641,6 +698,21 @@ async fn lease_expiry(backend: Backend) {
         .complete_job(&claimed[0], "dead-worker", &outcome)
         .await
         .unwrap());
+    // Nor what its run produced: the second job was activated once and ran once.
+    assert!(!app
+        .store
+        .complete_job(&claimed[0], "dead-worker", &stale)
+        .await
+        .unwrap());
+    let items = settled(&app, "lease", 1).await;
+    let second: Vec<&str> = items[0]["jobs"][1]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(second, ["Queued", "Success"]);
+    assert_eq!(items[0]["jobs"][1]["status"], "completed");
     let (messages, _) = app
         .store
         .list_messages(
@@ -660,6 +732,57 @@ async fn lease_expiry(backend: Backend) {
 }
 
 db_test!(lease_expiry, lease_expiry, backend);
+
+/// A cancel while a step runs: the running step still completes, but the next step's job, canceled
+/// meanwhile, is not activated (nor does its activation leave a detail on it).
+async fn a_cancel_while_a_step_runs_stops_the_chain(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    one_step_workflow(&app).await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "ping", "to": "cal", "payload": {"i": 1}, "transactionId": "t-race"}),
+    )
+    .await;
+    let claimed = app.store.claim_jobs("w1", 10, 60_000, true).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let runner = tidings::engine::steps::Runner::new(
+        app.store.clone(),
+        app.profile,
+        Duration::from_millis(10),
+    );
+    let outcome = runner
+        .run(&claimed[0], "w1", Default::default())
+        .await
+        .unwrap();
+    assert!(outcome.next.is_some());
+    let (_, canceled) = app.delete("/v1/events/trigger/t-race").await;
+    assert_eq!(canceled, json!(true), "the pending second step");
+    assert!(app
+        .store
+        .complete_job(&claimed[0], "w1", &outcome)
+        .await
+        .unwrap());
+    let n = notification_now(&app, "t-race").await;
+    assert_eq!(job_statuses(&n), ["completed", "canceled"]);
+    let second: Vec<&str> = n["jobs"][1]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(second, ["Warning"], "only the cancel");
+    assert!(app
+        .store
+        .claim_jobs("w1", 10, 60_000, true)
+        .await
+        .unwrap()
+        .is_empty());
+}
+db_test!(
+    cancel_race,
+    a_cancel_while_a_step_runs_stops_the_chain,
+    backend
+);
 
 /// A step that runs longer than the lease keeps its job: the worker renews the lease while the batch runs,
 /// so the process's other claim loop (polling at least every second) never takes the job over and calls the
@@ -843,8 +966,8 @@ async fn http_request_steps_are_signed(app: TestApp) {
     let summary: Vec<&str> = jobs.iter().map(|j| j["status"].as_str().unwrap()).collect();
     assert_eq!(
         summary,
-        ["completed", "failed"],
-        "shouldStopOnFail stops the chain"
+        ["completed", "failed", "canceled"],
+        "shouldStopOnFail stops the chain: the step it never reached is canceled"
     );
     let ok = jobs[0]["executionDetails"]
         .as_array()
@@ -1140,9 +1263,15 @@ async fn throttle_and_scheduled_delay(app: TestApp) {
         last["detail"].as_str().unwrap().starts_with("Throttled"),
         "{last}"
     );
+    let after: Vec<&str> = items[0]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["status"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        items[0]["jobs"].as_array().unwrap().len(),
-        1,
+        after,
+        ["skipped", "skipped"],
         "the chain stops at the throttle"
     );
 
@@ -1351,3 +1480,261 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
 }
 
 db_test!(handed_jobs, handed_jobs_are_released_or_reclaimed, backend);
+
+/// The statuses of a notification's jobs, in step order.
+fn job_statuses(n: &serde_json::Value) -> Vec<String> {
+    n["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The one notification of `transaction_id` as the feed shows it now, settled or not.
+async fn notification_now(app: &TestApp, transaction_id: &str) -> serde_json::Value {
+    let (status, page) = app
+        .get(&format!("/v1/notifications?transactionId={transaction_id}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    page["data"][0].clone()
+}
+
+/// The activity shows every step of the workflow from the trigger on, as Novu does: an in-app → delay
+/// (one day) → email trigger shows the email job pending at once, the delay queued until its day, and a
+/// cancel settles both.
+async fn every_step_shows_from_the_trigger(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Tomorrow", "workflowId": "tomorrow", "steps": [
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "today"}},
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "days"}},
+            {"name": "Mail", "stepId": "mail", "type": "email", "controlValues": {"subject": "s", "body": "b"}}
+        ]}),
+    )
+    .await;
+    let (_, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "tomorrow", "to": "pia", "transactionId": "t-tomorrow"}),
+        )
+        .await;
+    assert_eq!(out["status"], "processed");
+    // At once: three jobs, the email pending whatever the first is doing (the delay is pending until the
+    // in-app step completes, then queued).
+    let n = notification_now(&app, "t-tomorrow").await;
+    let now = job_statuses(&n);
+    assert_eq!(now.len(), 3, "{n}");
+    assert!(matches!(now[1].as_str(), "pending" | "queued"), "{now:?}");
+    assert_eq!(now[2], "pending");
+    // Once the in-app step ran: the delay waits for its day, the email still pending.
+    let n = eventually(|| async {
+        let n = notification_now(&app, "t-tomorrow").await;
+        (job_statuses(&n)[0] == "completed").then_some(n)
+    })
+    .await;
+    assert_eq!(job_statuses(&n), ["completed", "queued", "pending"]);
+    let jobs = n["jobs"].as_array().unwrap();
+    let types: Vec<&str> = jobs.iter().map(|j| j["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["in_app", "delay", "email"]);
+    let run_at = |j: &serde_json::Value| {
+        tidings::domain::Timestamp::parse(j["runAt"].as_str().unwrap())
+            .unwrap()
+            .0
+    };
+    let day = 86_400_000;
+    let waits = run_at(&jobs[1]) - tidings::domain::Timestamp::now().0;
+    assert!(waits > day - 60_000 && waits <= day, "{}", jobs[1]);
+    let mail = &jobs[2];
+    assert_eq!(mail["step"]["stepId"], "mail");
+    assert_eq!(
+        mail["step"]["controlVariables"],
+        json!({"subject": "s", "body": "b"})
+    );
+    assert_eq!(mail["executionDetails"], json!([]), "nothing ran yet");
+    assert_eq!(
+        mail["providerId"], "svc-email",
+        "no email integration: the channel default"
+    );
+    // The recipient given as a string shows as an object; unknown names are left out.
+    assert_eq!(n["to"], json!({"subscriberId": "pia"}));
+    assert_eq!(
+        n["subscriber"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["_id", "subscriberId"]
+    );
+    // Canceling settles the steps not run yet.
+    let (status, canceled) = app.delete("/v1/events/trigger/t-tomorrow").await;
+    assert_eq!((status, canceled), (StatusCode::OK, json!(true)));
+    let n = notification_now(&app, "t-tomorrow").await;
+    assert_eq!(job_statuses(&n), ["completed", "canceled", "canceled"]);
+    let last = &n["jobs"][2]["executionDetails"];
+    assert_eq!(last.as_array().unwrap().len(), 1, "{last}");
+    assert_eq!(last[0]["status"], "Warning");
+}
+db_test!(pending_steps, every_step_shows_from_the_trigger);
+
+/// A bulk trigger records every step's job of each of its events and recipients in its one transaction.
+async fn bulk_triggers_record_every_step(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Pair", "workflowId": "pair", "steps": [
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "later"}}
+        ]}),
+    )
+    .await;
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger/bulk",
+            json!({"events": [
+                {"name": "pair", "to": ["b1", "b2"], "transactionId": "t-bulk-1"},
+                {"name": "pair", "to": "b3", "transactionId": "t-bulk-2"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (_, page) = app.get("/v1/notifications?transactionId=t-bulk-1").await;
+    let items = page["data"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for n in items {
+        assert_eq!(job_statuses(n), ["queued", "pending"], "{n}");
+    }
+    let n = notification_now(&app, "t-bulk-2").await;
+    assert_eq!(job_statuses(&n), ["queued", "pending"]);
+}
+db_test!(bulk_pending, bulk_triggers_record_every_step);
+
+/// A digest reached after a first step merges a later event into the open window when the chain reaches
+/// it; the merged event's later steps are skipped, the window's chain delivers both events.
+async fn a_digest_reached_later_merges_and_skips_the_rest(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Mid", "workflowId": "mid", "steps": [
+            {"name": "First", "type": "in_app", "controlValues": {"body": "at once {{ payload.n }}"}},
+            {"name": "Collect", "stepId": "collect", "type": "digest", "controlValues": {"amount": 2, "unit": "seconds"}},
+            {"name": "Summary", "type": "in_app", "controlValues": {"body": "{{ steps.collect.eventCount }} events"}}
+        ]}),
+    )
+    .await;
+    for n in 1..=2 {
+        app.post(
+            "/v1/events/trigger",
+            json!({"name": "mid", "to": "mia", "payload": {"n": n}, "transactionId": format!("t-mid-{n}")}),
+        )
+        .await;
+        // The first event's digest window is open before the second event reaches its digest step.
+        eventually(|| async {
+            let n = notification_now(&app, &format!("t-mid-{n}")).await;
+            (job_statuses(&n)[0] == "completed").then_some(())
+        })
+        .await;
+    }
+    let second = settled(&app, "t-mid-2", 1).await;
+    assert_eq!(job_statuses(&second[0]), ["completed", "merged", "skipped"]);
+    let first = settled(&app, "t-mid-1", 1).await;
+    assert_eq!(
+        job_statuses(&first[0]),
+        ["completed", "completed", "completed"]
+    );
+    let messages = messages_of(&app, "mia").await;
+    let mut bodies: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, ["2 events", "at once 1", "at once 2"]);
+}
+db_test!(
+    digest_mid_chain,
+    a_digest_reached_later_merges_and_skips_the_rest
+);
+
+/// A step skipped by its filters lets the chain go on; a job keeps the step it was created with, so an
+/// edit of the workflow after the trigger reaches the next trigger, not the chain under way.
+async fn chains_keep_their_steps_and_go_past_filters(app: TestApp) {
+    let steps = |text: &str| {
+        json!({"name": "Edit", "workflowId": "edit", "steps": [
+            {"name": "Pros", "type": "in_app", "controlValues": {"body": "pro"},
+             "filters": [{"isNegated": false, "type": "GROUP", "value": "AND",
+               "children": [{"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"}]}]},
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "seconds"}},
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": text}}
+        ]})
+    };
+    workflow(&app, steps("first {{ payload.plan }}")).await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "edit", "to": "eve", "payload": {"plan": "free"}, "transactionId": "t-edit"}),
+    )
+    .await;
+    let (status, out) = app.put("/v2/workflows/edit", steps("second")).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let items = settled(&app, "t-edit", 1).await;
+    assert_eq!(
+        job_statuses(&items[0]),
+        ["skipped", "completed", "completed"]
+    );
+    let messages = messages_of(&app, "eve").await;
+    let bodies: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(bodies, ["first free"]);
+    assert_eq!(
+        items[0]["jobs"][2]["step"]["controlVariables"]["body"],
+        "first {{ payload.plan }}"
+    );
+}
+db_test!(step_snapshots, chains_keep_their_steps_and_go_past_filters);
+
+/// An email job names the provider of the integration that handled it (a failover included), and before
+/// its delivery the provider of the integration delivery tries first.
+async fn email_jobs_name_the_provider_that_handled_them(app: TestApp) {
+    use crate::support::receiver::{Receiver, Reply};
+    let broken = Receiver::start().await;
+    broken.always(Reply::status(500));
+    app.integration(
+        json!({"providerId": "email-webhook", "channel": "email", "active": true,
+        "identifier": "main", "name": "main", "primary": true,
+        "credentials": {"webhookUrl": format!("{}/main", broken.url), "from": "app@example.com"}}),
+    )
+    .await;
+    let smtp = crate::support::smtp::SmtpServer::start().await;
+    app.integration(
+        json!({"providerId": "nodemailer", "channel": "email", "active": true,
+        "identifier": "smtp", "name": "smtp",
+        "credentials": {"host": smtp.host, "port": smtp.port.to_string(), "secure": false,
+            "ignoreTls": true, "from": "app@example.com"}}),
+    )
+    .await;
+    workflow(
+        &app,
+        json!({"name": "Mailer", "workflowId": "mailer", "steps": [
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "seconds"}},
+            {"name": "Mail", "type": "email", "controlValues": {"subject": "Hi", "body": "<p>Hello</p>"}}
+        ]}),
+    )
+    .await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "mailer", "to": {"subscriberId": "ned", "email": "ned@example.com"},
+            "transactionId": "t-mailer"}),
+    )
+    .await;
+    let n = notification_now(&app, "t-mailer").await;
+    assert_eq!(n["jobs"][1]["status"], "pending");
+    assert_eq!(
+        n["jobs"][1]["providerId"], "email-webhook",
+        "the primary integration's"
+    );
+    let items = settled(&app, "t-mailer", 1).await;
+    let mail = &items[0]["jobs"][1];
+    assert_eq!(mail["status"], "completed", "{mail}");
+    assert_eq!(smtp.wait_for(1).await.len(), 1);
+    assert_eq!(mail["providerId"], "nodemailer", "{mail}");
+    let details = mail["executionDetails"].as_array().unwrap();
+    let last = details.last().unwrap();
+    assert_eq!(
+        (last["status"].clone(), last["providerId"].clone()),
+        (json!("Success"), json!("nodemailer"))
+    );
+}
+db_test!(job_provider, email_jobs_name_the_provider_that_handled_them);

@@ -44,6 +44,7 @@ sdk_test!(integrations, "integrations.py");
 sdk_test!(workflows, "workflows.py");
 sdk_test!(messages, "messages.py");
 sdk_test!(trigger, "trigger.py");
+sdk_test!(notifications, "notifications.py");
 
 /// Which official SDK runs a contract scenario.
 #[derive(Clone, Copy)]

@@ -39,6 +39,34 @@ struct StepRef<'a> {
     should_stop_on_fail: bool,
 }
 
+/// The `to` member of a notification from the stored recipient: an object as it was given, a
+/// subscriberId given as a string as `{"subscriberId": …}` (as Novu stores it; the SDKs' models want an
+/// object). `None` (the member is left out) for anything else.
+pub(crate) fn to_member(stored: &str) -> Option<Cow<'_, str>> {
+    match stored.trim_start().as_bytes().first() {
+        Some(b'{') => Some(Cow::Borrowed(stored)),
+        Some(b'"') => Some(Cow::Owned(format!("{{\"subscriberId\":{stored}}}"))),
+        _ => None,
+    }
+}
+
+/// The `digest` member of a digest job as Novu's DigestMetadata has it: `type` always (`regular` for a
+/// job stored without one, as merged jobs once were), members stored as `null` left out.
+pub(crate) fn digest_member(stored: &str) -> String {
+    let mut digest = match serde_json::from_str::<serde_json::Value>(stored) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    digest.retain(|_, v| !v.is_null());
+    if !matches!(
+        digest.get("type").and_then(serde_json::Value::as_str),
+        Some("regular" | "backoff" | "timed")
+    ) {
+        digest.insert("type".into(), "regular".into());
+    }
+    serde_json::Value::Object(digest).to_string()
+}
+
 /// A notification of the page: its members before `subscriber` and after `jobs`, already written, and
 /// what the members in between need.
 struct Note {
@@ -330,9 +358,11 @@ impl ActivitySink for ActivityJson {
         let head = start..self.buf.len();
         let start = self.buf.len();
         let mut obj = JsonObject::continued(&mut self.buf);
-        obj.raw("payload", n.payload)
-            .raw("to", n.to.unwrap_or("null"))
-            .raw("tags", n.tags)
+        obj.raw("payload", n.payload);
+        if let Some(to) = n.to.and_then(to_member) {
+            obj.raw("to", &to);
+        }
+        obj.raw("tags", n.tags)
             .raw("topics", "[]")
             .str("severity", n.severity)
             .bool("critical", n.critical)
@@ -357,10 +387,10 @@ impl ActivitySink for ActivityJson {
         let mut obj = JsonObject::open(&mut self.buf);
         obj.str("_id", s.id)
             .str("subscriberId", s.subscriber_id)
-            .opt_str("firstName", s.first_name)
-            .opt_str("lastName", s.last_name)
-            .opt_str("email", s.email)
-            .opt_str("phone", s.phone);
+            .some_str("firstName", s.first_name)
+            .some_str("lastName", s.last_name)
+            .some_str("email", s.email)
+            .some_str("phone", s.phone);
         obj.close();
         self.subscribers
             .insert(s.id.to_owned(), start..self.buf.len());
@@ -382,7 +412,7 @@ impl ActivitySink for ActivityJson {
         let mut obj = JsonObject::open(&mut self.buf);
         obj.str("_id", j.id).str("type", step_type.as_str());
         if let Some(digest) = j.digest.filter(|_| step_type == StepType::Digest) {
-            obj.raw("digest", digest);
+            obj.raw("digest", &digest_member(digest));
         }
         obj.key("executionDetails").push(b'[');
         let head = start..self.buf.len();
@@ -588,7 +618,7 @@ mod tests {
             digest: j
                 .digest
                 .filter(|_| step.step_type == StepType::Digest)
-                .map(raw),
+                .map(|d| raw(&digest_member(d))),
             execution_details: details.into_iter().map(detail_out).collect(),
             step: JobStepOut {
                 id: step.id.into_owned(),
@@ -642,7 +672,7 @@ mod tests {
             },
             jobs,
             payload: raw(n.payload),
-            to: n.to.map(raw),
+            to: n.to.and_then(to_member).map(|t| raw(&t)),
             tags: raw(n.tags),
             topics: Vec::new(),
             severity: n.severity.into(),
@@ -733,6 +763,29 @@ mod tests {
             one["subscriber"],
             serde_json::json!({"_id": "gone", "subscriberId": "ada"})
         );
+    }
+
+    #[test]
+    fn recipients_and_digests_take_the_shapes_the_sdks_want() {
+        assert_eq!(
+            to_member(r#""ada""#).as_deref(),
+            Some(r#"{"subscriberId":"ada"}"#)
+        );
+        assert_eq!(
+            to_member(r#"{"subscriberId":"ada","email":"a@x.io"}"#).as_deref(),
+            Some(r#"{"subscriberId":"ada","email":"a@x.io"}"#)
+        );
+        assert_eq!(to_member("null"), None);
+        // A merged job stored before digests kept their metadata; nulls left out.
+        let merged: serde_json::Value =
+            serde_json::from_str(&digest_member(r#"{"mergedInto":"j1"}"#)).unwrap();
+        assert_eq!(
+            merged,
+            serde_json::json!({"type": "regular", "mergedInto": "j1"})
+        );
+        let stored = r#"{"type":"backoff","amount":null,"unit":null,"digestKey":null,"events":[]}"#;
+        let clean: serde_json::Value = serde_json::from_str(&digest_member(stored)).unwrap();
+        assert_eq!(clean, serde_json::json!({"type": "backoff", "events": []}));
     }
 
     #[test]

@@ -95,9 +95,13 @@ pub enum ActivitySubscriberOut {
         #[serde(rename = "_id")]
         id: String,
         subscriber_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
         first_name: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         last_name: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         email: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         phone: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
@@ -157,6 +161,8 @@ pub struct ActivityOut {
     pub jobs: Vec<JobOut>,
     #[schema(value_type = Object)]
     pub payload: Box<RawValue>,
+    /// The recipient as given (a subscriberId given as a string shows as `{"subscriberId": …}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub to: Option<Box<RawValue>>,
     #[schema(value_type = Vec<String>)]

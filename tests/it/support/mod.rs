@@ -359,9 +359,9 @@ pub async fn settled(app: &TestApp, transaction_id: &str, notifications: usize) 
             && items.iter().all(|n| {
                 n["jobs"].as_array().is_some_and(|jobs| {
                     !jobs.is_empty()
-                        && jobs
-                            .iter()
-                            .all(|j| !matches!(j["status"].as_str(), Some("queued" | "running")))
+                        && jobs.iter().all(|j| {
+                            !matches!(j["status"].as_str(), Some("pending" | "queued" | "running"))
+                        })
                 })
             });
         done.then_some(items)
