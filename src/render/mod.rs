@@ -15,6 +15,7 @@
 pub mod email_blocks;
 mod error;
 mod filters;
+mod sanitize;
 mod variables;
 mod view;
 
@@ -26,6 +27,7 @@ use liquid::reflection::ParserReflection;
 use serde_json::Value;
 
 pub use error::{RenderError, RenderErrorKind};
+pub use sanitize::{html_to_text, sanitize_html};
 pub use variables::{example_from_variables, variables_used, VarUse};
 
 use variables::FillPlan;
@@ -177,7 +179,7 @@ impl Renderer {
         globals: &Globals<'_>,
     ) -> Result<String, RenderError> {
         let compiled = self.compile(template)?;
-        let result = match &compiled.fill {
+        let render = |vars: &Value, globals: &Globals<'_>| match &compiled.fill {
             Some(plan) if plan.needs(vars, false) => {
                 let mut filled = vars.clone();
                 plan.apply(&mut filled, false);
@@ -185,7 +187,16 @@ impl Renderer {
             }
             _ => compiled.template.render(globals),
         };
-        result.map_err(|e| RenderError::from_liquid(&e, template, &self.filter_names))
+        match render(vars, globals) {
+            Ok(out) => Ok(out),
+            // A field of text or of a number (`actor.firstName` with `actor: "u2"`) renders empty,
+            // as in LiquidJS: render again with such values read as missing.
+            Err(e) => match variables::blank_scalar_parents(template, vars) {
+                Some(blanked) => render(&blanked, &Globals::new(&blanked)),
+                None => Err(e),
+            }
+            .map_err(|e| RenderError::from_liquid(&e, template, &self.filter_names)),
+        }
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache> {
