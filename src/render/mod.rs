@@ -15,6 +15,7 @@
 pub mod email_blocks;
 mod error;
 mod filters;
+pub mod inputs;
 mod sanitize;
 mod variables;
 mod view;
@@ -27,7 +28,9 @@ use liquid::reflection::ParserReflection;
 use serde_json::Value;
 
 pub use error::{RenderError, RenderErrorKind};
-pub use sanitize::{html_to_text, sanitize_html};
+pub use sanitize::{
+    html_to_text, sanitization_disabled, sanitize_html, sanitize_in_app, text_of_clean_html,
+};
 pub use variables::{example_from_variables, variables_used, VarUse};
 
 use variables::FillPlan;

@@ -103,6 +103,52 @@ pub fn sanitize_html(html: &str) -> Cow<'_, str> {
     })
 }
 
+/// Whether a step's controls turn output sanitisation off (`disableOutputSanitization: true`).
+pub fn sanitization_disabled(controls: &serde_json::Map<String, serde_json::Value>) -> bool {
+    controls
+        .get("disableOutputSanitization")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Sanitises a rendered in-app step in place, as upstream does with every string of it: text
+/// through [`sanitize_html`], and URL fields (`avatar`, any `url`) emptied when their scheme is
+/// not one links may use (`javascript:` and the like).
+pub fn sanitize_in_app(rendered: &mut serde_json::Value) {
+    sanitize_strings(rendered, None);
+}
+
+fn sanitize_strings(value: &mut serde_json::Value, key: Option<&str>) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if matches!(key, Some("avatar" | "url")) && !is_safe_url(s) {
+                s.clear();
+            } else if let Cow::Owned(clean) = sanitize_html(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| sanitize_strings(v, None)),
+        Value::Object(map) => map
+            .iter_mut()
+            .for_each(|(k, v)| sanitize_strings(v, Some(k.as_str()))),
+        _ => {}
+    }
+}
+
+/// A relative URL, or one whose scheme is among [`URL_SCHEMES`].
+fn is_safe_url(url: &str) -> bool {
+    let t = url.trim();
+    match t.find(':') {
+        // A colon after the first `/`, `?` or `#` is not a scheme separator.
+        Some(colon) if !t[..colon].contains(['/', '?', '#']) => {
+            let scheme = t[..colon].to_ascii_lowercase();
+            URL_SCHEMES.contains(&scheme.as_str())
+        }
+        _ => true,
+    }
+}
+
 fn clean(fragment: &str) -> String {
     policy().clean(fragment).to_string()
 }
@@ -305,9 +351,12 @@ const BLOCKS: &[&str] = &[
 /// differs, and no `<head>`, styles, scripts or images. The input is cleaned by [`sanitize_html`] first,
 /// so the scan below only meets well-formed, serialised HTML.
 pub fn html_to_text(html: &str) -> String {
-    let clean = sanitize_html(html);
+    text_of_clean_html(&sanitize_html(html))
+}
+
+/// [`html_to_text`] of HTML that [`sanitize_html`] already cleaned.
+pub fn text_of_clean_html(s: &str) -> String {
     let mut w = TextWriter::default();
-    let s = clean.as_ref();
     let bytes = s.as_bytes();
     let mut i = 0;
     let mut links: Vec<Option<String>> = Vec::new();
