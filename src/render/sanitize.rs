@@ -35,7 +35,6 @@ const GENERIC_ATTRIBUTES: &[&str] = &[
     "width",
     "height",
     "bgcolor",
-    "background",
     "border",
     "cellpadding",
     "cellspacing",
@@ -91,10 +90,13 @@ fn policy() -> &'static ammonia::Builder<'static> {
     })
 }
 
-/// `html` without anything that could run or load code (see the module docs). Text without any
-/// `<` cannot hold an element or an attribute, so it is returned as it is.
+/// `html` without anything that could run or load code (see the module docs).
+///
+/// HTML that holds nothing the policy would remove is returned as it is: text without `<`, and
+/// markup that [`Allowed::admits`] accepts. That check is a strict allow-list over the policy's
+/// own sets; anything it does not recognise goes through ammonia.
 pub fn sanitize_html(html: &str) -> Cow<'_, str> {
-    if !html.contains('<') {
+    if !html.contains('<') || allowed().admits(html) {
         return Cow::Borrowed(html);
     }
     Cow::Owned(match Document::split(html) {
@@ -146,6 +148,173 @@ fn is_safe_url(url: &str) -> bool {
             URL_SCHEMES.contains(&scheme.as_str())
         }
         _ => true,
+    }
+}
+
+/// The policy's sets, for the quick check that markup needs no cleaning.
+struct Allowed {
+    tags: HashSet<&'static str>,
+    generic: HashSet<&'static str>,
+    prefixes: Vec<&'static str>,
+    by_tag: std::collections::HashMap<&'static str, HashSet<&'static str>>,
+    values: std::collections::HashMap<
+        &'static str,
+        std::collections::HashMap<&'static str, HashSet<&'static str>>,
+    >,
+}
+
+fn allowed() -> &'static Allowed {
+    static ALLOWED: OnceLock<Allowed> = OnceLock::new();
+    ALLOWED.get_or_init(|| {
+        let p = policy();
+        Allowed {
+            tags: p.clone_tags(),
+            generic: p.clone_generic_attributes(),
+            prefixes: p
+                .clone_generic_attribute_prefixes()
+                .map(|s| s.into_iter().collect())
+                .unwrap_or_default(),
+            by_tag: p.clone_tag_attributes(),
+            values: p.clone_tag_attribute_values(),
+        }
+    })
+}
+
+impl Allowed {
+    /// True when ammonia would remove nothing from `html`: a doctype at the start, then only text,
+    /// allowed start tags with allowed attributes (quoted or plain values; `href`/`src` relative or
+    /// with an allowed scheme, written without character references or control characters), end
+    /// tags, and `<style>`/`<title>` text. Comments, `<!…>`/`<?…>` anywhere else, a `<` that starts
+    /// no tag, and anything unexpected answer false (and the caller cleans the HTML).
+    fn admits(&self, html: &str) -> bool {
+        let b = html.as_bytes();
+        let mut i = 0;
+        let rest = html.trim_start();
+        if starts_with_ci(rest, "<!doctype") {
+            let start = html.len() - rest.len();
+            match rest.find('>') {
+                Some(end) if !rest[1..end].contains('<') => i = start + end + 1,
+                _ => return false,
+            }
+        }
+        while let Some(off) = html[i..].find('<') {
+            let at = i + off;
+            let closing = b.get(at + 1) == Some(&b'/');
+            let name_start = at + 1 + usize::from(closing);
+            let mut j = name_start;
+            while j < b.len() && b[j].is_ascii_alphanumeric() {
+                j += 1;
+            }
+            if j == name_start || !b[name_start].is_ascii_alphabetic() {
+                return false;
+            }
+            let name = html[name_start..j].to_ascii_lowercase();
+            if !self.tags.contains(name.as_str()) {
+                return false;
+            }
+            if closing {
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if b.get(j) != Some(&b'>') {
+                    return false;
+                }
+                i = j + 1;
+                continue;
+            }
+            let Some(end) = self.attributes(html, &name, j) else {
+                return false;
+            };
+            i = end;
+            if name == "style" || name == "title" {
+                // Raw text up to the end tag (checked by the loop).
+                match find_ci_from(html, i, &format!("</{name}")) {
+                    Some(close) => i = close,
+                    None => return false,
+                }
+            }
+        }
+        true
+    }
+
+    /// Checks the attributes of the start tag `name` from `i`; the index after its `>`.
+    fn attributes(&self, html: &str, name: &str, mut i: usize) -> Option<usize> {
+        let b = html.as_bytes();
+        loop {
+            let before = i;
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            match b.get(i)? {
+                b'>' => return Some(i + 1),
+                b'/' if b.get(i + 1) == Some(&b'>') => return Some(i + 2),
+                _ if i == before => return None,
+                _ => {}
+            }
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'-' | b'_' | b':'))
+            {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+            let attr = html[start..i].to_ascii_lowercase();
+            let mut value = "";
+            if b.get(i) == Some(&b'=') {
+                i += 1;
+                match *b.get(i)? {
+                    q @ (b'"' | b'\'') => {
+                        let end = html[i + 1..].find(q as char)? + i + 1;
+                        value = &html[i + 1..end];
+                        i = end + 1;
+                    }
+                    _ => {
+                        let s = i;
+                        while i < b.len()
+                            && !b[i].is_ascii_whitespace()
+                            && !matches!(b[i], b'"' | b'\'' | b'<' | b'>' | b'=' | b'`')
+                        {
+                            i += 1;
+                        }
+                        if i == s {
+                            return None;
+                        }
+                        value = &html[s..i];
+                    }
+                }
+            }
+            if value.contains('<') || !self.attribute(name, &attr, value) {
+                return None;
+            }
+        }
+    }
+
+    fn attribute(&self, tag: &str, attr: &str, value: &str) -> bool {
+        let listed = self.generic.contains(attr)
+            || self.prefixes.iter().any(|p| attr.starts_with(p))
+            || self.by_tag.get(tag).is_some_and(|a| a.contains(attr));
+        let by_value = || {
+            self.values
+                .get(tag)
+                .and_then(|a| a.get(attr))
+                .is_some_and(|vs| vs.iter().any(|v| v.eq_ignore_ascii_case(value)))
+        };
+        if !listed && !by_value() {
+            return false;
+        }
+        // The attributes ammonia checks as URLs. Up to the first `/`, `?` or `#` (where a
+        // scheme ends), a character reference, a space or a control character could hide one.
+        if matches!(attr, "href" | "src" | "xlink:href") {
+            let head = value
+                .find(['/', '?', '#'])
+                .map_or(value, |end| &value[..end]);
+            return !head.contains('&')
+                && !head.chars().any(|c| c.is_control() || c.is_whitespace())
+                && is_safe_url(value);
+        }
+        true
     }
 }
 

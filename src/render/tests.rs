@@ -467,8 +467,15 @@ const ORDER_EMAIL: &str = include_str!("testdata/order-confirmation.html");
 
 #[test]
 fn sanitizing_keeps_a_legitimate_email_unchanged() {
+    // Nothing to remove: returned as it is, without running ammonia.
     let out = sanitize_html(ORDER_EMAIL);
+    assert!(matches!(out, std::borrow::Cow::Borrowed(_)));
     assert_eq!(out, ORDER_EMAIL);
+    // Ammonia's own pass over it changes nothing either.
+    let spaced = ORDER_EMAIL.replace("<body style=", "<!-- x --><body style=");
+    let cleaned = sanitize_html(&spaced);
+    assert!(matches!(cleaned, std::borrow::Cow::Owned(_)));
+    assert_eq!(cleaned, ORDER_EMAIL);
     // The same holds for a fragment (no document skeleton).
     let fragment = "<p style=\"color:#333\">Hi <b>Ada</b>, <a href=\"https://x.example/o?a=1&amp;b=2\" \
                     target=\"_blank\">your order</a><br><img src=\"cid:logo\" alt=\"Logo\" width=\"40\"></p>";
@@ -586,4 +593,63 @@ fn fields_of_text_and_numbers_render_empty() {
         out("{% if actor.firstName %}yes{% else %}no{% endif %}"),
         "no"
     );
+}
+
+#[test]
+fn markup_the_quick_check_does_not_admit_goes_through_ammonia() {
+    let dangerous = [
+        "<script>alert(1)</script>",
+        "<SCRIPT>alert(1)</SCRIPT>",
+        "<scr<script>ipt>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "<img src=\"x\" ONERROR=\"alert(1)\">",
+        "<a href=\"javascript:alert(1)\">x</a>",
+        "<a href=javascript:alert(1)>x</a>",
+        "<a href=\" javascript:alert(1)\">x</a>",
+        "<a href=\"java\tscript:alert(1)\">x</a>",
+        "<a href=\"&#106;avascript&#58;alert(1)\">x</a>",
+        "<a href=\"jav&#x61;script:alert(1)\">x</a>",
+        "<a href=\"javascript&#58;alert(1)\">x</a>",
+        "<a href=\"javascript&colon;alert(1)\">x</a>",
+        "<a href='data:text/html,<script>alert(1)</script>'>x</a>",
+        "<img src=\"vbscript:msgbox(1)\">",
+        "<iframe src=\"https://evil.example\"></iframe>",
+        "<svg><script>alert(1)</script></svg>",
+        "<math><mtext><script>alert(1)</script></mtext></math>",
+        "<meta http-equiv=\"refresh\" content=\"0;url=https://evil.example\">",
+        "<link rel=\"stylesheet\" href=\"javascript:alert(1)\">",
+        "<!-- <script>alert(1)</script> -->",
+        "<p>a</p><!--><script>alert(1)</script>-->",
+        "<![CDATA[<script>alert(1)</script>]]>",
+        "<form action=\"https://evil.example\"><input name=\"pw\"></form>",
+        "<object data=\"x.swf\"></object>",
+        "<embed src=\"x.swf\">",
+        "<base href=\"https://evil.example/\">",
+        "<p title=\"x\"onclick=\"alert(1)\">x</p>",
+        "<p/onclick=alert(1)>x</p>",
+        "<noscript><p title=\"</noscript><img src=x onerror=alert(1)>\"></noscript>",
+        "<style></style><script>alert(1)</script>",
+        "<title></title><img src=x onerror=alert(1)>",
+        "<p>1 < 2</p>",
+    ];
+    for html in dangerous {
+        let out = sanitize_html(html);
+        assert!(
+            matches!(out, std::borrow::Cow::Owned(_)),
+            "{html:?} was admitted unchanged"
+        );
+        let lower = out.to_ascii_lowercase();
+        for needle in [
+            "<script",
+            "onerror",
+            "onclick",
+            "javascript:",
+            "<iframe",
+            "vbscript",
+            "refresh",
+            "<svg",
+        ] {
+            assert!(!lower.contains(needle), "{html:?} -> {out:?}");
+        }
+    }
 }
