@@ -27,6 +27,7 @@ use crate::providers::{
     Outbound, ProviderError, PushMessage, SendContext, SmsMessage,
 };
 use crate::render::email_blocks::email_body_template;
+use crate::render::{html_to_text, sanitization_disabled, sanitize_html, text_of_clean_html};
 use crate::store::engine::{JobOutcome, Requeue};
 
 /// Retries of one integration after its first attempt, before failing over.
@@ -497,7 +498,7 @@ impl Runner {
                         .or_else(|| credentials.get("senderName")),
                     subject: content.subject.clone().unwrap_or_default(),
                     html: content.body.clone(),
-                    text: text(&channel_overrides, "text"),
+                    text: text(&channel_overrides, "text").or_else(|| content.text.clone()),
                     reply_to: text(&channel_overrides, "replyTo"),
                     cc: strings(channel_overrides.get("cc")),
                     bcc: strings(channel_overrides.get("bcc")),
@@ -845,6 +846,8 @@ impl Runner {
 struct Rendered {
     subject: Option<String>,
     body: String,
+    /// An email's plain-text alternative, derived from its HTML body.
+    text: Option<String>,
 }
 
 /// Renders the step's `subject` and `body` controls (an email body given as a block document becomes HTML).
@@ -888,7 +891,23 @@ fn render(
             channel.as_str()
         ));
     }
-    Ok(Rendered { subject, body })
+    // An email's HTML is sanitised unless the step says otherwise (the subject is a plain-text
+    // header, not HTML); its text part comes from the HTML as sent.
+    let (body, text) = if channel != Channel::Email {
+        (body, None)
+    } else if sanitization_disabled(controls) {
+        let text = html_to_text(&body);
+        (body, Some(text))
+    } else {
+        let clean = sanitize_html(&body).into_owned();
+        let text = text_of_clean_html(&clean);
+        (clean, Some(text))
+    };
+    Ok(Rendered {
+        subject,
+        body,
+        text: text.filter(|t| !t.is_empty()),
+    })
 }
 
 /// The integrations to try, in order: the one the overrides name (alone), else the environment's active

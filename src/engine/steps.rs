@@ -10,7 +10,11 @@ use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
 use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
-use crate::render::Renderer;
+use crate::render::inputs::{
+    actor_reference, actor_values, context_values, environment_values, subscriber_values,
+    template_variables, workflow_values, TemplateInputs,
+};
+use crate::render::{sanitization_disabled, sanitize_in_app, Renderer};
 use crate::store::engine::JobOutcome;
 use crate::store::Store;
 
@@ -29,6 +33,8 @@ pub struct Runner {
     pub(super) profile: WireProfile,
     /// First backoff of a provider retry (doubled on each further retry).
     pub(super) retry_base: std::time::Duration,
+    /// Environment names by id (for `env.name`).
+    env_names: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// What a worker read for its whole batch, handed to each job so that it need not read it again.
@@ -61,6 +67,7 @@ impl Runner {
             http,
             profile,
             retry_base,
+            env_names: Default::default(),
         }
     }
 
@@ -130,7 +137,7 @@ impl Runner {
                 fetched_subscriber.as_ref()
             }
         };
-        let subscriber_json = subscriber.map(subscriber_vars).unwrap_or(Value::Null);
+        let subscriber_json = subscriber.map(subscriber_values).unwrap_or(Value::Null);
 
         let filters: Vec<StepFilter> = job
             .step
@@ -170,20 +177,13 @@ impl Runner {
                 Chain::Continue
             };
             let mut outcome = finished(status::FAILED, vec![d]);
-            if let Chain::Continue = chain {
-                outcome.next = self.next_job(job, notification).await?;
-            }
-            attach_merge(&mut outcome, job);
+            self.chain(&mut outcome, chain, job, notification).await?;
             return Ok(outcome);
         }
 
-        let vars = json!({
-            "payload": job.payload,
-            "subscriber": subscriber_json,
-            "steps": steps_vars(job),
-            "context": Value::Object(Map::new()),
-            "actor": notification.actor.clone().unwrap_or(Value::Null),
-        });
+        let vars = self
+            .variables(job, notification, subscriber_json, &env)
+            .await?;
         let (mut outcome, chain) = match job.step.step_type {
             StepType::InApp => self.in_app(job, notification, &vars)?,
             StepType::Delay => {
@@ -265,6 +265,71 @@ impl Runner {
         Ok(())
     }
 
+    /// The template variables of `job`, built by the same [`template_variables`] as the step
+    /// preview: the trigger's payload, context and actor (a subscriber id is looked up), the
+    /// subscriber, the environment, earlier steps' outputs and the workflow.
+    async fn variables(
+        &self,
+        job: &Job,
+        n: &Notification,
+        subscriber: Value,
+        env: &EnvironmentId,
+    ) -> Result<Value> {
+        let context = if n.context_keys.is_empty() {
+            Value::Null
+        } else {
+            context_values(&self.store.get_contexts(env, &n.context_keys).await?)
+        };
+        let actor = match n.actor.as_ref().filter(|a| !a.is_null()) {
+            None => Value::Null,
+            Some(a) => {
+                let found = match actor_reference(a) {
+                    Some(id) => self.store.get_subscriber(env, id).await?,
+                    None => None,
+                };
+                actor_values(a, found.as_ref())
+            }
+        };
+        let workflow = self
+            .store
+            .get_workflow_cached(env, &job.workflow_ref)
+            .await?
+            .map_or(Value::Null, |w| workflow_values(&w));
+        Ok(template_variables(TemplateInputs {
+            payload: job.payload.clone(),
+            subscriber,
+            actor,
+            context,
+            env: self.environment_values(env).await?,
+            steps: steps_vars(job),
+            workflow,
+        }))
+    }
+
+    /// `env` of an environment; names never change, so each is read once per process.
+    async fn environment_values(&self, env: &EnvironmentId) -> Result<Value> {
+        let cached = self
+            .env_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(env.as_str())
+            .cloned();
+        let name = match cached {
+            Some(name) => name,
+            None => {
+                let Some(name) = self.store.environment_name(env).await? else {
+                    return Ok(Value::Null);
+                };
+                self.env_names
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(env.as_str().to_owned(), name.clone());
+                name
+            }
+        };
+        Ok(environment_values(&name))
+    }
+
     /// The job of the step after `job`, activated: its pending job from the trigger, with the step as it
     /// was then (as Novu does: an edit of the workflow reaches the next trigger, not the chains under way),
     /// or — a notification triggered before pending jobs existed — one made from the workflow's current
@@ -312,7 +377,12 @@ impl Runner {
     fn in_app(&self, job: &Job, n: &Notification, vars: &Value) -> Result<(JobOutcome, Chain)> {
         let controls = Value::Object(job.step.control_values.clone());
         let rendered = match self.renderer.render_value(&controls, vars) {
-            Ok(v) => v,
+            Ok(mut v) => {
+                if !sanitization_disabled(&job.step.control_values) {
+                    sanitize_in_app(&mut v);
+                }
+                v
+            }
             Err(e) => {
                 let d = detail(
                     job,
@@ -614,21 +684,6 @@ fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
         let event = json!({"id": job.transaction_id, "time": Timestamp::now().to_iso(), "payload": job.payload});
         outcome.merge_into = Some((open, event));
     }
-}
-
-/// The subscriber as templates and filters see it (the API's field names).
-fn subscriber_vars(s: &Subscriber) -> Value {
-    json!({
-        "subscriberId": s.subscriber_id,
-        "firstName": s.first_name,
-        "lastName": s.last_name,
-        "email": s.email,
-        "phone": s.phone,
-        "avatar": s.avatar,
-        "locale": s.locale,
-        "timezone": s.timezone,
-        "data": s.data.clone().unwrap_or(Value::Object(Map::new())),
-    })
 }
 
 /// `steps.<digestStepId>.events` / `eventCount` for steps after a digest.

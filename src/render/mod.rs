@@ -15,6 +15,8 @@
 pub mod email_blocks;
 mod error;
 mod filters;
+pub mod inputs;
+mod sanitize;
 mod variables;
 mod view;
 
@@ -26,6 +28,9 @@ use liquid::reflection::ParserReflection;
 use serde_json::Value;
 
 pub use error::{RenderError, RenderErrorKind};
+pub use sanitize::{
+    html_to_text, sanitization_disabled, sanitize_html, sanitize_in_app, text_of_clean_html,
+};
 pub use variables::{example_from_variables, variables_used, VarUse};
 
 use variables::FillPlan;
@@ -177,7 +182,7 @@ impl Renderer {
         globals: &Globals<'_>,
     ) -> Result<String, RenderError> {
         let compiled = self.compile(template)?;
-        let result = match &compiled.fill {
+        let render = |vars: &Value, globals: &Globals<'_>| match &compiled.fill {
             Some(plan) if plan.needs(vars, false) => {
                 let mut filled = vars.clone();
                 plan.apply(&mut filled, false);
@@ -185,7 +190,16 @@ impl Renderer {
             }
             _ => compiled.template.render(globals),
         };
-        result.map_err(|e| RenderError::from_liquid(&e, template, &self.filter_names))
+        match render(vars, globals) {
+            Ok(out) => Ok(out),
+            // A field of text or of a number (`actor.firstName` with `actor: "u2"`) renders empty,
+            // as in LiquidJS: render again with such values read as missing.
+            Err(e) => match variables::blank_scalar_parents(template, vars) {
+                Some(blanked) => render(&blanked, &Globals::new(&blanked)),
+                None => Err(e),
+            }
+            .map_err(|e| RenderError::from_liquid(&e, template, &self.filter_names)),
+        }
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache> {

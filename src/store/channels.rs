@@ -143,6 +143,31 @@ impl Store {
         Ok(())
     }
 
+    /// The stored contexts of `type:id` keys, in the keys' order (unknown keys are left out).
+    pub async fn get_contexts(
+        &self,
+        env: &EnvironmentId,
+        keys: &[String],
+    ) -> Result<Vec<ContextEntry>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some((kind, id)) = key.split_once(':') else {
+                continue;
+            };
+            let row: Option<(Option<Json<Value>>,)> = on_db!(self.r(), p => sqlx::query_as(
+                "select data from contexts where environment_id = $1 and context_type = $2 and context_id = $3")
+                .bind(env.as_str()).bind(kind).bind(id).fetch_optional(p).await)?;
+            if let Some((data,)) = row {
+                out.push(ContextEntry {
+                    kind: kind.to_owned(),
+                    id: id.to_owned(),
+                    data: data.map(|d| d.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn insert_connection(&self, c: &ChannelConnection) -> Result<Inserted> {
         let sealed = self.cipher().encrypt(c.access_token.as_bytes());
         let res = on_db!(self.w(), p => sqlx::query(

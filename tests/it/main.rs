@@ -15,5 +15,6 @@ mod preview;
 mod providers_chat;
 mod providers_email;
 mod providers_sms_push;
+mod rendering;
 mod subscribers;
 mod workflows;

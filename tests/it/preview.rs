@@ -57,9 +57,10 @@ async fn email_step(app: TestApp) {
         out["previewPayloadExample"]["payload"],
         json!({"orderId": "orderId", "items": [{"name": "name", "qty": "qty"}], "user": {"address": {"city": "city"}}})
     );
+    // Only the fields a preview payload's subscriber may hold (spec §2.8): no subscriberId.
     assert_eq!(
         out["previewPayloadExample"]["subscriber"],
-        json!({"subscriberId": "123456", "firstName": "John", "lastName": "Doe", "email": "user@example.com",
+        json!({"firstName": "John", "lastName": "Doe", "email": "user@example.com",
                "phone": "+1234567890", "avatar": "https://example.com/avatar.png", "locale": "en_US",
                "timezone": "America/New_York", "data": {}})
     );

@@ -329,7 +329,7 @@ async fn sendgrid_mail_send(app: TestApp) {
             "from": {"email": "news@acme.test", "name": "Acme News"},
             "reply_to": {"email": "help@acme.test"},
             "subject": "Order A-17 shipped",
-            "content": [{"type": "text/html", "value": "<p>Hello Ann</p>"}],
+            "content": [{"type": "text/plain", "value": "Hello Ann"}, {"type": "text/html", "value": "<p>Hello Ann</p>"}],
         }),
     );
     assert_sent(&job, &message, "sendgrid", Some("sg-Ab12"));
@@ -426,6 +426,7 @@ async fn mailgun_messages(app: TestApp) {
         ("subject", "Order A-17 shipped"),
         ("html", "<p>Hello Ann</p>"),
         ("to", "ann@example.com"),
+        ("text", "Hello Ann"),
         ("cc", "carl@example.com"),
         ("bcc", "bea@example.com"),
         ("h:Reply-To", "help@acme.test"),
@@ -500,6 +501,7 @@ async fn postmark_email(app: TestApp) {
             "ReplyTo": "help@acme.test",
             "Subject": "Order A-17 shipped",
             "HtmlBody": "<p>Hello Ann</p>",
+            "TextBody": "Hello Ann",
         })
     );
     assert_sent(&job, &message, "postmark", Some(id));
@@ -543,6 +545,7 @@ async fn resend_emails(app: TestApp) {
             "reply_to": "help@acme.test",
             "subject": "Order A-17 shipped",
             "html": "<p>Hello Ann</p>",
+            "text": "Hello Ann",
             "tags": [{"name": "kind", "value": "order"}],
             "scheduled_at": "in 1 min",
         })
@@ -570,6 +573,7 @@ async fn mailersend_email(app: TestApp) {
             "reply_to": {"email": "help@acme.test"},
             "subject": "Order A-17 shipped",
             "html": "<p>Hello Ann</p>",
+            "text": "Hello Ann",
         }),
     );
     assert_sent(&job, &message, "mailersend", Some(id));
