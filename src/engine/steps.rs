@@ -8,7 +8,7 @@ use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{status, Job, Message, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
-use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
+use crate::domain::{new_object_id, skip, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
     actor_reference, actor_values, context_values, environment_values, subscriber_values,
@@ -159,6 +159,15 @@ impl Runner {
             return Ok(outcome);
         }
 
+        let vars = self
+            .variables(job, notification, subscriber_json, &env)
+            .await?;
+        if !job.step.issues.controls.contains_key("skip") {
+            if let Some(outcome) = self.condition(job, notification, &vars).await? {
+                return Ok(outcome);
+            }
+        }
+
         if !job.step.issues.is_empty() {
             // Saved with issues (as Novu keeps such workflows): say why instead of failing to render.
             let d = detail(
@@ -181,9 +190,6 @@ impl Runner {
             return Ok(outcome);
         }
 
-        let vars = self
-            .variables(job, notification, subscriber_json, &env)
-            .await?;
         let (mut outcome, chain) = match job.step.step_type {
             StepType::InApp => self.in_app(job, notification, &vars)?,
             StepType::Delay => {
@@ -224,6 +230,61 @@ impl Runner {
         };
         self.chain(&mut outcome, chain, job, notification).await?;
         Ok(outcome)
+    }
+
+    /// The step condition (`controlValues.skip`, JSON Logic over the template variables): `None` when the
+    /// step runs (no condition, or it holds), else the finished outcome: `skipped` when it is false (the
+    /// chain goes on, as after unmatched `filters`), `failed` when it cannot be evaluated (a workflow
+    /// saved before conditions were checked).
+    async fn condition(
+        &self,
+        job: &Job,
+        notification: &Notification,
+        vars: &Value,
+    ) -> Result<Option<JobOutcome>> {
+        let Some(condition) = job
+            .step
+            .control_values
+            .get("skip")
+            .filter(|s| skip::is_set(Some(s)))
+        else {
+            return Ok(None);
+        };
+        let (status, chain, d) = match skip::step_runs(Some(condition), vars, chrono::Utc::now()) {
+            Ok(true) => return Ok(None),
+            Ok(false) => {
+                let raw = json!({
+                    "skip": condition,
+                    "values": skip::read_variables(condition, vars),
+                });
+                let d = detail(
+                    job,
+                    "Success",
+                    "Internal",
+                    "Step skipped: its condition (controlValues.skip) is false",
+                    Some(raw.to_string()),
+                );
+                (status::SKIPPED, Chain::Continue, d)
+            }
+            Err(e) => {
+                let d = detail(
+                    job,
+                    "Failed",
+                    "Internal",
+                    format!("The step's condition (controlValues.skip) cannot be evaluated: {e}"),
+                    None,
+                );
+                let chain = if job.step.should_stop_on_fail {
+                    Chain::Stop
+                } else {
+                    Chain::Continue
+                };
+                (status::FAILED, chain, d)
+            }
+        };
+        let mut outcome = finished(status, vec![d]);
+        self.chain(&mut outcome, chain, job, notification).await?;
+        Ok(Some(outcome))
     }
 
     /// What the outcome of `job` does to the notification's later jobs: activates the next one when the

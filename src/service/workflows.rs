@@ -11,7 +11,7 @@ use crate::domain::workflow::{
     is_identifier, slugify, validate_controls, validate_preferences, ContentIssue, IssueType,
     Severity, Step, StepIssues, StepType, Workflow,
 };
-use crate::domain::{new_object_id, Tenant, Timestamp};
+use crate::domain::{new_object_id, skip, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::email_body_template;
 use crate::render::{RenderError, Renderer};
@@ -171,12 +171,17 @@ fn build(
 }
 
 /// The issues of a step's controls: every string that the renderer used by delivery and preview cannot
-/// parse, keyed by its control path (`body`, `primaryAction.label`, `headers.0`). An email body given as a
-/// block document is checked as the HTML template delivery makes of it.
+/// parse, keyed by its control path (`body`, `primaryAction.label`, `headers.0`), and what keeps the step
+/// condition (`skip`, JSON Logic: [`skip::check`]) from being evaluated. An email body given as a block
+/// document is checked as the HTML template delivery makes of it.
 pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIssues {
     let renderer = Renderer::shared();
     let mut issues = StepIssues::default();
     for (key, value) in controls {
+        if key == "skip" {
+            skip_issues(&mut issues, value);
+            continue;
+        }
         if step_type == StepType::Email && key == "body" {
             if let Some(body) = value.as_str() {
                 let editor = controls.get("editorType").and_then(Value::as_str);
@@ -198,6 +203,25 @@ pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIs
         check_value(renderer, &mut issues, key.clone(), value);
     }
     issues
+}
+
+/// The issues of a step condition (`controlValues.skip`), under the key `skip`.
+fn skip_issues(issues: &mut StepIssues, skip: &Value) {
+    for i in skip::check(skip) {
+        issues
+            .controls
+            .entry("skip".to_owned())
+            .or_default()
+            .push(ContentIssue {
+                issue_type: if i.missing_value {
+                    IssueType::MissingValue
+                } else {
+                    IssueType::IllegalVariableInControlValue
+                },
+                variable_name: (!i.path.is_empty()).then_some(i.path),
+                message: i.message,
+            });
+    }
 }
 
 fn check_value(renderer: &Renderer, issues: &mut StepIssues, path: String, value: &Value) {

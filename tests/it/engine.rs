@@ -1738,3 +1738,62 @@ async fn email_jobs_name_the_provider_that_handled_them(app: TestApp) {
     );
 }
 db_test!(job_provider, email_jobs_name_the_provider_that_handled_them);
+
+/// `controlValues.skip` (JSON Logic, as the SDKs' step models carry it): the step runs when the
+/// condition holds and is skipped (the chain goes on) when it does not; the condition reads the same
+/// variables as templates: payload, subscriber, context, actor (looked up by id) and env.
+async fn skip_conditions_decide_whether_a_step_runs(app: TestApp) {
+    app.subscriber("bob", json!({"firstName": "Bob"})).await;
+    workflow(
+        &app,
+        json!({"name": "Cond", "workflowId": "cond", "steps": [
+            {"name": "Pros", "type": "in_app", "controlValues": {"body": "pro {{ payload.plan }}",
+             "skip": {"and": [{"==": [{"var": "payload.plan"}, "pro"]}]}}},
+            {"name": "Everyone", "type": "in_app", "controlValues": {"body": "all {{ payload.plan }}"}},
+            {"name": "Acme", "type": "in_app", "controlValues": {"body": "acme {{ payload.plan }}",
+             "skip": {"and": [
+                {"==": [{"var": "context.tenant.id"}, "acme"]},
+                {"==": [{"var": "subscriber.firstName"}, "Ada"]},
+                {"==": [{"var": "actor.firstName"}, "Bob"]},
+                {"==": [{"var": "env.name"}, "Development"]},
+                {"==": [{"var": "subscriber.isOnline"}, false]}
+             ]}}}
+        ]}),
+    )
+    .await;
+    let trigger = |tx: &str, plan: &str, tenant: &str| {
+        json!({"name": "cond", "to": {"subscriberId": "ada", "firstName": "Ada"}, "actor": "bob",
+               "context": {"tenant": tenant}, "payload": {"plan": plan}, "transactionId": tx})
+    };
+    let (status, out) = app
+        .post("/v1/events/trigger", trigger("t-free", "free", "other"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let items = settled(&app, "t-free", 1).await;
+    assert_eq!(job_statuses(&items[0]), ["skipped", "completed", "skipped"]);
+    let skipped = &items[0]["jobs"][0]["executionDetails"];
+    let last = skipped.as_array().unwrap().last().unwrap();
+    assert_eq!(
+        last["detail"],
+        "Step skipped: its condition (controlValues.skip) is false"
+    );
+    let raw: serde_json::Value = serde_json::from_str(last["raw"].as_str().unwrap()).unwrap();
+    assert_eq!(raw["values"], json!({"payload.plan": "free"}));
+    assert_eq!(
+        items[0]["jobs"][0]["step"]["controlVariables"]["skip"]["and"][0]["=="][1],
+        "pro"
+    );
+
+    app.post("/v1/events/trigger", trigger("t-pro", "pro", "acme"))
+        .await;
+    let items = settled(&app, "t-pro", 1).await;
+    assert_eq!(
+        job_statuses(&items[0]),
+        ["completed", "completed", "completed"]
+    );
+    let messages = messages_of(&app, "ada").await;
+    let mut bodies: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, ["acme pro", "all free", "all pro", "pro pro"]);
+}
+db_test!(skip_condition, skip_conditions_decide_whether_a_step_runs);

@@ -685,3 +685,93 @@ async fn broken_templates_are_saved_with_issues(app: TestApp) {
     assert!(w["steps"][0]["issues"]["controls"]["body"].is_array());
 }
 db_test!(issues, broken_templates_are_saved_with_issues);
+
+/// A step condition (`controlValues.skip`) that cannot be evaluated is saved as a step issue under
+/// `skip` (status ERROR), naming where in the expression; the job reaching the step fails saying so.
+/// A valid condition is stored as sent and raises no issue.
+async fn malformed_skip_conditions_are_step_issues(app: TestApp) {
+    let body = json!({"name": "Cond", "steps": [
+        {"name": "Bad", "type": "in_app", "controlValues": {"body": "hi",
+         "skip": {"and": [{"regex": [{"var": "payload.plan"}, "p.*"]}, {"==": [{"var": "plan"}, "pro"]},
+                          {"==": [{"var": "payload.plan"}]}]}}},
+        {"name": "Text", "type": "sms", "controlValues": {"body": "hi", "skip": "payload.plan == pro"}},
+        {"name": "Good", "type": "chat", "controlValues": {"body": "hi",
+         "skip": {"and": [{"==": [{"var": "payload.plan"}, "{{ not liquid"]}]}}}
+    ]});
+    let (status, w) = app.post("/v2/workflows", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert_eq!(w["status"], "ERROR");
+    let issues = &w["steps"][0]["issues"]["controls"];
+    assert_eq!(issues.as_object().unwrap().len(), 1, "{issues}");
+    let skip: Vec<(&str, &str)> = issues["skip"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["variableName"].as_str().unwrap(),
+                i["issueType"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skip,
+        [
+            ("and.0.regex", "ILLEGAL_VARIABLE_IN_CONTROL_VALUE"),
+            ("and.1.==.0.var", "ILLEGAL_VARIABLE_IN_CONTROL_VALUE"),
+            ("and.2.==", "ILLEGAL_VARIABLE_IN_CONTROL_VALUE"),
+        ],
+        "{issues}"
+    );
+    assert!(issues["skip"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Unknown operator \"regex\""));
+    assert!(issues["skip"][1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Unknown variable \"plan\""));
+    let text = &w["steps"][1]["issues"]["controls"]["skip"][0];
+    assert_eq!(text["issueType"], "ILLEGAL_VARIABLE_IN_CONTROL_VALUE");
+    assert!(text.get("variableName").is_none(), "{text}");
+    assert!(w["steps"][2].get("issues").is_none(), "{w}");
+    assert_eq!(
+        w["steps"][2]["controlValues"]["skip"]["and"][0]["=="][1],
+        "{{ not liquid"
+    );
+
+    app.subscriber("ann", json!({})).await;
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "cond", "to": "ann", "transactionId": "t-cond", "payload": {"plan": "pro"}}),
+    )
+    .await;
+    let items = settled(&app, "t-cond", 1).await;
+    let job = &items[0]["jobs"][0];
+    assert_eq!(job["status"], "failed", "{job}");
+    let failed = job["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["status"] == "Failed")
+        .unwrap_or_else(|| panic!("no failed detail: {job}"));
+    assert!(
+        failed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("skip: Unknown operator"),
+        "{failed}"
+    );
+
+    // Fixed, the issue goes.
+    let (status, fixed) = app
+        .put(
+            "/v2/workflows/cond",
+            json!({"name": "Cond", "steps": [{"name": "Bad", "type": "in_app", "controlValues": {
+                "body": "hi", "skip": {"!=": [{"var": "payload.plan"}, null]}}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{fixed}");
+    assert_eq!(fixed["status"], "ACTIVE", "{fixed}");
+}
+db_test!(skip_issues, malformed_skip_conditions_are_step_issues);
