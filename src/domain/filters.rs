@@ -394,6 +394,239 @@ fn between(field: &Value, operand: &str) -> bool {
     false
 }
 
+/// `StepFilter.type` values as the SDKs accept them.
+const FILTER_TYPES: [&str; 8] = [
+    "BOOLEAN",
+    "TEXT",
+    "DATE",
+    "NUMBER",
+    "STATEMENT",
+    "LIST",
+    "MULTI_LIST",
+    "GROUP",
+];
+
+/// `FieldFilterPart.operator` values.
+const OPERATORS: [&str; 14] = [
+    "LARGER",
+    "SMALLER",
+    "LARGER_EQUAL",
+    "SMALLER_EQUAL",
+    "EQUAL",
+    "NOT_EQUAL",
+    "ALL_IN",
+    "ANY_IN",
+    "NOT_IN",
+    "BETWEEN",
+    "NOT_BETWEEN",
+    "LIKE",
+    "NOT_LIKE",
+    "IN",
+];
+
+/// A step's `filters` in the shape both SDKs require (spec §2.5): every filter with `isNegated`,
+/// `type`, `value` (`AND`/`OR`) and `children`, every child with `field`, a string `value`,
+/// `operator` and `on`. Missing members get their defaults (`false`, `GROUP`, `AND`, `[]`; `""`,
+/// `EQUAL`, `payload`), a number or boolean `value` becomes its text and a list its JSON text, and
+/// other keys are dropped. What cannot be normalised is added to `v` under `field` (e.g.
+/// `steps[0].filters`) with the offending value: a filter or child that is not an object, an unknown
+/// enum value, a `children` that is not an array, a non-boolean `isNegated`, a missing `field`.
+pub fn normalize(v: &mut crate::error::Validation, field: &str, filters: &[Value]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(filters.len());
+    for (i, f) in filters.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        match normalize_filter(f, &at) {
+            Ok(f) => out.push(f),
+            Err(errors) => {
+                for (path, message, value) in errors {
+                    v.add(&path, message, value);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Stored `filters` as the activity shows them: [`normalize`]'s shape for rows saved before filters
+/// were normalised. A filter or child that cannot be normalised is left out (it could not have
+/// matched: an unknown operator or source never passes); text that is not a JSON array is `[]`.
+pub fn wire_filters(stored: &str) -> String {
+    let trimmed = stored.trim();
+    if trimmed == "[]" {
+        return "[]".to_owned();
+    }
+    let Ok(Value::Array(filters)) = serde_json::from_str::<Value>(trimmed) else {
+        return "[]".to_owned();
+    };
+    let mut out = Vec::with_capacity(filters.len());
+    for f in &filters {
+        let mut f = f.clone();
+        if let Some(obj) = f.as_object_mut() {
+            if let Some(Value::Array(children)) = obj.get_mut("children") {
+                children.retain(|c| normalize_child(c, "").is_ok());
+            }
+            for (key, allowed) in [("type", &FILTER_TYPES[..]), ("value", &["AND", "OR"][..])] {
+                let known = obj
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| allowed.contains(&t.to_ascii_uppercase().as_str()));
+                if !known {
+                    obj.remove(key);
+                }
+            }
+            if !obj.get("isNegated").is_some_and(Value::is_boolean) {
+                obj.remove("isNegated");
+            }
+        }
+        if let Ok(f) = normalize_filter(&f, "") {
+            out.push(f);
+        }
+    }
+    Value::Array(out).to_string()
+}
+
+type FieldErrors = Vec<(String, String, Value)>;
+
+fn normalize_filter(f: &Value, at: &str) -> Result<Value, FieldErrors> {
+    let Some(obj) = f.as_object() else {
+        return Err(vec![(
+            at.to_owned(),
+            "a step filter must be an object {isNegated, type, value, children}".into(),
+            f.clone(),
+        )]);
+    };
+    let mut errors = Vec::new();
+    let is_negated = match obj.get("isNegated") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            errors.push((
+                format!("{at}.isNegated"),
+                "isNegated must be a boolean".into(),
+                other.clone(),
+            ));
+            false
+        }
+    };
+    let kind = enum_member(obj, "type", &FILTER_TYPES, "GROUP", at, &mut errors);
+    let join = enum_member(obj, "value", &["AND", "OR"], "AND", at, &mut errors);
+    let mut children = Vec::new();
+    match obj.get("children") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (j, c) in items.iter().enumerate() {
+                match normalize_child(c, &format!("{at}.children[{j}]")) {
+                    Ok(c) => children.push(c),
+                    Err(mut e) => errors.append(&mut e),
+                }
+            }
+        }
+        Some(other) => errors.push((
+            format!("{at}.children"),
+            "children must be an array of {field, value, operator, on}".into(),
+            other.clone(),
+        )),
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(serde_json::json!({
+        "isNegated": is_negated,
+        "type": kind,
+        "value": join,
+        "children": children,
+    }))
+}
+
+fn normalize_child(c: &Value, at: &str) -> Result<Value, FieldErrors> {
+    let Some(obj) = c.as_object() else {
+        return Err(vec![(
+            at.to_owned(),
+            "a filter condition must be an object {field, value, operator, on}".into(),
+            c.clone(),
+        )]);
+    };
+    let mut errors = Vec::new();
+    let field = match obj.get("field") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        other => {
+            errors.push((
+                format!("{at}.field"),
+                "field is required: a dotted path into the payload or the subscriber".into(),
+                other.cloned().unwrap_or(Value::Null),
+            ));
+            String::new()
+        }
+    };
+    let value = match obj.get("value") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(_)) => {
+            errors.push((
+                format!("{at}.value"),
+                "value must be a string (a number, a boolean or a list is taken as its text)"
+                    .into(),
+                obj["value"].clone(),
+            ));
+            String::new()
+        }
+        Some(other) => other.to_string(),
+    };
+    let operator = enum_member(obj, "operator", &OPERATORS, "EQUAL", at, &mut errors);
+    let on = match obj.get("on") {
+        None | Some(Value::Null) => "payload".to_owned(),
+        Some(Value::String(s)) if s == "payload" || s == "subscriber" => s.clone(),
+        Some(other) => {
+            errors.push((
+                format!("{at}.on"),
+                "on must be one of subscriber, payload".into(),
+                other.clone(),
+            ));
+            String::new()
+        }
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(serde_json::json!({"field": field, "value": value, "operator": operator, "on": on}))
+}
+
+/// An enum member: absent or null → `default`; a string among `allowed` (any case) → its canonical
+/// spelling; anything else → an error naming the allowed values.
+fn enum_member(
+    obj: &serde_json::Map<String, Value>,
+    key: &str,
+    allowed: &[&str],
+    default: &str,
+    at: &str,
+    errors: &mut FieldErrors,
+) -> String {
+    match obj.get(key) {
+        None | Some(Value::Null) => default.to_owned(),
+        Some(Value::String(s)) => {
+            let upper = s.to_ascii_uppercase();
+            if allowed.contains(&upper.as_str()) {
+                upper
+            } else {
+                errors.push((
+                    format!("{at}.{key}"),
+                    format!("{key} must be one of {}", allowed.join(", ")),
+                    Value::String(s.clone()),
+                ));
+                String::new()
+            }
+        }
+        Some(other) => {
+            errors.push((
+                format!("{at}.{key}"),
+                format!("{key} must be one of {}", allowed.join(", ")),
+                other.clone(),
+            ));
+            String::new()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,6 +887,81 @@ mod tests {
         assert_eq!(wire["children"][0]["on"], json!("payload"));
         let back: StepFilter = serde_json::from_value(wire).unwrap();
         assert_eq!(back.children[..2], f.children[..2]);
+    }
+
+    #[test]
+    fn normalize_fills_defaults_and_names_bad_members() {
+        let mut v = crate::error::Validation::new();
+        let out = normalize(
+            &mut v,
+            "f",
+            &[
+                json!({"children": [{"field": "plan", "value": 5, "_id": "x"}]}),
+                json!({"isNegated": true, "type": "text", "value": "or",
+                       "children": [{"field": "tags", "value": ["a", "b"], "operator": "ANY_IN", "on": "subscriber"}]}),
+            ],
+        );
+        assert!(v.is_empty(), "{v}");
+        assert_eq!(
+            out,
+            [
+                json!({"isNegated": false, "type": "GROUP", "value": "AND",
+                       "children": [{"field": "plan", "value": "5", "operator": "EQUAL", "on": "payload"}]}),
+                json!({"isNegated": true, "type": "TEXT", "value": "OR",
+                       "children": [{"field": "tags", "value": "[\"a\",\"b\"]", "operator": "ANY_IN", "on": "subscriber"}]}),
+            ]
+        );
+        // What normalize writes reads back as the evaluator reads it.
+        let parsed: Vec<StepFilter> = out
+            .iter()
+            .map(|f| serde_json::from_value(f.clone()).unwrap())
+            .collect();
+        assert_eq!(parsed[1].children[0].operator, FilterOperator::AnyIn);
+
+        let mut v = crate::error::Validation::new();
+        let out = normalize(
+            &mut v,
+            "f",
+            &[
+                json!({"isNegated": "no", "type": "FANCY", "value": "XOR", "children": {}}),
+                json!({"children": [{"value": "x", "operator": "SOUNDS_LIKE", "on": "webhook"}, 3]}),
+                json!("filter"),
+            ],
+        );
+        assert!(out.is_empty());
+        let fields: Vec<&str> = v.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "f[0].isNegated",
+                "f[0].type",
+                "f[0].value",
+                "f[0].children",
+                "f[1].children[0].field",
+                "f[1].children[0].operator",
+                "f[1].children[0].on",
+                "f[1].children[1]",
+                "f[2]",
+            ]
+        );
+        assert_eq!(v.0[1].value, json!("FANCY"));
+    }
+
+    #[test]
+    fn wire_filters_make_old_rows_parse() {
+        assert_eq!(wire_filters("[]"), "[]");
+        assert_eq!(wire_filters("not json"), "[]");
+        let old = r#"[{"on":"payload"},{"value":"and","type":"x","children":[
+            {"field":"plan","value":"pro"},{"field":"a","operator":"IS_DEFINED","on":"webhook"}]}, 7]"#;
+        let out: Value = serde_json::from_str(&wire_filters(old)).unwrap();
+        assert_eq!(
+            out,
+            json!([
+                {"isNegated": false, "type": "GROUP", "value": "AND", "children": []},
+                {"isNegated": false, "type": "GROUP", "value": "AND",
+                 "children": [{"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"}]}
+            ])
+        );
     }
 
     #[test]

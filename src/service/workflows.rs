@@ -11,7 +11,7 @@ use crate::domain::workflow::{
     is_identifier, slugify, validate_controls, validate_preferences, ContentIssue, IssueType,
     Severity, Step, StepIssues, StepType, Workflow,
 };
-use crate::domain::{new_object_id, skip, Tenant, Timestamp};
+use crate::domain::{filters, new_object_id, skip, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::email_body_template;
 use crate::render::{RenderError, Renderer};
@@ -140,7 +140,9 @@ fn build(
         );
         let filters = match &s.filters {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) if items.iter().all(Value::is_object) => items.clone(),
+            Some(Value::Array(items)) => {
+                filters::normalize(&mut v, &format!("{field}.filters"), items)
+            }
             Some(other) => {
                 v.add(
                     &format!("{field}.filters"),

@@ -775,3 +775,77 @@ async fn malformed_skip_conditions_are_step_issues(app: TestApp) {
     assert_eq!(fixed["status"], "ACTIVE", "{fixed}");
 }
 db_test!(skip_issues, malformed_skip_conditions_are_step_issues);
+
+/// Step filters are normalised on save into the shape both SDKs require (`isNegated`, `type`, `value`,
+/// string `value`s, `operator`, `on`); an unknown enum value is a 422 naming the member. Filters stored
+/// before normalisation (an old row) are shown in that shape by the activity, and still evaluated.
+async fn step_filters_are_normalised(app: TestApp) {
+    let (status, w) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Filt", "steps": [{"name": "Pros", "type": "in_app", "controlValues": {"body": "hi"},
+                "filters": [{"value": "or", "children": [
+                    {"field": "plan", "value": "pro", "_id": "ignored"},
+                    {"field": "data.level", "value": 3, "operator": "LARGER_EQUAL", "on": "subscriber"}]}]}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert_eq!(
+        w["steps"][0]["filters"],
+        json!([{"isNegated": false, "type": "GROUP", "value": "OR", "children": [
+            {"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"},
+            {"field": "data.level", "value": "3", "operator": "LARGER_EQUAL", "on": "subscriber"}]}])
+    );
+
+    let (status, err) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "Bad", "steps": [{"type": "sms", "filters": [
+                {"type": "FANCY", "children": [{"field": "plan", "operator": "SOUNDS_LIKE", "on": "tenant"}, {"value": "x"}]}]}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let mut fields: Vec<&String> = err["errors"].as_object().unwrap().keys().collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "steps[0].filters[0].children[0].on",
+            "steps[0].filters[0].children[0].operator",
+            "steps[0].filters[0].children[1].field",
+            "steps[0].filters[0].type",
+        ],
+        "{err}"
+    );
+    assert_eq!(
+        err["errors"]["steps[0].filters[0].children[0].operator"]["value"],
+        "SOUNDS_LIKE"
+    );
+
+    // An old row: filters stored as they were sent before normalisation.
+    let env = &app.tenant.environment_id;
+    let mut stored = app.store.get_workflow(env, "filt").await.unwrap().unwrap();
+    stored.steps[0].filters = vec![json!({"children": [{"field": "plan", "value": "pro"}]})];
+    let expected = stored.version;
+    stored.version += 1;
+    assert!(app.store.update_workflow(&stored, expected).await.unwrap());
+    app.subscriber("fay", json!({})).await;
+    for (tx, plan) in [("t-f-pro", "pro"), ("t-f-free", "free")] {
+        app.post(
+            "/v1/events/trigger",
+            json!({"name": "filt", "to": "fay", "transactionId": tx, "payload": {"plan": plan}}),
+        )
+        .await;
+    }
+    let pro = settled(&app, "t-f-pro", 1).await;
+    assert_eq!(pro[0]["jobs"][0]["status"], "completed");
+    let free = settled(&app, "t-f-free", 1).await;
+    assert_eq!(free[0]["jobs"][0]["status"], "skipped");
+    let want = json!([{"isNegated": false, "type": "GROUP", "value": "AND", "children": [
+        {"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"}]}]);
+    assert_eq!(free[0]["jobs"][0]["step"]["filters"], want);
+    let id = free[0]["_id"].as_str().unwrap();
+    let (_, one) = app.get(&format!("/v1/notifications/{id}")).await;
+    assert_eq!(one["jobs"][0]["step"]["filters"], want, "{one}");
+}
+db_test!(filters_normalised, step_filters_are_normalised);

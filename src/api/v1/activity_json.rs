@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::wire::JsonObject;
+use crate::domain::filters::wire_filters;
 use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
 use crate::domain::workflow::StepType;
@@ -200,7 +201,12 @@ impl ActivityJson {
             .str("stepId", &step.step_id)
             .str("name", &step.name)
             .bool("active", true)
-            .raw("filters", step.filters.map_or("[]", RawValue::get))
+            .raw(
+                "filters",
+                &step
+                    .filters
+                    .map_or_else(|| "[]".to_owned(), |f| wire_filters(f.get())),
+            )
             .str("_templateId", &template_id)
             .raw("_parentId", "null")
             .bool("shouldStopOnFail", step.should_stop_on_fail)
@@ -625,7 +631,9 @@ mod tests {
                 step_id: step.step_id.into_owned(),
                 name: step.name.into_owned(),
                 active: true,
-                filters: raw(step.filters.map_or("[]", RawValue::get)),
+                filters: raw(&step
+                    .filters
+                    .map_or_else(|| "[]".to_owned(), |f| wire_filters(f.get()))),
                 template_id: "wf1".into(),
                 parent_id: None,
                 should_stop_on_fail: step.should_stop_on_fail,
