@@ -181,13 +181,17 @@ async function main() {
       check(OBJECT_ID.test(r.id), `create ${w.workflowId}: _id ${r.id}`);
     }
   });
-  // Step filters (spec §2.5 `filters`) have no field in the SDK's step models (they offer
-  // `controlValues.skip`, which Tidings does not read): this workflow is created with raw HTTP.
-  await group("workflows: create with a step filter (raw HTTP, no SDK field)", async () => {
-    await rawOk("POST", "/v2/workflows", { name: "Filtered", workflowId: "filtered", active: true, steps: [
-      { name: "pros", stepId: "pros", type: "in_app", controlValues: { body: "only for pros" },
-        filters: [{ isNegated: false, type: "GROUP", value: "AND", children: [{ field: "plan", value: "pro", operator: "EQUAL", on: "payload" }] }] },
-    ] }, 201);
+  // A step condition through the SDK's own `controlValues.skip` (JSON Logic): as in Novu, the step
+  // runs while the condition holds, so a trigger with plan "free" skips "pros" and the chain goes on.
+  await group("workflows: create with a step condition (controlValues.skip)", async () => {
+    const pros = { and: [{ "==": [{ var: "payload.plan" }, "pro"] }] };
+    const { wire } = await sdk("workflows.create filtered", () => novu.workflows.create({
+      name: "Filtered", workflowId: "filtered", active: true, steps: [
+        { name: "pros", stepId: "pros", type: "in_app", controlValues: { body: "only for pros", skip: pros } },
+        inApp("everyone", "for everyone"),
+      ] }));
+    eq(wire?.steps?.[0]?.controlValues?.skip, pros, "create filtered: skip stored as sent");
+    eq([wire?.status, "issues" in (wire?.steps?.[0] ?? {})], ["ACTIVE", false], "create filtered: no issues");
   });
 
   await group("workflows: get", async () => {
@@ -354,7 +358,9 @@ async function main() {
     eq(canceled.jobs.map((j) => j.status), ["completed", "canceled", "canceled"], "canceled: the rest of the chain");
   });
   await group("notifications: skipped", async () => {
-    eq((await retrieve("filtered")).jobs.map((j) => j.status), ["skipped"], "filtered: skipped");
+    const jobs = (await retrieve("filtered")).jobs;
+    eq(jobs.map((j) => j.status), ["skipped", "completed"], "filtered: the step whose condition is false is skipped");
+    eq(jobs[0].executionDetails.at(-1)?.detail, "Step skipped: its condition (controlValues.skip) is false", "filtered: the skip says why");
   });
   await group("notifications: failed", async () => {
     const f = await retrieve("failed");

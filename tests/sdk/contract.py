@@ -314,13 +314,18 @@ def main():
             check(OBJECT_ID.match(r.id), f"create {w['workflow_id']}: _id {r.id}")
     group("workflows: create (every step type)", workflows_create)
 
-    # Step filters (spec §2.5 `filters`) have no field in the SDK's step models (they offer
-    # `controlValues.skip`, which Tidings does not read): this workflow is created with raw HTTP.
-    group("workflows: create with a step filter (raw HTTP, no SDK field)", lambda: raw_ok("POST", "/v2/workflows", {
-        "name": "Filtered", "workflowId": "filtered", "active": True, "steps": [
-            {"name": "pros", "stepId": "pros", "type": "in_app", "controlValues": {"body": "only for pros"},
-             "filters": [{"isNegated": False, "type": "GROUP", "value": "AND",
-                          "children": [{"field": "plan", "value": "pro", "operator": "EQUAL", "on": "payload"}]}]}]}, 201))
+    # A step condition through the SDK's own `controlValues.skip` (JSON Logic): as in Novu, the step
+    # runs while the condition holds, so a trigger with plan "free" skips "pros" and the chain goes on.
+    def workflows_create_condition():
+        pros = {"and": [{"==": [{"var": "payload.plan"}, "pro"]}]}
+        _, wire = sdk("workflows.create filtered", lambda: novu.workflows.create(create_workflow_dto={
+            "name": "Filtered", "workflow_id": "filtered", "active": True, "steps": [
+                {"name": "pros", "step_id": "pros", "type": "in_app",
+                 "control_values": {"body": "only for pros", "skip": pros}},
+                in_app("everyone", "for everyone")]}))
+        eq(wire["steps"][0]["controlValues"]["skip"], pros, "create filtered: skip stored as sent")
+        eq((wire["status"], "issues" in wire["steps"][0]), ("ACTIVE", False), "create filtered: no issues")
+    group("workflows: create with a step condition (controlValues.skip)", workflows_create_condition)
 
     def workflows_get():
         _, wire = sdk("workflows.get hello", lambda: novu.workflows.get(workflow_id="hello"))
@@ -497,7 +502,12 @@ def main():
     group("notifications: pending steps shown from the start", pending)
     group("notifications: canceled", lambda: eq([j["status"] for j in retrieve("canceled")["jobs"]],
                                                 ["completed", "canceled", "canceled"], "canceled: the rest of the chain"))
-    group("notifications: skipped", lambda: eq([j["status"] for j in retrieve("filtered")["jobs"]], ["skipped"], "filtered: skipped"))
+    def skipped():
+        jobs = retrieve("filtered")["jobs"]
+        eq([j["status"] for j in jobs], ["skipped", "completed"], "filtered: the step whose condition is false is skipped")
+        eq(jobs[0]["executionDetails"][-1]["detail"], "Step skipped: its condition (controlValues.skip) is false",
+           "filtered: the skip says why")
+    group("notifications: skipped", skipped)
 
     def failed_job():
         j = retrieve("failed")["jobs"][0]
