@@ -436,7 +436,7 @@ impl Runner {
     }
 
     fn in_app(&self, job: &Job, n: &Notification, vars: &Value) -> Result<(JobOutcome, Chain)> {
-        let controls = Value::Object(job.step.control_values.clone());
+        let controls = template_controls(&job.step.control_values);
         let rendered = match self.renderer.render_value(&controls, vars) {
             Ok(mut v) => {
                 if !sanitization_disabled(&job.step.control_values) {
@@ -556,7 +556,7 @@ impl Runner {
                 },
             ))
         };
-        let controls = Value::Object(job.step.control_values.clone());
+        let controls = template_controls(&job.step.control_values);
         let rendered = match self.renderer.render_value(&controls, vars) {
             Ok(v) => v,
             Err(e) => return fail(format!("The request could not be rendered: {e}"), None),
@@ -745,6 +745,14 @@ fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
         let event = json!({"id": job.transaction_id, "time": Timestamp::now().to_iso(), "payload": job.payload});
         outcome.merge_into = Some((open, event));
     }
+}
+
+/// The controls a step renders: all but the condition (`skip` is JSON Logic, not a template, and is
+/// not checked as one).
+pub fn template_controls(controls: &Map<String, Value>) -> Value {
+    let mut controls = controls.clone();
+    controls.remove("skip");
+    Value::Object(controls)
 }
 
 /// `steps.<digestStepId>.events` / `eventCount` for steps after a digest.

@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 use crate::crypto::svc_signature;
 use crate::domain::workflow::{StepType, Workflow, TIME_UNITS};
 use crate::domain::{Tenant, Timestamp};
-use crate::engine::steps::request_body;
+use crate::engine::steps::{request_body, template_controls};
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::{email_body_template, BlockError};
 use crate::render::inputs::{
@@ -338,7 +338,7 @@ fn http_signature(
     t_ms: i64,
 ) -> Option<String> {
     let rendered = renderer
-        .render_value(&Value::Object(controls.clone()), vars)
+        .render_value(&template_controls(controls), vars)
         .ok()?;
     let method = rendered
         .get("method")

@@ -1748,7 +1748,8 @@ async fn skip_conditions_decide_whether_a_step_runs(app: TestApp) {
         &app,
         json!({"name": "Cond", "workflowId": "cond", "steps": [
             {"name": "Pros", "type": "in_app", "controlValues": {"body": "pro {{ payload.plan }}",
-             "skip": {"and": [{"==": [{"var": "payload.plan"}, "pro"]}]}}},
+             "skip": {"and": [{"==": [{"var": "payload.plan"}, "pro"]},
+                              {"!=": [{"var": "payload.plan"}, "{{ not a template"]}]}}},
             {"name": "Everyone", "type": "in_app", "controlValues": {"body": "all {{ payload.plan }}"}},
             {"name": "Acme", "type": "in_app", "controlValues": {"body": "acme {{ payload.plan }}",
              "skip": {"and": [
@@ -1779,6 +1780,7 @@ async fn skip_conditions_decide_whether_a_step_runs(app: TestApp) {
     );
     let raw: serde_json::Value = serde_json::from_str(last["raw"].as_str().unwrap()).unwrap();
     assert_eq!(raw["values"], json!({"payload.plan": "free"}));
+    assert_eq!(items[0]["jobs"][0]["step"].get("issues"), None);
     assert_eq!(
         items[0]["jobs"][0]["step"]["controlVariables"]["skip"]["and"][0]["=="][1],
         "pro"
