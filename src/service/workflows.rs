@@ -179,8 +179,7 @@ pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIs
     for (key, value) in controls {
         if step_type == StepType::Email && key == "body" {
             if let Some(body) = value.as_str() {
-                let editor = controls.get("editorType").and_then(Value::as_str);
-                match email_body_template(body, editor) {
+                match email_body_template(body) {
                     Ok(template) => check_string(renderer, &mut issues, key, &template),
                     Err(e) => issues
                         .controls
@@ -430,11 +429,20 @@ mod tests {
 
     #[test]
     fn an_email_body_is_checked_as_delivery_reads_it() {
+        // The Python SDK's default editorType with an HTML body: rendered as HTML, no issue.
         let blocks =
-            json!({"editorType": "block", "body": "<p>not a document</p>", "subject": "s"});
-        let issues = step_issues(StepType::Email, blocks.as_object().unwrap());
+            json!({"editorType": "block", "body": "<p>{{ payload.x }}</p>", "subject": "s"});
+        assert!(step_issues(StepType::Email, blocks.as_object().unwrap()).is_empty());
+        let broken = json!({"editorType": "block", "body": "<p>{{ payload.x </p>", "subject": "s"});
+        let issues = step_issues(StepType::Email, broken.as_object().unwrap());
         assert_eq!(
             issues.controls["body"][0].issue_type,
+            IssueType::IllegalVariableInControlValue
+        );
+        let bad_doc = json!({"body": r#"{"type": "doc", "content": [{"type": "variable", "attrs": {"id": "a }} {{ b"}}]}"#});
+        assert_eq!(
+            step_issues(StepType::Email, bad_doc.as_object().unwrap()).controls["body"][0]
+                .issue_type,
             IssueType::MissingValue
         );
         let html = json!({"editorType": "html", "body": "<p>{{ payload.x }}</p>", "subject": "s"});

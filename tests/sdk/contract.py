@@ -197,7 +197,8 @@ WORKFLOWS = [
     {"name": "All steps", "workflow_id": "all-steps", "steps": [
         in_app("inbox", "Hi {{ subscriber.firstName }}, order {{ payload.order }}"),
         {"name": "mail", "step_id": "mail", "type": "email",
-         "control_values": {"editor_type": "html", "subject": "Order {{ payload.order }}", "body": "<p>Hello {{ subscriber.firstName }}</p>"}},
+         # No editor_type: novu-py sends its default, "block", with this HTML body (rendered as HTML, as Novu does).
+         "control_values": {"subject": "Order {{ payload.order }}", "body": "<p>Hello {{ subscriber.firstName }}</p>"}},
         {"name": "text", "step_id": "text", "type": "sms", "control_values": {"body": "Order {{ payload.order }}"}},
         {"name": "chat", "step_id": "chat", "type": "chat", "control_values": {"body": "Order {{ payload.order }}"}},
         {"name": "push", "step_id": "push", "type": "push", "control_values": {"subject": "Order", "body": "Order {{ payload.order }}"}},
@@ -379,8 +380,15 @@ def main():
 
     def preview_email():
         _, wire = sdk("workflows.steps.generate_preview email", lambda: novu.workflows.steps.generate_preview(
-            workflow_id="all-steps", step_id="mail", generate_preview_request_dto={"preview_payload": {"payload": {"order": "A-2"}}}))
+            workflow_id="all-steps", step_id="mail", generate_preview_request_dto={
+                "preview_payload": {"payload": {"order": "A-2"}, "subscriber": {"first_name": "Ann"}}}))
         eq(wire["result"]["preview"].get("subject"), "Order A-2", "email preview subject")
+        body = wire["result"]["preview"].get("body") or ""
+        check("<p>Hello Ann</p>" in body, f"email preview body of an HTML body with editorType block: {body!r}")
+        w = raw_ok("GET", "/v2/workflows/all-steps")
+        mail = next(s for s in w["steps"] if s["stepId"] == "mail")
+        eq(mail["controlValues"].get("editorType"), "block", "the SDK's default editorType was sent")
+        eq((w["status"], mail.get("issues")), ("ACTIVE", None), "an HTML body with editorType block has no issues")
     group("workflows: step preview (email)", preview_email)
 
     # ------------------------------------------------------------------ triggers: every state
