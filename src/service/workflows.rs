@@ -196,7 +196,31 @@ pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIs
         }
         check_value(renderer, &mut issues, key.clone(), value);
     }
+    if step_type == StepType::InApp {
+        missing_action_labels(controls, &mut issues);
+    }
     issues
+}
+
+/// An in-app action without a `label`: Novu's control schema requires one (a button needs text), so it is a
+/// `MISSING_VALUE` issue on `<action>.label`.
+fn missing_action_labels(controls: &Map<String, Value>, issues: &mut StepIssues) {
+    for key in ["primaryAction", "secondaryAction"] {
+        let Some(action) = controls.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        if action.get("label").is_none_or(Value::is_null) {
+            issues
+                .controls
+                .entry(format!("{key}.label"))
+                .or_default()
+                .push(ContentIssue {
+                    issue_type: IssueType::MissingValue,
+                    variable_name: None,
+                    message: format!("`{key}` has no `label`: a button needs text"),
+                });
+        }
+    }
 }
 
 fn check_value(renderer: &Renderer, issues: &mut StepIssues, path: String, value: &Value) {
@@ -425,6 +449,25 @@ mod tests {
             .contains("payload.name"));
         let ok = json!({"body": "Hi {{ payload.name | upcase }}"});
         assert!(step_issues(StepType::Sms, ok.as_object().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn an_action_without_a_label_is_an_issue() {
+        let c = json!({"body": "b", "primaryAction": {"redirect": {"url": "https://x.test"}},
+                       "secondaryAction": {"label": "Later"}});
+        let issues = step_issues(StepType::InApp, c.as_object().unwrap());
+        let keys: Vec<&String> = issues.controls.keys().collect();
+        assert_eq!(keys, ["primaryAction.label"]);
+        assert_eq!(
+            issues.controls["primaryAction.label"][0].issue_type,
+            IssueType::MissingValue
+        );
+        let null = json!({"body": "b", "primaryAction": {"label": null}, "secondaryAction": null});
+        let keys: Vec<String> = step_issues(StepType::InApp, null.as_object().unwrap())
+            .controls
+            .into_keys()
+            .collect();
+        assert_eq!(keys, ["primaryAction.label"]);
     }
 
     #[test]

@@ -229,6 +229,12 @@ WORKFLOWS = [
     {"name": "Variables", "workflow_id": "variables",
      "steps": [in_app("vars", "env=[{{ env.name }}] tenant=[{{ context.tenant.id }}] actor=[{{ actor.firstName }}]")]},
     {"name": "Broken", "workflow_id": "broken", "steps": [in_app("broken", "Hi {{ payload.name ")]},
+    {"name": "Actions", "workflow_id": "actions", "steps": [{"name": "act", "step_id": "act", "type": "in_app", "control_values": {
+        "body": "Order {{ payload.order }}",
+        "primary_action": {"label": "Open {{ payload.order }}", "redirect": {"url": "https://example.com/o/{{ payload.order }}"}},
+        "secondary_action": {"label": "{{ payload.none }}"}}}]},
+    {"name": "No label", "workflow_id": "no-label", "steps": [{"name": "act", "step_id": "act", "type": "in_app", "control_values": {
+        "body": "Hi", "primary_action": {"redirect": {"url": "https://example.com/x"}}}}]},
 ]
 
 
@@ -414,6 +420,8 @@ def main():
         t("unsafe", {"workflow_id": "unsafe", "to": "ann", "payload": {"name": "<script>alert(1)</script>Ann"}})
         t("variables", {"workflow_id": "variables", "to": "ann", "actor": {"subscriber_id": "bob"},
                         "context": {"tenant": "acme"}, "payload": {}})
+        t("actions", {"workflow_id": "actions", "to": "ann", "payload": {"order": "A-9"}})
+        t("no-label", {"workflow_id": "no-label", "to": "ann", "payload": {}})
     group("events: trigger (to as string, object, list of both; actor object and string)", triggers)
 
     def bulk():
@@ -434,7 +442,8 @@ def main():
 
     def engine():
         settled(tx("all-steps"))
-        for k in ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables"]:
+        for k in ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables", "actions",
+                  "no-label"]:
             settled(tx(k))
         settled(tx("to-list"), 2)
         until("the digest fires", lambda: all(
@@ -575,6 +584,22 @@ def main():
         check(len(feed_items) >= 5, f"ann's feed: {len(feed_items)}")
         eq({m["channel"] for m in feed_items}, {"in_app"}, "feed items are in-app messages")
     group("subscribers: notifications feed", feed)
+
+    def actions():
+        # Every feed item above was parsed by the SDK's MessageButton; here the buttons' values.
+        [item] = [m for m in feed_items if m.get("transactionId") == tx("actions")] or [{}]
+        eq([(b["type"], b["content"]) for b in item.get("cta", {}).get("action", {}).get("buttons", [])],
+           [("primary", "Open A-9")], "buttons: the labelled action; the one whose label renders empty is left out")
+        eq(item.get("cta", {}).get("data", {}).get("url"), "https://example.com/o/A-9", "the primary action's redirect")
+        w = raw_ok("GET", "/v2/workflows/no-label")
+        issues = (w["steps"][0].get("issues") or {}).get("controls", {})
+        eq([(k, [i["issueType"] for i in v]) for k, v in issues.items()], [("primaryAction.label", ["MISSING_VALUE"])],
+           "an action without a label is a step issue")
+        eq(w["status"], "ERROR", "no-label: status")
+        [n] = settled(tx("no-label"))
+        eq([j["status"] for j in n["jobs"]], ["failed"], "no-label: the step with an issue fails, no message")
+        eq([m for m in feed_items if m.get("transactionId") == tx("no-label")], [], "no-label: nothing in the feed")
+    group("in-app actions: a button needs a label", actions)
     group("subscribers: unseen count", lambda: eq(
         novu.subscribers.notifications.unseen_count(subscriber_id="ann", seen=False).result.count,
         len([m for m in feed_items if not m["seen"]]), "unseen count"))
