@@ -56,6 +56,7 @@ async function settled(transactionId, count = 1, types = null) {
 }
 
 const inApp = (stepId, body) => ({ name: stepId, stepId, type: "in_app", controlValues: { subject: `Subject ${stepId}`, body } });
+const STRICT_SCHEMA = { type: "object", required: ["name"], properties: { name: { type: "string" } } };
 
 async function main() {
   // ------------------------------------------------------------------ integrations
@@ -174,6 +175,7 @@ async function main() {
       body: "Order {{ payload.order }}",
       primaryAction: { label: "Open {{ payload.order }}", redirect: { url: "https://example.com/o/{{ payload.order }}" } },
       secondaryAction: { label: "{{ payload.none }}" } } }] },
+    { name: "Strict", workflowId: "strict", validatePayload: true, payloadSchema: STRICT_SCHEMA, steps: [inApp("strict", "{{ payload.name }}")] },
     { name: "No label", workflowId: "no-label", steps: [{ name: "act", stepId: "act", type: "in_app", controlValues: {
       body: "Hi", primaryAction: { redirect: { url: "https://example.com/x" } } } }] },
   ];
@@ -279,6 +281,21 @@ async function main() {
       [[true, "processed", tx("bulk-1")], [true, "processed", tx("bulk-2")]], "bulk answers");
     triggered["bulk-1"] = tx("bulk-1");
     triggered["bulk-2"] = tx("bulk-2");
+  });
+
+  await group("events: the trigger routes' 400s parse in the SDK", async () => {
+    // @novu/api reads every 400 of the trigger routes as PayloadValidationExceptionDto.
+    let e = await expectError(() => novu.trigger({ workflowId: "strict", to: "ann", payload: { name: 7 } }),
+      errors.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects");
+    eq([e.type, e.errors.map((x) => [x.field, x.value, x.schemaPath])],
+      ["PAYLOAD_VALIDATION_ERROR", [["name", 7, "#/properties/name/type"]]], "payload validation: type and errors");
+    e = await expectError(() => novu.triggerBulk({ events: [{ workflowId: "strict", to: "ann", payload: {} }] }),
+      errors.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects");
+    eq(e.errors.map((x) => x.field), ["root.name"], "bulk: payload validation errors");
+    e = await expectError(() => novu.trigger({ workflowId: "hello", to: { subscriberId: "ann",
+      channels: [{ providerId: "expo", credentials: { deviceTokens: ["ExponentPushToken[z]"] } }] } }),
+      errors.PayloadValidationExceptionDto, 400, "to.channels with no active integration");
+    eq([e.type, e.errors.map((x) => x.field)], ["BAD_REQUEST", ["to.channels"]], "no integration: type and errors");
   });
 
   await group("events: cancel", async () => {

@@ -193,6 +193,8 @@ INTEGRATIONS = [
     {"name": "Temp", "identifier": "temp-sms", "provider_id": "twilio", "channel": "sms", "active": False, "check": False},
 ]
 
+STRICT_SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+
 WORKFLOWS = [
     {"name": "All steps", "workflow_id": "all-steps", "steps": [
         in_app("inbox", "Hi {{ subscriber.firstName }}, order {{ payload.order }}"),
@@ -233,6 +235,8 @@ WORKFLOWS = [
         "body": "Order {{ payload.order }}",
         "primary_action": {"label": "Open {{ payload.order }}", "redirect": {"url": "https://example.com/o/{{ payload.order }}"}},
         "secondary_action": {"label": "{{ payload.none }}"}}}]},
+    {"name": "Strict", "workflow_id": "strict", "validate_payload": True, "payload_schema": STRICT_SCHEMA,
+     "steps": [in_app("strict", "{{ payload.name }}")]},
     {"name": "No label", "workflow_id": "no-label", "steps": [{"name": "act", "step_id": "act", "type": "in_app", "control_values": {
         "body": "Hi", "primary_action": {"redirect": {"url": "https://example.com/x"}}}}]},
 ]
@@ -439,6 +443,22 @@ def main():
             j["type"] == "in_app" and j["status"] == "completed" for n in activity(tx("canceled")) for j in n["jobs"]))
         eq(novu.cancel(transaction_id=tx("canceled")).result, True, "cancel answers true")
     group("events: cancel", cancel)
+
+    def trigger_400s():
+        # novu-py reads every 400 of the trigger routes as PayloadValidationExceptionDto.
+        e = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "strict", "to": "ann", "payload": {"name": 7}}),
+                         models.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects")
+        eq((e.data.type, [(x.field, x.value, x.schema_path) for x in e.data.errors]),
+           ("PAYLOAD_VALIDATION_ERROR", [("name", 7, "#/properties/name/type")]), "payload validation: type and errors")
+        e = expect_error(lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+                             {"workflow_id": "strict", "to": "ann", "payload": {}}]}),
+                         models.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects")
+        eq([x.field for x in e.data.errors], ["root.name"], "bulk: payload validation errors")
+        e = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "hello", "to": {"subscriber_id": "ann",
+                             "channels": [{"provider_id": "expo", "credentials": {"device_tokens": ["ExponentPushToken[z]"]}}]}}),
+                         models.PayloadValidationExceptionDto, 400, "to.channels with no active integration")
+        eq((e.data.type, [x.field for x in e.data.errors]), ("BAD_REQUEST", ["to.channels"]), "no integration: type and errors")
+    group("events: the trigger routes' 400s parse in the SDK", trigger_400s)
 
     def engine():
         settled(tx("all-steps"))
