@@ -8,6 +8,7 @@ pub mod filters;
 pub mod id;
 pub mod integration;
 pub mod job;
+pub mod payload_schema;
 pub mod skip;
 pub mod subscriber;
 pub mod time;

@@ -860,12 +860,9 @@ fn render(
     let controls = &job.step.control_values;
     let get = |k: &str| controls.get(k).and_then(Value::as_str).unwrap_or_default();
     let body_template = if channel == Channel::Email {
-        email_body_template(
-            get("body"),
-            controls.get("editorType").and_then(Value::as_str),
-        )
-        .map_err(|e| e.message)?
-        .into_owned()
+        email_body_template(get("body"))
+            .map_err(|e| e.message)?
+            .into_owned()
     } else {
         get("body").to_owned()
     };

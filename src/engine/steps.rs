@@ -467,8 +467,18 @@ impl Runner {
             ("primaryAction", "primary"),
             ("secondaryAction", "secondary"),
         ] {
-            if let Some(a) = action(key) {
-                buttons.push(json!({"type": kind, "content": a.get("label").cloned().unwrap_or(Value::Null)}));
+            // As the preview: a button needs text, so an action whose label is missing or renders empty
+            // is left out (a missing label is also a step issue at save).
+            let label = action(key)
+                .and_then(|a| {
+                    a.get("label")
+                        .and_then(Value::as_str)
+                        .map(str::trim)
+                        .map(str::to_owned)
+                })
+                .filter(|l| !l.is_empty());
+            if let Some(label) = label {
+                buttons.push(json!({"type": kind, "content": label}));
             }
         }
         // The message's own redirect, else its primary action's.

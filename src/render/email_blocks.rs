@@ -31,30 +31,29 @@ const MAX_DEPTH: usize = 64;
 const FONT: &str =
     "font-family:-apple-system,BlinkMacSystemFont,'Segoe UI',Roboto,Helvetica,Arial,sans-serif";
 
-/// Whether `body` is a block-editor document: `editor_type` is `block`, or the body is a JSON
-/// object whose `type` is `doc`.
-pub fn is_block_document(body: &str, editor_type: Option<&str>) -> bool {
-    if editor_type == Some("block") {
-        return true;
-    }
+/// Whether `body` is a block-editor document: a JSON object whose `type` is `doc` and whose
+/// `content` is an array. As in Novu, `editorType` does not decide it: the Python SDK sends
+/// `editorType: "block"` on every email step, and a body that is not such a document (HTML or plain
+/// Liquid) is rendered as HTML whatever the editor type says.
+pub fn is_block_document(body: &str) -> bool {
     let t = body.trim_start();
     t.starts_with('{')
-        && serde_json::from_str::<Value>(t).is_ok_and(|v| v.get("type") == Some(&"doc".into()))
+        && serde_json::from_str::<Value>(t).is_ok_and(|v| {
+            v.get("type").and_then(Value::as_str) == Some("doc")
+                && v.get("content").is_some_and(Value::is_array)
+        })
 }
 
 /// The Liquid template for an email body: a block document compiled to HTML (see the module
 /// docs), or the body itself when it is HTML / text.
-pub fn email_body_template<'a>(
-    body: &'a str,
-    editor_type: Option<&str>,
-) -> Result<Cow<'a, str>, BlockError> {
-    if !is_block_document(body, editor_type) {
+pub fn email_body_template(body: &str) -> Result<Cow<'_, str>, BlockError> {
+    if !is_block_document(body) {
         return Ok(Cow::Borrowed(body));
     }
     let doc: Value = serde_json::from_str(body).map_err(|e| BlockError {
         message: format!("The email body is not a valid block-editor document: {e}"),
         hint: "Send the block editor's JSON document as the body (`{\"type\": \"doc\", \"content\": [...]}`), \
-               or set `editorType` to `html` for an HTML body."
+               or an HTML body."
             .to_owned(),
     })?;
     to_liquid(&doc).map(Cow::Owned)
@@ -635,10 +634,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_documents() {
-        assert!(email_body_template("{not json", Some("block")).is_err());
+        // Not a block document, whatever the editor type: rendered as HTML / Liquid.
+        assert_eq!(email_body_template("{not json").unwrap(), "{not json");
+        assert_eq!(
+            email_body_template("{\"type\": \"doc\"}").unwrap(),
+            "{\"type\": \"doc\"}"
+        );
         assert!(to_liquid(&json!({"type": "paragraph"})).is_err());
         let bad = json!({"type": "doc", "content": [{"type": "variable", "attrs": {"id": "payload.a }} {{ x"}}]});
         assert!(to_liquid(&bad).is_err());
-        assert_eq!(email_body_template("<p>hi</p>", None).unwrap(), "<p>hi</p>");
+        assert_eq!(email_body_template("<p>hi</p>").unwrap(), "<p>hi</p>");
     }
 }

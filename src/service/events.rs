@@ -2,11 +2,12 @@
 //! one notification per recipient and the jobs of all its steps (the first queued, the others pending until
 //! the chain reaches them), in one transaction.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::domain::context::{context_keys, parse_context};
 use crate::domain::integration::Integration;
 use crate::domain::job::Notification;
+use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::StepType;
 use crate::domain::Channel;
@@ -43,12 +44,14 @@ fn text_field(map: &Map<String, Value>, key: &str) -> Option<Option<String>> {
 
 /// One recipient: a subscriberId, or a subscriber object to upsert. The object's `channels` (already read
 /// by [`prepare`]) are stored as `PATCH /v1/subscribers/{id}/credentials` stores them: device tokens are
-/// added to the ones the subscriber has, and each provider needs an active integration.
+/// added to the ones the subscriber has, and each provider needs an active integration; a 400 there names
+/// `field` (`to.channels`, `to[1].channels`) in its `errors`.
 async fn resolve_recipient(
     store: &Store,
     tenant: &Tenant,
     to: &Value,
     channels: &[ChannelInput],
+    field: &str,
 ) -> Result<crate::domain::subscriber::Subscriber> {
     match to {
         Value::String(id) => match store.get_subscriber(&tenant.environment_id, id).await? {
@@ -90,7 +93,17 @@ async fn resolve_recipient(
                     c.credentials.clone(),
                     TokenMode::Append,
                 )
-                .await?;
+                .await
+                .map_err(|e| match e {
+                    Error::BadRequest { message, mut extra } => {
+                        extra.insert(
+                            "errors".into(),
+                            json!([{"field": field, "message": message, "value": c.provider_id}]),
+                        );
+                        Error::BadRequest { message, extra }
+                    }
+                    other => other,
+                })?;
             }
             Ok(subscriber)
         }
@@ -133,7 +146,10 @@ pub async fn trigger_many(
     let mut answers: Vec<Option<TriggerResult>> = Vec::with_capacity(inputs.len());
     let mut records = Vec::new();
     for input in inputs {
-        match prepare(store, tenant, input).await? {
+        match prepare(store, tenant, input)
+            .await
+            .map_err(with_error_type)?
+        {
             Prepared::Ready(r) => {
                 answers.push(None);
                 records.push(r);
@@ -159,6 +175,20 @@ pub async fn trigger_many(
             },
         })
         .collect())
+}
+
+/// A 400 of the trigger routes carries `type` and `errors` (`BAD_REQUEST` and the fields it knows, unless
+/// it is a payload validation error): both SDKs read every 400 there as Novu's
+/// `PayloadValidationExceptionDto`, which requires them.
+fn with_error_type(e: Error) -> Error {
+    match e {
+        Error::BadRequest { message, mut extra } => {
+            extra.entry("type").or_insert_with(|| "BAD_REQUEST".into());
+            extra.entry("errors").or_insert_with(|| json!([]));
+            Error::BadRequest { message, extra }
+        }
+        other => other,
+    }
 }
 
 async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<Prepared> {
@@ -258,11 +288,22 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         .ensure_contexts(&tenant.environment_id, &contexts)
         .await?;
     let keys = context_keys(&contexts);
-    let payload = input
+    let mut payload = input
         .payload
         .clone()
         .filter(|p| p.is_object())
         .unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(schema) = workflow
+        .payload_schema
+        .as_ref()
+        .filter(|s| workflow.validate_payload && s.is_object())
+    {
+        payload_schema::apply_defaults(schema, &mut payload);
+        payload_schema::validate(schema, &payload).map_err(|errors| Error::BadRequest {
+            message: payload_schema::summary(&errors),
+            extra: payload_schema::error_extra(&errors, schema),
+        })?;
+    }
     let channels: Vec<String> = workflow
         .steps
         .iter()
@@ -277,8 +318,13 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     };
     let now = Timestamp::now();
     let mut batch = Vec::with_capacity(recipients.len());
-    for (r, given) in recipients.iter().zip(&recipient_channels) {
-        let s = resolve_recipient(store, tenant, r, given).await?;
+    for (i, (r, given)) in recipients.iter().zip(&recipient_channels).enumerate() {
+        let field = if input.to.is_array() {
+            format!("to[{i}].channels")
+        } else {
+            "to.channels".to_owned()
+        };
+        let s = resolve_recipient(store, tenant, r, given, &field).await?;
         let n = Notification {
             id: new_object_id(),
             organization_id: tenant.organization_id.0.clone(),
@@ -293,7 +339,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             overrides: input.overrides.clone().filter(|o| o.is_object()),
             // As Novu stores it: a subscriberId given as a string becomes `{subscriberId}`.
             to: Some(match r {
-                Value::String(id) => serde_json::json!({ "subscriberId": id }),
+                Value::String(id) => json!({ "subscriberId": id }),
                 other => other.clone(),
             }),
             actor: input.actor.clone(),

@@ -254,8 +254,7 @@ pub fn build(
     let mut block_error = None;
     if step.step_type == StepType::Email {
         if let Some(Value::String(body)) = controls.get("body") {
-            let editor = controls.get("editorType").and_then(Value::as_str);
-            match email_body_template(body, editor) {
+            match email_body_template(body) {
                 Ok(t) => {
                     if let std::borrow::Cow::Owned(t) = t {
                         effective.insert("body".to_owned(), Value::String(t));

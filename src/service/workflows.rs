@@ -186,8 +186,7 @@ pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIs
         }
         if step_type == StepType::Email && key == "body" {
             if let Some(body) = value.as_str() {
-                let editor = controls.get("editorType").and_then(Value::as_str);
-                match email_body_template(body, editor) {
+                match email_body_template(body) {
                     Ok(template) => check_string(renderer, &mut issues, key, &template),
                     Err(e) => issues
                         .controls
@@ -203,6 +202,9 @@ pub fn step_issues(step_type: StepType, controls: &Map<String, Value>) -> StepIs
             }
         }
         check_value(renderer, &mut issues, key.clone(), value);
+    }
+    if step_type == StepType::InApp {
+        missing_action_labels(controls, &mut issues);
     }
     issues
 }
@@ -223,6 +225,27 @@ fn skip_issues(issues: &mut StepIssues, skip: &Value) {
                 variable_name: (!i.path.is_empty()).then_some(i.path),
                 message: i.message,
             });
+    }
+}
+
+/// An in-app action without a `label`: Novu's control schema requires one (a button needs text), so it is a
+/// `MISSING_VALUE` issue on `<action>.label`.
+fn missing_action_labels(controls: &Map<String, Value>, issues: &mut StepIssues) {
+    for key in ["primaryAction", "secondaryAction"] {
+        let Some(action) = controls.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        if action.get("label").is_none_or(Value::is_null) {
+            issues
+                .controls
+                .entry(format!("{key}.label"))
+                .or_default()
+                .push(ContentIssue {
+                    issue_type: IssueType::MissingValue,
+                    variable_name: None,
+                    message: format!("`{key}` has no `label`: a button needs text"),
+                });
+        }
     }
 }
 
@@ -455,12 +478,40 @@ mod tests {
     }
 
     #[test]
+    fn an_action_without_a_label_is_an_issue() {
+        let c = json!({"body": "b", "primaryAction": {"redirect": {"url": "https://x.test"}},
+                       "secondaryAction": {"label": "Later"}});
+        let issues = step_issues(StepType::InApp, c.as_object().unwrap());
+        let keys: Vec<&String> = issues.controls.keys().collect();
+        assert_eq!(keys, ["primaryAction.label"]);
+        assert_eq!(
+            issues.controls["primaryAction.label"][0].issue_type,
+            IssueType::MissingValue
+        );
+        let null = json!({"body": "b", "primaryAction": {"label": null}, "secondaryAction": null});
+        let keys: Vec<String> = step_issues(StepType::InApp, null.as_object().unwrap())
+            .controls
+            .into_keys()
+            .collect();
+        assert_eq!(keys, ["primaryAction.label"]);
+    }
+
+    #[test]
     fn an_email_body_is_checked_as_delivery_reads_it() {
+        // The Python SDK's default editorType with an HTML body: rendered as HTML, no issue.
         let blocks =
-            json!({"editorType": "block", "body": "<p>not a document</p>", "subject": "s"});
-        let issues = step_issues(StepType::Email, blocks.as_object().unwrap());
+            json!({"editorType": "block", "body": "<p>{{ payload.x }}</p>", "subject": "s"});
+        assert!(step_issues(StepType::Email, blocks.as_object().unwrap()).is_empty());
+        let broken = json!({"editorType": "block", "body": "<p>{{ payload.x </p>", "subject": "s"});
+        let issues = step_issues(StepType::Email, broken.as_object().unwrap());
         assert_eq!(
             issues.controls["body"][0].issue_type,
+            IssueType::IllegalVariableInControlValue
+        );
+        let bad_doc = json!({"body": r#"{"type": "doc", "content": [{"type": "variable", "attrs": {"id": "a }} {{ b"}}]}"#});
+        assert_eq!(
+            step_issues(StepType::Email, bad_doc.as_object().unwrap()).controls["body"][0]
+                .issue_type,
             IssueType::MissingValue
         );
         let html = json!({"editorType": "html", "body": "<p>{{ payload.x }}</p>", "subject": "s"});

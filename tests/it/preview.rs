@@ -520,17 +520,19 @@ async fn render_errors(app: TestApp) {
     );
     assert!(text(&e, "hint").contains("absolute URL"), "{e}");
 
-    // A block document that is not JSON.
+    // A block document that cannot be compiled.
+    let doc =
+        json!({"type": "doc", "content": [{"type": "variable", "attrs": {"id": "a }} {{ b"}}]});
     let out = preview(
         &app,
         "err",
         "mail",
-        json!({"controlValues": {"subject": "s", "editorType": "block", "body": "{\"type\": \"doc\""}}),
+        json!({"controlValues": {"subject": "s", "editorType": "block", "body": doc.to_string()}}),
     )
     .await;
     let e = err(&out);
     assert_eq!(e["title"], "Invalid email body");
-    assert!(text(&e, "hint").contains("editorType"), "{e}");
+    assert!(text(&e, "hint").contains("variable list"), "{e}");
 
     // Delay with a bad unit.
     let out = preview(

@@ -56,6 +56,7 @@ async function settled(transactionId, count = 1, types = null) {
 }
 
 const inApp = (stepId, body) => ({ name: stepId, stepId, type: "in_app", controlValues: { subject: `Subject ${stepId}`, body } });
+const STRICT_SCHEMA = { type: "object", required: ["name"], properties: { name: { type: "string" } } };
 
 async function main() {
   // ------------------------------------------------------------------ integrations
@@ -170,6 +171,13 @@ async function main() {
     { name: "Unsafe", workflowId: "unsafe", steps: [inApp("unsafe", "<p>Hi {{ payload.name }}</p>")] },
     { name: "Variables", workflowId: "variables", steps: [inApp("vars", "env=[{{ env.name }}] tenant=[{{ context.tenant.id }}] actor=[{{ actor.firstName }}]")] },
     { name: "Broken", workflowId: "broken", steps: [inApp("broken", "Hi {{ payload.name ")] },
+    { name: "Actions", workflowId: "actions", steps: [{ name: "act", stepId: "act", type: "in_app", controlValues: {
+      body: "Order {{ payload.order }}",
+      primaryAction: { label: "Open {{ payload.order }}", redirect: { url: "https://example.com/o/{{ payload.order }}" } },
+      secondaryAction: { label: "{{ payload.none }}" } } }] },
+    { name: "Strict", workflowId: "strict", validatePayload: true, payloadSchema: STRICT_SCHEMA, steps: [inApp("strict", "{{ payload.name }}")] },
+    { name: "No label", workflowId: "no-label", steps: [{ name: "act", stepId: "act", type: "in_app", controlValues: {
+      body: "Hi", primaryAction: { redirect: { url: "https://example.com/x" } } } }] },
   ];
   await group("workflows: create (every step type)", async () => {
     for (const w of workflows) {
@@ -264,6 +272,8 @@ async function main() {
     for (let i = 0; i < 3; i++) await t(`digest-${i}`, { workflowId: "digest", to: "ann", payload: { n: i } });
     await t("unsafe", { workflowId: "unsafe", to: "ann", payload: { name: "<script>alert(1)</script>Ann" } });
     await t("variables", { workflowId: "variables", to: "ann", actor: { subscriberId: "bob" }, context: { tenant: "acme" }, payload: {} });
+    await t("actions", { workflowId: "actions", to: "ann", payload: { order: "A-9" } });
+    await t("no-label", { workflowId: "no-label", to: "ann", payload: {} });
   });
 
   await group("events: bulk trigger", async () => {
@@ -277,6 +287,21 @@ async function main() {
     triggered["bulk-2"] = tx("bulk-2");
   });
 
+  await group("events: the trigger routes' 400s parse in the SDK", async () => {
+    // @novu/api reads every 400 of the trigger routes as PayloadValidationExceptionDto.
+    let e = await expectError(() => novu.trigger({ workflowId: "strict", to: "ann", payload: { name: 7 } }),
+      errors.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects");
+    eq([e.type, e.errors.map((x) => [x.field, x.value, x.schemaPath])],
+      ["PAYLOAD_VALIDATION_ERROR", [["name", 7, "#/properties/name/type"]]], "payload validation: type and errors");
+    e = await expectError(() => novu.triggerBulk({ events: [{ workflowId: "strict", to: "ann", payload: {} }] }),
+      errors.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects");
+    eq(e.errors.map((x) => x.field), ["root.name"], "bulk: payload validation errors");
+    e = await expectError(() => novu.trigger({ workflowId: "hello", to: { subscriberId: "ann",
+      channels: [{ providerId: "expo", credentials: { deviceTokens: ["ExponentPushToken[z]"] } }] } }),
+      errors.PayloadValidationExceptionDto, 400, "to.channels with no active integration");
+    eq([e.type, e.errors.map((x) => x.field)], ["BAD_REQUEST", ["to.channels"]], "no integration: type and errors");
+  });
+
   await group("events: cancel", async () => {
     await until("the canceled trigger's first step ran", async () => (await activity(tx("canceled")))[0]?.jobs?.some((j) => j.type === "in_app" && j.status === "completed"));
     const out = (await novu.cancel(tx("canceled"))).result;
@@ -287,7 +312,7 @@ async function main() {
   // (named in the overrides, so the engine does not fail over to the working one): a failed delivery.
   await group("engine settles (all steps, digest, to forms, actor, filter, deleted subscriber)", async () => {
     await settled(tx("all-steps"), 1);
-    for (const k of ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables"]) {
+    for (const k of ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables", "actions", "no-label"]) {
       await settled(tx(k), 1);
     }
     await settled(tx("to-list"), 2);
@@ -417,6 +442,22 @@ async function main() {
     feedItems = wire.data;
     check(feedItems.length >= 5, `ann's feed: ${feedItems.length}`);
     eq([...new Set(feedItems.map((m) => m.channel))], ["in_app"], "feed items are in-app messages");
+  });
+  await group("in-app actions: a button needs a label", async () => {
+    // Every feed item above was parsed by the SDK's MessageButton; here the buttons' values.
+    const items = feedItems.filter((m) => m.transactionId === tx("actions"));
+    eq(items.length, 1, "the actions message");
+    eq((items[0]?.cta?.action?.buttons ?? []).map((b) => [b.type, b.content]), [["primary", "Open A-9"]],
+      "buttons: the labelled action; the one whose label renders empty is left out");
+    eq(items[0]?.cta?.data?.url, "https://example.com/o/A-9", "the primary action's redirect");
+    const w = await rawOk("GET", "/v2/workflows/no-label");
+    const issues = w.steps[0].issues?.controls ?? {};
+    eq(Object.entries(issues).map(([k, v]) => [k, v.map((i) => i.issueType)]), [["primaryAction.label", ["MISSING_VALUE"]]],
+      "an action without a label is a step issue");
+    eq(w.status, "ERROR", "no-label: status");
+    const [n] = await settled(tx("no-label"), 1);
+    eq(n.jobs.map((j) => j.status), ["failed"], "no-label: the step with an issue fails, no message");
+    eq(feedItems.filter((m) => m.transactionId === tx("no-label")).length, 0, "no-label: nothing in the feed");
   });
   await group("subscribers: unseen count", async () => {
     const { count } = (await novu.subscribers.notifications.unseenCount({ subscriberId: "ann", seen: false })).result;

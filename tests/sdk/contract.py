@@ -193,11 +193,14 @@ INTEGRATIONS = [
     {"name": "Temp", "identifier": "temp-sms", "provider_id": "twilio", "channel": "sms", "active": False, "check": False},
 ]
 
+STRICT_SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+
 WORKFLOWS = [
     {"name": "All steps", "workflow_id": "all-steps", "steps": [
         in_app("inbox", "Hi {{ subscriber.firstName }}, order {{ payload.order }}"),
         {"name": "mail", "step_id": "mail", "type": "email",
-         "control_values": {"editor_type": "html", "subject": "Order {{ payload.order }}", "body": "<p>Hello {{ subscriber.firstName }}</p>"}},
+         # No editor_type: novu-py sends its default, "block", with this HTML body (rendered as HTML, as Novu does).
+         "control_values": {"subject": "Order {{ payload.order }}", "body": "<p>Hello {{ subscriber.firstName }}</p>"}},
         {"name": "text", "step_id": "text", "type": "sms", "control_values": {"body": "Order {{ payload.order }}"}},
         {"name": "chat", "step_id": "chat", "type": "chat", "control_values": {"body": "Order {{ payload.order }}"}},
         {"name": "push", "step_id": "push", "type": "push", "control_values": {"subject": "Order", "body": "Order {{ payload.order }}"}},
@@ -228,6 +231,14 @@ WORKFLOWS = [
     {"name": "Variables", "workflow_id": "variables",
      "steps": [in_app("vars", "env=[{{ env.name }}] tenant=[{{ context.tenant.id }}] actor=[{{ actor.firstName }}]")]},
     {"name": "Broken", "workflow_id": "broken", "steps": [in_app("broken", "Hi {{ payload.name ")]},
+    {"name": "Actions", "workflow_id": "actions", "steps": [{"name": "act", "step_id": "act", "type": "in_app", "control_values": {
+        "body": "Order {{ payload.order }}",
+        "primary_action": {"label": "Open {{ payload.order }}", "redirect": {"url": "https://example.com/o/{{ payload.order }}"}},
+        "secondary_action": {"label": "{{ payload.none }}"}}}]},
+    {"name": "Strict", "workflow_id": "strict", "validate_payload": True, "payload_schema": STRICT_SCHEMA,
+     "steps": [in_app("strict", "{{ payload.name }}")]},
+    {"name": "No label", "workflow_id": "no-label", "steps": [{"name": "act", "step_id": "act", "type": "in_app", "control_values": {
+        "body": "Hi", "primary_action": {"redirect": {"url": "https://example.com/x"}}}}]},
 ]
 
 
@@ -384,8 +395,15 @@ def main():
 
     def preview_email():
         _, wire = sdk("workflows.steps.generate_preview email", lambda: novu.workflows.steps.generate_preview(
-            workflow_id="all-steps", step_id="mail", generate_preview_request_dto={"preview_payload": {"payload": {"order": "A-2"}}}))
+            workflow_id="all-steps", step_id="mail", generate_preview_request_dto={
+                "preview_payload": {"payload": {"order": "A-2"}, "subscriber": {"first_name": "Ann"}}}))
         eq(wire["result"]["preview"].get("subject"), "Order A-2", "email preview subject")
+        body = wire["result"]["preview"].get("body") or ""
+        check("<p>Hello Ann</p>" in body, f"email preview body of an HTML body with editorType block: {body!r}")
+        w = raw_ok("GET", "/v2/workflows/all-steps")
+        mail = next(s for s in w["steps"] if s["stepId"] == "mail")
+        eq(mail["controlValues"].get("editorType"), "block", "the SDK's default editorType was sent")
+        eq((w["status"], mail.get("issues")), ("ACTIVE", None), "an HTML body with editorType block has no issues")
     group("workflows: step preview (email)", preview_email)
 
     # ------------------------------------------------------------------ triggers: every state
@@ -411,6 +429,8 @@ def main():
         t("unsafe", {"workflow_id": "unsafe", "to": "ann", "payload": {"name": "<script>alert(1)</script>Ann"}})
         t("variables", {"workflow_id": "variables", "to": "ann", "actor": {"subscriber_id": "bob"},
                         "context": {"tenant": "acme"}, "payload": {}})
+        t("actions", {"workflow_id": "actions", "to": "ann", "payload": {"order": "A-9"}})
+        t("no-label", {"workflow_id": "no-label", "to": "ann", "payload": {}})
     group("events: trigger (to as string, object, list of both; actor object and string)", triggers)
 
     def bulk():
@@ -429,9 +449,26 @@ def main():
         eq(novu.cancel(transaction_id=tx("canceled")).result, True, "cancel answers true")
     group("events: cancel", cancel)
 
+    def trigger_400s():
+        # novu-py reads every 400 of the trigger routes as PayloadValidationExceptionDto.
+        e = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "strict", "to": "ann", "payload": {"name": 7}}),
+                         models.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects")
+        eq((e.data.type, [(x.field, x.value, x.schema_path) for x in e.data.errors]),
+           ("PAYLOAD_VALIDATION_ERROR", [("name", 7, "#/properties/name/type")]), "payload validation: type and errors")
+        e = expect_error(lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+                             {"workflow_id": "strict", "to": "ann", "payload": {}}]}),
+                         models.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects")
+        eq([x.field for x in e.data.errors], ["root.name"], "bulk: payload validation errors")
+        e = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "hello", "to": {"subscriber_id": "ann",
+                             "channels": [{"provider_id": "expo", "credentials": {"device_tokens": ["ExponentPushToken[z]"]}}]}}),
+                         models.PayloadValidationExceptionDto, 400, "to.channels with no active integration")
+        eq((e.data.type, [x.field for x in e.data.errors]), ("BAD_REQUEST", ["to.channels"]), "no integration: type and errors")
+    group("events: the trigger routes' 400s parse in the SDK", trigger_400s)
+
     def engine():
         settled(tx("all-steps"))
-        for k in ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables"]:
+        for k in ["to-object", "actor-object", "actor-string", "filtered", "carl", "bulk-1", "bulk-2", "unsafe", "variables", "actions",
+                  "no-label"]:
             settled(tx(k))
         settled(tx("to-list"), 2)
         until("the digest fires", lambda: all(
@@ -577,6 +614,22 @@ def main():
         check(len(feed_items) >= 5, f"ann's feed: {len(feed_items)}")
         eq({m["channel"] for m in feed_items}, {"in_app"}, "feed items are in-app messages")
     group("subscribers: notifications feed", feed)
+
+    def actions():
+        # Every feed item above was parsed by the SDK's MessageButton; here the buttons' values.
+        [item] = [m for m in feed_items if m.get("transactionId") == tx("actions")] or [{}]
+        eq([(b["type"], b["content"]) for b in item.get("cta", {}).get("action", {}).get("buttons", [])],
+           [("primary", "Open A-9")], "buttons: the labelled action; the one whose label renders empty is left out")
+        eq(item.get("cta", {}).get("data", {}).get("url"), "https://example.com/o/A-9", "the primary action's redirect")
+        w = raw_ok("GET", "/v2/workflows/no-label")
+        issues = (w["steps"][0].get("issues") or {}).get("controls", {})
+        eq([(k, [i["issueType"] for i in v]) for k, v in issues.items()], [("primaryAction.label", ["MISSING_VALUE"])],
+           "an action without a label is a step issue")
+        eq(w["status"], "ERROR", "no-label: status")
+        [n] = settled(tx("no-label"))
+        eq([j["status"] for j in n["jobs"]], ["failed"], "no-label: the step with an issue fails, no message")
+        eq([m for m in feed_items if m.get("transactionId") == tx("no-label")], [], "no-label: nothing in the feed")
+    group("in-app actions: a button needs a label", actions)
     group("subscribers: unseen count", lambda: eq(
         novu.subscribers.notifications.unseen_count(subscriber_id="ann", seen=False).result.count,
         len([m for m in feed_items if not m["seen"]]), "unseen count"))

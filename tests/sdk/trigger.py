@@ -82,20 +82,71 @@ def main():
     eq(novu.subscribers.retrieve(subscriber_id="sdk-jo").result.subscriber_id, "sdk-jo", "sdk-jo upserted")
 
     # A provider without an active integration: the credentials route's 400 (its message names the provider).
-    # novu-py reads a trigger's 400 as PayloadValidationExceptionDto, which wants `type` and `errors`; upstream
-    # answers this case without them too, so the SDK reports a NovuError with status 400 either way.
-    try:
-        novu.trigger(trigger_event_request_dto={
+    # novu-py reads every 400 of the trigger routes as PayloadValidationExceptionDto (`type` and `errors`
+    # required), so the 400 carries them, naming the recipient's channels.
+    e = expect_error(
+        lambda: novu.trigger(trigger_event_request_dto={
             "workflow_id": "sdk-ping",
             "to": {"subscriber_id": "sdk-ivy", "channels": [
                 {"provider_id": "expo", "credentials": {"device_tokens": ["ExponentPushToken[x]"]}}]},
-        })
-        fail("trigger with an expo channel and no expo integration: expected 400, the call succeeded")
-    except models.NovuError as e:
-        eq(e.status_code, 400, f"no expo integration: status ({type(e).__name__}: {e.body[:300]})")
-        check("active expo integration" in e.body, f"no expo integration: message {e.body[:300]}")
+        }),
+        models.PayloadValidationExceptionDto, 400, "trigger with an expo channel and no expo integration",
+    )
+    check_error_body(e, 400, "/v1/events/trigger", "no expo integration")
+    check("active expo integration" in e.data.message, f"no expo integration: message {e.data.message!r}")
+    eq((e.data.type, [(x.field, x.value) for x in e.data.errors]),
+       ("BAD_REQUEST", [("to.channels", "expo")]),
+       "no expo integration: type and errors")
+    e = expect_error(
+        lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+            {"workflow_id": "sdk-ping", "to": "sdk-jo"},
+            {"workflow_id": "sdk-ping", "to": ["sdk-jo", {"subscriber_id": "sdk-ivy", "channels": [
+                {"provider_id": "expo", "credentials": {"device_tokens": ["ExponentPushToken[y]"]}}]}]},
+        ]}),
+        models.PayloadValidationExceptionDto, 400, "bulk: no expo integration",
+    )
+    eq((e.data.type, [x.field for x in e.data.errors]), ("BAD_REQUEST", ["to[1].channels"]), "bulk: type and errors")
     check(not [ch for ch in novu.subscribers.retrieve(subscriber_id="sdk-ivy").result.channels or []
                if ch.provider_id == EXPO], "no expo channel was stored")
+
+    # ---------------------------------------------------------------- payloadSchema with validatePayload
+    schema = {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string"}, "count": {"type": "number", "default": 3}}}
+    raw("POST", "/v2/workflows", {
+        "name": "SDK strict", "workflowId": "sdk-strict", "payloadSchema": schema, "validatePayload": True,
+        "steps": [{"name": "Inbox", "type": "in_app", "controlValues": {"body": "{{ payload.name }} x{{ payload.count }}"}}],
+    })
+    e = expect_error(
+        lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "sdk-strict", "to": "sdk-jo", "payload": {"count": "many"}}),
+        models.PayloadValidationExceptionDto, 400, "a payload the schema rejects",
+    )
+    check_error_body(e, 400, "/v1/events/trigger", "payload validation")
+    eq(e.data.type, "PAYLOAD_VALIDATION_ERROR", "payload validation: type")
+    got = sorted((x.field, x.value, x.schema_path) for x in e.data.errors if x.field != "root.name")
+    eq(got, [("count", "many", "#/properties/count/type")], "payload validation: the bad property, its value, the schema path")
+    root = [x for x in e.data.errors if x.field == "root.name"]
+    eq([(x.message, x.schema_path) for x in root], [("must have required property 'name'", "#/required")],
+       "payload validation: the missing property, named as Novu names it")
+    check(e.data.message.startswith("Payload validation failed: "), f"payload validation: message {e.data.message!r}")
+    eq(RECORDER.last_json().get("schema"), schema, "payload validation: the schema used")
+    e = expect_error(
+        lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+            {"workflow_id": "sdk-strict", "to": "sdk-jo", "payload": {"name": "ok"}},
+            {"workflow_id": "sdk-strict", "to": "sdk-jo", "payload": {"name": 7}},
+        ]}),
+        models.PayloadValidationExceptionDto, 400, "bulk: a payload the schema rejects",
+    )
+    eq([(x.field, x.value) for x in e.data.errors], [("name", 7)], "bulk: payload validation errors")
+    # A valid payload gets the schema's defaults (Novu validates with them applied).
+    res = novu.trigger(trigger_event_request_dto={"workflow_id": "sdk-strict", "to": "sdk-jo", "payload": {"name": "Jo"},
+                                                  "transaction_id": "sdk-strict-ok"}).result
+    eq(res.status, models.TriggerEventResponseDtoStatus.PROCESSED, "a valid payload is processed")
+    stored = raw("GET", "/v1/notifications?transactionId=sdk-strict-ok")["data"]
+    eq([n["payload"] for n in stored], [{"name": "Jo", "count": 3}], "the schema's default is applied")
+    # Without validatePayload the schema is not enforced.
+    raw("PATCH", "/v2/workflows/sdk-strict", {"validatePayload": False})
+    res = novu.trigger(trigger_event_request_dto={"workflow_id": "sdk-strict", "to": "sdk-jo", "payload": {"count": "many"}}).result
+    eq(res.status, models.TriggerEventResponseDtoStatus.PROCESSED, "validatePayload false: not enforced")
 
     # ---------------------------------------------------------------- 422: every bad field, with its value
     e = expect_error(

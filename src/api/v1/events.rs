@@ -81,7 +81,9 @@ impl From<TriggerIn> for TriggerInput {
 
 /// Trigger a workflow for one or more subscribers.
 #[utoipa::path(post, path = "/v1/events/trigger", tag = "Events", request_body = TriggerIn,
-    responses((status = 201, body = TriggerOut), (status = 404, description = "Unknown workflow"), (status = 422, description = "Invalid body")))]
+    responses((status = 201, body = TriggerOut),
+        (status = 400, description = "The payload fails the workflow's payloadSchema (validatePayload), or a recipient's channels have no active integration: the error body adds `type` and `errors`"),
+        (status = 404, description = "Unknown workflow"), (status = 422, description = "Invalid body")))]
 pub async fn trigger_event(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -94,7 +96,9 @@ pub async fn trigger_event(
 
 /// Trigger up to 100 events at once; answers one result per event, in order.
 #[utoipa::path(post, path = "/v1/events/trigger/bulk", tag = "Events", request_body = BulkTriggerIn,
-    responses((status = 201, body = Vec<TriggerOut>), (status = 422, description = "Invalid body or more than 100 events")))]
+    responses((status = 201, body = Vec<TriggerOut>),
+        (status = 400, description = "As for a single trigger: the error body adds `type` and `errors`"),
+        (status = 422, description = "Invalid body or more than 100 events")))]
 pub async fn trigger_bulk(
     State(state): State<AppState>,
     tenant: Tenant,
