@@ -333,11 +333,9 @@ pub async fn update(
     id: &str,
     input: WorkflowInput,
 ) -> Result<Workflow> {
-    for _ in 0..OPTIMISTIC_RETRIES {
-        let old = get(store, tenant, id).await?;
+    change(store, tenant, id, |old| {
         let (workflow_id, severity, steps) = build(&input, Some(&old))?;
-        let expected = old.version;
-        let w = Workflow {
+        Ok(Workflow {
             workflow_id: input
                 .workflow_id
                 .as_ref()
@@ -365,17 +363,10 @@ pub async fn update(
                 .filter(|p| !p.is_null()),
             validate_payload: input.validate_payload.unwrap_or(old.validate_payload),
             steps,
-            version: expected + 1,
-            updated_at: Timestamp::now().max(Timestamp(old.updated_at.0 + 1)),
             ..old
-        };
-        if store.update_workflow(&w, expected).await? {
-            return Ok(w);
-        }
-    }
-    Err(Error::Conflict(format!(
-        "Workflow {id} is being changed concurrently; retry the request"
-    )))
+        })
+    })
+    .await
 }
 
 /// A partial update (`PATCH`): `None` leaves a field unchanged; for `description` and `payload_schema`,
@@ -413,11 +404,9 @@ pub async fn patch(
         }
     }
     v.finish()?;
-    for _ in 0..OPTIMISTIC_RETRIES {
-        let old = get(store, tenant, id).await?;
-        let expected = old.version;
+    change(store, tenant, id, |old| {
         let p = patch.clone();
-        let w = Workflow {
+        Ok(Workflow {
             name: p
                 .name
                 .map(|n| n.trim().to_owned())
@@ -427,9 +416,28 @@ pub async fn patch(
             active: p.active.unwrap_or(old.active),
             payload_schema: p.payload_schema.unwrap_or(old.payload_schema.clone()),
             validate_payload: p.validate_payload.unwrap_or(old.validate_payload),
-            version: expected + 1,
-            updated_at: Timestamp::now().max(Timestamp(old.updated_at.0 + 1)),
             ..old
+        })
+    })
+    .await
+}
+
+/// Reads the workflow, applies `edit` and writes the result if nobody changed it meanwhile (its
+/// `version`), retrying a few times; the new version and `updatedAt` are set here.
+async fn change(
+    store: &Store,
+    tenant: &Tenant,
+    id: &str,
+    edit: impl Fn(Workflow) -> Result<Workflow>,
+) -> Result<Workflow> {
+    for _ in 0..OPTIMISTIC_RETRIES {
+        let old = get(store, tenant, id).await?;
+        let expected = old.version;
+        let updated_at = Timestamp::now().max(Timestamp(old.updated_at.0 + 1));
+        let w = Workflow {
+            version: expected + 1,
+            updated_at,
+            ..edit(old)?
         };
         if store.update_workflow(&w, expected).await? {
             return Ok(w);
