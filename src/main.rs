@@ -9,12 +9,20 @@ use tidings::{app, service};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Logs to stderr, filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with `TIDINGS_LOG=json`.
+/// Colours only when both stdout and stderr are terminals and `NO_COLOR` is unset: a log redirected to a file
+/// or a collector stays plain text.
 fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let colour = std::io::stdout().is_terminal()
+        && std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
         builder.json().init();
@@ -58,6 +66,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             store.close().await;
             println!("{}", serde_json::to_string(&created)?);
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::List,
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let listed = service::environments::list(&store)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.close().await;
+            for env in listed {
+                println!("{}", serde_json::to_string(&env)?);
+            }
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::RotateKey { name },
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let rotated = service::environments::rotate_key(&store, &name)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.close().await;
+            println!("{}", serde_json::to_string(&rotated)?);
             Ok(())
         }
         Command::SeedSubscribers {

@@ -1,7 +1,8 @@
-//! Operability (issue 19): unknown routes answer 404, the request log and the engine's failure log, and the
-//! OpenAPI document of each wire profile.
+//! Operability (issue 19): unknown routes answer 404, the request log and the engine's failure log, the
+//! `environments list` / `rotate-key` commands, and the OpenAPI document of each wire profile.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -224,6 +225,192 @@ db_test!(
     failure_log,
     a_failed_step_is_logged_with_its_environment_notification_job_and_step
 );
+
+/// How the `tidings` binary reaches this app's database.
+fn database_url_for_binary(app: &TestApp) -> String {
+    match &app.pg_schema {
+        None => app.database_url.clone(),
+        Some(schema) => {
+            let sep = if app.database_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            format!(
+                "{}{sep}options=-c%20search_path%3D{schema}%2Cpublic",
+                app.database_url
+            )
+        }
+    }
+}
+
+/// Runs `tidings environments <args>` on the app's database: (success, stdout, stderr).
+fn environments(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tidings"))
+        .arg("environments")
+        .args(args)
+        .env("DATABASE_URL", database_url_for_binary(app))
+        .env("TIDINGS_ENCRYPTION_KEY", &app.encryption_key)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run tidings");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+async fn environments_are_listed_and_keys_rotated(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let production_key = app.second_environment("Production").await;
+
+    let (ok, out, err) = environments(&app, &["list"]);
+    assert!(ok, "{err}");
+    let listed: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2, "{out}");
+    assert_eq!(listed[0]["name"], "Development");
+    assert_eq!(
+        listed[0]["environmentId"],
+        app.tenant.environment_id.as_str()
+    );
+    assert_eq!(
+        listed[0]["organizationId"],
+        app.tenant.organization_id.as_str()
+    );
+    assert_eq!(listed[1]["name"], "Production");
+    let mut keys: Vec<&str> = listed[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["environmentId", "name", "organizationId"]);
+    assert!(!out.contains(&app.key) && !out.contains(&production_key));
+
+    // The old key is in use (and cached by the server) when it is rotated.
+    let (status, _) = app.get("/v2/subscribers").await;
+    assert_eq!(status, StatusCode::OK);
+    let (ok, out, err) = environments(&app, &["rotate-key", "Development"]);
+    assert!(ok, "{err}");
+    let rotated: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(rotated["name"], "Development");
+    assert_eq!(rotated["environmentId"], app.tenant.environment_id.as_str());
+    let new_key = rotated["apiKey"].as_str().unwrap();
+    assert!(new_key.len() >= 32 && new_key != app.key, "{rotated}");
+
+    // The new key works at once; the old one within the cache's bound, on this server too.
+    let (status, _) = send(app.req_as(new_key, Method::GET, "/v2/subscribers")).await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(tidings::api::auth::KEY_CACHE_TTL + Duration::from_millis(300)).await;
+    let (status, body) = app.get("/v2/subscribers").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, _) = send(app.req_as(new_key, Method::GET, "/v2/subscribers")).await;
+    assert_eq!(status, StatusCode::OK);
+    // Only that environment's key changed.
+    let (status, _) = send(app.req_as(&production_key, Method::GET, "/v2/subscribers")).await;
+    assert_eq!(status, StatusCode::OK);
+    // Signatures use the new key (the environment's only key now).
+    assert_eq!(
+        app.store
+            .first_api_key(&app.tenant.environment_id)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(new_key)
+    );
+
+    let (ok, out, err) = environments(&app, &["rotate-key", "Staging"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(err.contains("Environment \"Staging\" not found"), "{err}");
+}
+db_test!(
+    environments_cli,
+    environments_are_listed_and_keys_rotated,
+    backend
+);
+
+#[test]
+fn the_binary_logs_requests_without_colours_when_not_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidings"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("TIDINGS_LISTEN", "127.0.0.1:0")
+        .env("TIDINGS_WORKERS", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("TIDINGS_LOG")
+        .env_remove("DATABASE_URL")
+        .env_remove("TIDINGS_API_KEY")
+        .env_remove("TIDINGS_ENCRYPTION_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tidings serve");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    let wait_for = |needle: &str| -> String {
+        for _ in 0..300 {
+            if let Some(l) = lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("no line with {needle}: {:?}", lines.lock().unwrap());
+    };
+    let serving = wait_for("tidings is serving");
+    let addr = serving
+        .split("listen=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("listen address")
+        .to_owned();
+    let id = "binary-check-1";
+    let status = std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            reqwest::Client::new()
+                .get(format!("http://{addr}/v1/health-check"))
+                .header("x-request-id", id)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let line = wait_for(&format!("request_id={id}"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        line.contains(
+            "INFO tidings::request: request method=GET route=/v1/health-check status=200"
+        ),
+        "{line}"
+    );
+    let all = lines.lock().unwrap().join("\n");
+    assert!(
+        !all.contains('\u{1b}'),
+        "colour codes in a piped log:\n{all}"
+    );
+}
 
 async fn the_document_describes_each_profiles_wire(backend: Backend) {
     let spec = TestApp::spawn_with(backend, WireProfile::Spec).await;
