@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use tidings::config::{Cli, Command, Config, EnvironmentsCommand};
+use tidings::log_writer::LogWriter;
 use tidings::{app, service};
 
 /// Every request allocates many small, short-lived values (rows, strings, JSON); mimalloc's per-thread
@@ -9,7 +10,8 @@ use tidings::{app, service};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with `TIDINGS_LOG=json`.
+/// Logs to stderr (through [`LogWriter`]), filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with
+/// `TIDINGS_LOG=json`.
 /// Colours only when both stdout and stderr are terminals and `NO_COLOR` is unset: a log redirected to a file
 /// or a collector stays plain text.
 fn init_tracing() {
@@ -23,7 +25,7 @@ fn init_tracing() {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
-        .with_writer(std::io::stderr);
+        .with_writer(LogWriter::global());
     if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
         builder.json().init();
     } else {
@@ -34,8 +36,15 @@ fn init_tracing() {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     init_tracing();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        LogWriter::global().flush();
+        default_hook(info);
+    }));
     let cli = Cli::parse();
-    match run(cli).await {
+    let result = run(cli).await;
+    LogWriter::global().flush();
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
