@@ -81,6 +81,14 @@ struct Routes {
 }
 
 impl Routes {
+    /// Routes behind `gate` (authenticated), or public ones.
+    fn new(openapi: utoipa::openapi::OpenApi, gate: Option<auth::GateLayer>) -> Self {
+        Self {
+            router: OpenApiRouter::with_openapi(openapi),
+            gate,
+        }
+    }
+
     fn routes(mut self, (schemas, paths, handlers): UtoipaMethodRouter<AppState>) -> Self {
         // `routes!` puts the handlers of one path together: one template.
         let template = paths
@@ -100,87 +108,81 @@ impl Routes {
 
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
-    Routes {
-        router: OpenApiRouter::with_openapi(ApiDoc::openapi()),
-        gate: Some(auth::GateLayer(state.clone())),
-    }
-    .routes(routes!(
-        v2::subscribers::search_subscribers,
-        v2::subscribers::create_subscriber
-    ))
-    .routes(routes!(
-        v2::subscribers::get_subscriber,
-        v2::subscribers::patch_subscriber,
-        v2::subscribers::delete_subscriber
-    ))
-    .routes(routes!(
-        v1::subscriber_credentials::put_credentials,
-        v1::subscriber_credentials::patch_credentials
-    ))
-    .routes(routes!(v1::subscriber_credentials::delete_credentials))
-    .routes(routes!(
-        v1::integrations::list_integrations,
-        v1::integrations::create_integration
-    ))
-    .routes(routes!(v1::integrations::list_active_integrations))
-    .routes(routes!(
-        v1::integrations::update_integration,
-        v1::integrations::delete_integration
-    ))
-    .routes(routes!(v1::integrations::set_primary_integration))
-    .routes(routes!(v1::events::trigger_event))
-    .routes(routes!(v1::events::trigger_bulk))
-    .routes(routes!(v1::events::cancel_trigger))
-    .routes(routes!(v1::notifications::list_notifications))
-    .routes(routes!(v1::notifications::get_notification))
-    .routes(routes!(v1::messages::list_messages))
-    .routes(routes!(v1::messages::delete_message))
-    .routes(routes!(v1::messages::subscriber_feed))
-    .routes(routes!(v1::messages::unseen_count))
-    .routes(routes!(v1::messages::mark_as))
-    .routes(routes!(v1::messages::mark_all))
-    .routes(routes!(
-        v2::workflows::list_workflows,
-        v2::workflows::create_workflow
-    ))
-    .routes(routes!(
-        v2::workflows::get_workflow,
-        v2::workflows::update_workflow,
-        v2::workflows::delete_workflow
-    ))
-    .routes(routes!(v2::preview::preview_step))
-    .routes(routes!(
-        v1::channels::list_channel_connections,
-        v1::channels::create_channel_connection
-    ))
-    .routes(routes!(
-        v1::channels::get_channel_connection,
-        v1::channels::patch_channel_connection,
-        v1::channels::delete_channel_connection
-    ))
-    .routes(routes!(
-        v1::channels::list_channel_endpoints,
-        v1::channels::create_channel_endpoint
-    ))
-    .routes(routes!(
-        v1::channels::get_channel_endpoint,
-        v1::channels::patch_channel_endpoint,
-        v1::channels::delete_channel_endpoint
-    ))
-    .router
+    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer(state.clone())))
+        .routes(routes!(
+            v2::subscribers::search_subscribers,
+            v2::subscribers::create_subscriber
+        ))
+        .routes(routes!(
+            v2::subscribers::get_subscriber,
+            v2::subscribers::patch_subscriber,
+            v2::subscribers::delete_subscriber
+        ))
+        .routes(routes!(
+            v1::subscriber_credentials::put_credentials,
+            v1::subscriber_credentials::patch_credentials
+        ))
+        .routes(routes!(v1::subscriber_credentials::delete_credentials))
+        .routes(routes!(
+            v1::integrations::list_integrations,
+            v1::integrations::create_integration
+        ))
+        .routes(routes!(v1::integrations::list_active_integrations))
+        .routes(routes!(
+            v1::integrations::update_integration,
+            v1::integrations::delete_integration
+        ))
+        .routes(routes!(v1::integrations::set_primary_integration))
+        .routes(routes!(v1::events::trigger_event))
+        .routes(routes!(v1::events::trigger_bulk))
+        .routes(routes!(v1::events::cancel_trigger))
+        .routes(routes!(v1::notifications::list_notifications))
+        .routes(routes!(v1::notifications::get_notification))
+        .routes(routes!(v1::messages::list_messages))
+        .routes(routes!(v1::messages::delete_message))
+        .routes(routes!(v1::messages::subscriber_feed))
+        .routes(routes!(v1::messages::unseen_count))
+        .routes(routes!(v1::messages::mark_as))
+        .routes(routes!(v1::messages::mark_all))
+        .routes(routes!(
+            v2::workflows::list_workflows,
+            v2::workflows::create_workflow
+        ))
+        .routes(routes!(
+            v2::workflows::get_workflow,
+            v2::workflows::update_workflow,
+            v2::workflows::delete_workflow
+        ))
+        .routes(routes!(v2::preview::preview_step))
+        .routes(routes!(
+            v1::channels::list_channel_connections,
+            v1::channels::create_channel_connection
+        ))
+        .routes(routes!(
+            v1::channels::get_channel_connection,
+            v1::channels::patch_channel_connection,
+            v1::channels::delete_channel_connection
+        ))
+        .routes(routes!(
+            v1::channels::list_channel_endpoints,
+            v1::channels::create_channel_endpoint
+        ))
+        .routes(routes!(
+            v1::channels::get_channel_endpoint,
+            v1::channels::patch_channel_endpoint,
+            v1::channels::delete_channel_endpoint
+        ))
+        .router
 }
 
 /// The complete application: public routes, authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
-    let (public, public_doc) = Routes {
-        router: OpenApiRouter::new(),
-        gate: None,
-    }
-    .routes(routes!(health_check))
-    .routes(routes!(readiness))
-    .router
-    .split_for_parts();
+    let (public, public_doc) = Routes::new(Default::default(), None)
+        .routes(routes!(health_check))
+        .routes(routes!(readiness))
+        .router
+        .split_for_parts();
     openapi.merge(public_doc);
     Router::new()
         .merge(authed)
