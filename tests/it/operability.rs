@@ -334,27 +334,39 @@ db_test!(
     backend
 );
 
+/// Stops the server even when an assertion fails first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn the_binary_logs_requests_without_colours_when_not_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tidings"))
-        .arg("serve")
-        .current_dir(dir.path())
-        .env("TIDINGS_LISTEN", "127.0.0.1:0")
-        .env("TIDINGS_WORKERS", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("TIDINGS_LOG")
-        .env_remove("DATABASE_URL")
-        .env_remove("TIDINGS_API_KEY")
-        .env_remove("TIDINGS_ENCRYPTION_KEY")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tidings serve");
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tidings"))
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("TIDINGS_LISTEN", "127.0.0.1:0")
+            .env("TIDINGS_WORKERS", "1")
+            .env_remove("RUST_LOG")
+            .env_remove("TIDINGS_LOG")
+            .env_remove("DATABASE_URL")
+            .env_remove("TIDINGS_API_KEY")
+            .env_remove("TIDINGS_ENCRYPTION_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tidings serve"),
+    );
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = {
         let lines = lines.clone();
-        let stderr = child.stderr.take().unwrap();
+        let stderr = child.0.stderr.take().unwrap();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
@@ -396,8 +408,7 @@ fn the_binary_logs_requests_without_colours_when_not_on_a_terminal() {
     .unwrap();
     assert_eq!(status, StatusCode::OK);
     let line = wait_for(&format!("request_id={id}"));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     reader.join().unwrap();
     assert!(
         line.contains(
