@@ -103,6 +103,11 @@ pub enum Command {
 pub enum EnvironmentsCommand {
     /// Create an environment in the default organization and print its key as JSON.
     Create { name: String },
+    /// Print every environment's id and name, one JSON object per line (never a key).
+    List,
+    /// Issue a new API key for an environment of the default organization and print it once as JSON;
+    /// its previous keys stop working (servers that cached one refuse it within 5 seconds).
+    RotateKey { name: String },
 }
 
 /// Everything the process needs, resolved once at start-up.
@@ -215,6 +220,25 @@ mod tests {
             Command::Environments {
                 command: EnvironmentsCommand::Create { name },
             } => assert_eq!(name, "Staging"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn environment_commands_parse() {
+        let cli = Cli::try_parse_from(["tidings", "environments", "list"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Environments {
+                command: EnvironmentsCommand::List
+            }
+        ));
+        let cli =
+            Cli::try_parse_from(["tidings", "environments", "rotate-key", "Production"]).unwrap();
+        match cli.command {
+            Command::Environments {
+                command: EnvironmentsCommand::RotateKey { name },
+            } => assert_eq!(name, "Production"),
             other => panic!("unexpected {other:?}"),
         }
     }

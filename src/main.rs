@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use tidings::config::{Cli, Command, Config, EnvironmentsCommand};
+use tidings::log_writer::LogWriter;
 use tidings::{app, service};
 
 /// Every request allocates many small, short-lived values (rows, strings, JSON); mimalloc's per-thread
@@ -9,13 +10,22 @@ use tidings::{app, service};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Logs to stderr (through [`LogWriter`]), filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with
+/// `TIDINGS_LOG=json`.
+/// Colours only when both stdout and stderr are terminals and `NO_COLOR` is unset: a log redirected to a file
+/// or a collector stays plain text.
 fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let colour = std::io::stdout().is_terminal()
+        && std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(colour)
+        .with_writer(LogWriter::global());
     if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
         builder.json().init();
     } else {
@@ -26,8 +36,15 @@ fn init_tracing() {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     init_tracing();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        LogWriter::global().flush();
+        default_hook(info);
+    }));
     let cli = Cli::parse();
-    match run(cli).await {
+    let result = run(cli).await;
+    LogWriter::global().flush();
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -58,6 +75,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             store.close().await;
             println!("{}", serde_json::to_string(&created)?);
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::List,
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let listed = service::environments::list(&store)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.close().await;
+            for env in listed {
+                println!("{}", serde_json::to_string(&env)?);
+            }
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::RotateKey { name },
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let rotated = service::environments::rotate_key(&store, &name)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.close().await;
+            println!("{}", serde_json::to_string(&rotated)?);
             Ok(())
         }
         Command::SeedSubscribers {

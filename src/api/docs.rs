@@ -1,5 +1,9 @@
 //! `GET /openapi.json` (generated from the handlers' annotations) and a self-contained API reference page
 //! at `GET /docs` that renders it without any external script.
+//!
+//! The document describes the wire of the active profile (design.md §3). The annotations describe the `spec`
+//! wire; [`for_profile`] is the one place that rewrites the generated document for `novu`: single objects
+//! and plain arrays inside `{data: …}` (pages are not wrapped), identifiers spelled `novu…`.
 
 use std::sync::Arc;
 
@@ -7,11 +11,15 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use serde_json::{json, Map, Value};
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
-use utoipa::openapi::OpenApi;
+use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::Modify;
 
+use super::request_log::RouteLayer;
 use super::AppState;
+use crate::config::WireProfile;
 
 /// Declares the `Authorization: ApiKey <key>` scheme.
 pub struct ApiKeyAuth;
@@ -29,8 +37,130 @@ impl Modify for ApiKeyAuth {
     }
 }
 
-pub fn routes(openapi: Arc<OpenApi>) -> Router<AppState> {
-    let json = Arc::new(openapi.to_pretty_json().unwrap_or_else(|_| "{}".to_owned()));
+/// The schema of a trigger's `to`: a subscriberId, a subscriber object, or an array of either.
+pub fn recipients_schema() -> Schema {
+    let one = || {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("A subscriberId")),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property(
+                        "subscriberId",
+                        ObjectBuilder::new().schema_type(Type::String),
+                    )
+                    .required("subscriberId")
+                    .additional_properties(Some(
+                        utoipa::openapi::schema::AdditionalProperties::FreeForm(true),
+                    ))
+                    .description(Some("A subscriber, created or updated with these fields")),
+            )
+    };
+    Schema::OneOf(
+        one()
+            .item(ArrayBuilder::new().items(RefOr::T(Schema::OneOf(one().build()))))
+            .description(Some(
+                "A subscriberId, a subscriber object (upserted), or an array of them",
+            ))
+            .build(),
+    )
+}
+
+/// The document as served under `profile` (see the module's documentation), as JSON text.
+pub fn for_profile(openapi: &OpenApi, profile: WireProfile) -> String {
+    let mut doc = match serde_json::to_value(openapi) {
+        Ok(doc) => doc,
+        Err(_) => return "{}".to_owned(),
+    };
+    if profile == WireProfile::Novu {
+        envelope_single_bodies(&mut doc);
+        doc = spell_novu(doc);
+    }
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// Wraps every success body that is not a page as `{data: …}`, as `wire::Reply` sends it under `novu`.
+fn envelope_single_bodies(doc: &mut Value) {
+    let schemas = doc
+        .pointer("/components/schemas")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in operation.values_mut() {
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for (status, response) in responses.iter_mut() {
+                if !status.starts_with('2') {
+                    continue;
+                }
+                let Some(schema) = response.pointer_mut("/content/application~1json/schema") else {
+                    continue;
+                };
+                if !is_page(schema, &schemas) {
+                    let inner = schema.take();
+                    *schema = json!({
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": { "data": inner },
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A page body: `{data, next, …}` or `{data, hasMore, …}` (following a `$ref` into the components).
+fn is_page(schema: &Value, schemas: &Value) -> bool {
+    let resolved = match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => r
+            .strip_prefix("#/components/schemas/")
+            .and_then(|name| schemas.get(name))
+            .unwrap_or(schema),
+        None => schema,
+    };
+    let Some(props) = resolved.get("properties") else {
+        return false;
+    };
+    props.get("data").is_some() && (props.get("next").is_some() || props.get("hasMore").is_some())
+}
+
+/// Every identifier spelled as the `novu` profile writes it (property names, enum values, examples): `svc` →
+/// `novu`, `svc-…` → `novu-…`, `svcSignature` → `novuSignature`. Descriptions are prose that may name both
+/// spellings: they stay as written.
+fn spell_novu(value: Value) -> Value {
+    fn spell(s: &str) -> String {
+        if s == "svc" {
+            return "novu".to_owned();
+        }
+        s.replace("svcSignature", "novuSignature")
+            .replace("svc-", "novu-")
+    }
+    match value {
+        Value::String(s) => Value::String(spell(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(spell_novu).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("description", Value::String(text)) => (k, Value::String(text)),
+                    (_, v) => (spell(&k), spell_novu(v)),
+                })
+                .collect::<Map<String, Value>>(),
+        ),
+        other => other,
+    }
+}
+
+/// `/openapi.json` (for `profile`, rendered once here) and `/docs`.
+pub fn routes(openapi: OpenApi, profile: WireProfile) -> Router<AppState> {
+    let json: Arc<str> = for_profile(&openapi, profile).into();
     Router::new()
         .route(
             "/openapi.json",
@@ -39,13 +169,14 @@ pub fn routes(openapi: Arc<OpenApi>) -> Router<AppState> {
                 async move {
                     (
                         [(header::CONTENT_TYPE, "application/json")],
-                        json.as_str().to_owned(),
+                        json.as_ref().to_owned(),
                     )
                         .into_response()
                 }
-            }),
+            })
+            .layer(RouteLayer::new("/openapi.json")),
         )
-        .route("/docs", get(reference_page))
+        .route("/docs", get(reference_page).layer(RouteLayer::new("/docs")))
 }
 
 async fn reference_page() -> Response {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod idempotency;
 pub mod pagination;
+pub mod request_log;
 pub mod v1;
 pub mod v2;
 pub mod wire;
@@ -19,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Map;
 use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 use crate::config::WireProfile;
@@ -71,9 +72,43 @@ struct ApiDoc;
 
 use docs::ApiKeyAuth as ApiKeyAuthModifier;
 
+/// Collects routes and their OpenAPI description, each route named for the request log
+/// ([`request_log::RouteLayer`]) and, when authenticated, behind the [`auth::Gate`] (inside the name, so a
+/// refused key is logged with its route).
+struct Routes {
+    router: OpenApiRouter<AppState>,
+    gate: Option<auth::GateLayer>,
+}
+
+impl Routes {
+    /// Routes behind `gate` (authenticated), or public ones.
+    fn new(openapi: utoipa::openapi::OpenApi, gate: Option<auth::GateLayer>) -> Self {
+        Self {
+            router: OpenApiRouter::with_openapi(openapi),
+            gate,
+        }
+    }
+
+    fn routes(mut self, (schemas, paths, handlers): UtoipaMethodRouter<AppState>) -> Self {
+        // `routes!` puts the handlers of one path together: one template.
+        let template = paths
+            .paths
+            .keys()
+            .next()
+            .map_or(request_log::UNMATCHED, String::as_str);
+        let name = request_log::RouteLayer::new(template);
+        let handlers = match &self.gate {
+            Some(gate) => handlers.layer(gate.clone()),
+            None => handlers,
+        };
+        self.router = self.router.routes((schemas, paths, handlers.layer(name)));
+        self
+    }
+}
+
 /// The authenticated API routes and their OpenAPI description.
-fn api_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
+    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer(state.clone())))
         .routes(routes!(
             v2::subscribers::search_subscribers,
             v2::subscribers::create_subscriber
@@ -138,26 +173,29 @@ fn api_routes() -> OpenApiRouter<AppState> {
             v1::channels::patch_channel_endpoint,
             v1::channels::delete_channel_endpoint
         ))
+        .router
 }
 
 /// The complete application: public routes, authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
-    let (authed, mut openapi) = api_routes().split_for_parts();
-    let authed = authed.layer(auth::GateLayer(state.clone()));
-    let (public, public_doc) = OpenApiRouter::new()
+    let (authed, mut openapi) = api_routes(&state).split_for_parts();
+    let (public, public_doc) = Routes::new(Default::default(), None)
         .routes(routes!(health_check))
         .routes(routes!(readiness))
+        .router
         .split_for_parts();
     openapi.merge(public_doc);
-    let openapi = Arc::new(openapi);
     Router::new()
         .merge(authed)
         .merge(public)
-        .merge(docs::routes(openapi))
+        .merge(docs::routes(openapi, state.profile))
+        // Novu's routes that Tidings lacks, and methods a path does not serve, answer 404 like any
+        // unknown route: a 405 would tell a client the route exists.
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(not_found)
         .with_state(state.clone())
         .layer(wire::ContextLayer(state.profile))
+        .layer(request_log::LogLayer)
 }
 
 /// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.
@@ -186,18 +224,11 @@ async fn readiness(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn not_found() -> Response {
+/// Any method and path Tidings does not serve, worded as Novu words it.
+async fn not_found(method: axum::http::Method) -> Response {
     error::error_response(
         StatusCode::NOT_FOUND,
-        &format!("Cannot find {}", wire::request_path()),
-        Map::new(),
-    )
-}
-
-async fn method_not_allowed() -> Response {
-    error::error_response(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "Method not allowed",
+        &format!("Cannot {method} {}", wire::request_path()),
         Map::new(),
     )
 }

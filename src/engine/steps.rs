@@ -81,9 +81,30 @@ impl Runner {
         prefetched: Prefetched<'_>,
     ) -> Option<JobOutcome> {
         match self.execute(job, prefetched).await {
-            Ok(outcome) => Some(outcome),
+            Ok(outcome) => {
+                if outcome.status == status::FAILED {
+                    let why = outcome.details.iter().rev().find(|d| d.status == "Failed");
+                    tracing::warn!(
+                        env = %job.environment_id,
+                        notification = %job.notification_id,
+                        job = %job.id,
+                        step = %job.step.step_id,
+                        detail = why.map_or("", |d| d.detail.as_str()),
+                        "step failed"
+                    );
+                }
+                Some(outcome)
+            }
             Err(e) => {
-                tracing::warn!(job = %job.id, attempt = job.attempts, error = ?e, "job failed");
+                tracing::warn!(
+                    env = %job.environment_id,
+                    notification = %job.notification_id,
+                    job = %job.id,
+                    step = %job.step.step_id,
+                    attempt = job.attempts,
+                    error = ?e,
+                    "job failed"
+                );
                 if job.attempts >= MAX_ATTEMPTS {
                     let text = format!("Gave up after {MAX_ATTEMPTS} attempts");
                     let mut outcome = finished(
@@ -99,7 +120,14 @@ impl Runner {
                 let jitter = (rand::random::<f64>() - 0.5) * 0.5 * base as f64;
                 let at = Timestamp::now().0 + base + jitter as i64;
                 if let Err(e) = self.store.retry_job(job, worker, at).await {
-                    tracing::warn!(job = %job.id, error = ?e, "rescheduling failed; the lease will expire");
+                    tracing::warn!(
+                        env = %job.environment_id,
+                        notification = %job.notification_id,
+                        job = %job.id,
+                        step = %job.step.step_id,
+                        error = ?e,
+                        "rescheduling failed; the lease will expire"
+                    );
                 }
                 None
             }

@@ -1,4 +1,5 @@
-//! Environments and their API keys: `tidings environments create` and start-up bootstrap.
+//! Environments and their API keys: `tidings environments create`, `list` and `rotate-key`, and start-up
+//! bootstrap.
 
 use serde::Serialize;
 
@@ -40,6 +41,52 @@ pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<Crea
         organization_id: tenant.organization_id.0,
         environment_id: tenant.environment_id.0,
         name: name.to_owned(),
+        api_key,
+    })
+}
+
+/// What `tidings environments list` prints for each environment (never a key).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentSummary {
+    pub organization_id: String,
+    pub environment_id: String,
+    pub name: String,
+}
+
+/// Every environment, oldest first.
+pub async fn list(store: &Store) -> Result<Vec<EnvironmentSummary>> {
+    Ok(store
+        .list_environments()
+        .await?
+        .into_iter()
+        .map(|e| EnvironmentSummary {
+            organization_id: e.organization_id,
+            environment_id: e.id,
+            name: e.name,
+        })
+        .collect())
+}
+
+/// Issues a new API key for the default organization's environment `name`; every key it had stops working
+/// (at once in the database; a server that cached the old key refuses it within `api::auth::KEY_CACHE_TTL`).
+pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment> {
+    let name = name.trim();
+    let org = store.default_organization().await?;
+    let env = store
+        .get_environment_by_name(&org, name)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("Environment \"{name}\" not found")))?;
+    let tenant = Tenant {
+        organization_id: crate::domain::OrganizationId(env.organization_id),
+        environment_id: crate::domain::EnvironmentId(env.id),
+    };
+    let api_key = new_api_key();
+    store.replace_api_keys(&tenant, &api_key).await?;
+    Ok(CreatedEnvironment {
+        organization_id: tenant.organization_id.0,
+        environment_id: tenant.environment_id.0,
+        name: env.name,
         api_key,
     })
 }

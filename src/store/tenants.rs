@@ -66,6 +66,35 @@ impl Store {
         Ok(id)
     }
 
+    /// Every environment, oldest first.
+    pub async fn list_environments(&self) -> Result<Vec<EnvironmentRow>> {
+        Ok(on_db!(self.r(), p => sqlx::query_as::<_, EnvironmentRow>(
+            "select id, organization_id, name, created_at from environments order by created_at, id")
+            .fetch_all(p).await)?)
+    }
+
+    /// Replaces every API key of the tenant's environment with `key`, in one transaction: no moment has
+    /// both keys, or none.
+    pub async fn replace_api_keys(&self, tenant: &Tenant, key: &str) -> Result<()> {
+        const DELETE: &str = "delete from api_keys where environment_id = $1";
+        const INSERT: &str = "insert into api_keys \
+            (id, environment_id, organization_id, key_hash, key_encrypted, created_at) values ($1, $2, $3, $4, $5, $6)";
+        let hash = sha256_hex(key.as_bytes());
+        let sealed = self.cipher().encrypt(key.as_bytes());
+        let id = crate::domain::new_object_id();
+        let now = Timestamp::now().0;
+        on_db!(self.w(), p => async {
+            let mut tx = p.begin().await?;
+            sqlx::query(DELETE).bind(tenant.environment_id.as_str()).execute(&mut *tx).await?;
+            sqlx::query(INSERT)
+                .bind(&id).bind(tenant.environment_id.as_str()).bind(tenant.organization_id.as_str())
+                .bind(&hash).bind(&sealed).bind(now)
+                .execute(&mut *tx).await?;
+            tx.commit().await
+        }.await)?;
+        Ok(())
+    }
+
     /// Stores an API key as its SHA-256 (for lookup) and an encrypted copy (for signing).
     pub async fn insert_api_key(&self, tenant: &Tenant, key: &str) -> Result<()> {
         let hash = sha256_hex(key.as_bytes());

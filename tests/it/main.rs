@@ -10,6 +10,7 @@ mod engine;
 mod idempotency;
 mod integrations;
 mod novu_sdk;
+mod operability;
 mod pagination;
 mod preview;
 mod providers_chat;

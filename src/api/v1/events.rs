@@ -21,7 +21,7 @@ pub struct TriggerIn {
     /// The workflow's trigger identifier.
     pub name: String,
     /// A subscriberId, a subscriber object (upserted), or an array of them.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::api::docs::recipients_schema)]
     pub to: Value,
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
