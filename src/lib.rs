@@ -11,7 +11,6 @@ pub mod crypto;
 pub mod domain;
 pub mod engine;
 pub mod error;
-pub mod log_writer;
 pub mod providers;
 pub mod render;
 pub mod service;
