@@ -208,8 +208,8 @@ impl Allowed {
             if j == name_start || !b[name_start].is_ascii_alphabetic() {
                 return false;
             }
-            let name = html[name_start..j].to_ascii_lowercase();
-            if !self.tags.contains(name.as_str()) {
+            let name = lowercase(&html[name_start..j]);
+            if !self.tags.contains(&*name) {
                 return false;
             }
             if closing {
@@ -260,7 +260,7 @@ impl Allowed {
             if i == start {
                 return None;
             }
-            let attr = html[start..i].to_ascii_lowercase();
+            let attr = lowercase(&html[start..i]);
             let mut value = "";
             if b.get(i) == Some(&b'=') {
                 i += 1;
@@ -430,6 +430,16 @@ fn clean_attrs(attrs: &str) -> String {
         .and_then(|s| s.strip_suffix("></div>"))
         .map(str::to_owned)
         .unwrap_or_default()
+}
+
+/// `s` in ASCII lower case, borrowed when it already is (tag and attribute names mostly are: no allocation
+/// per name in the quick check).
+fn lowercase(s: &str) -> Cow<'_, str> {
+    if s.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(s.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(s)
+    }
 }
 
 fn starts_with_ci(text: &str, prefix: &str) -> bool {
