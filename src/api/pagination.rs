@@ -24,15 +24,7 @@ pub fn page_request(
         ));
     }
     let limit = q.int(v, "limit", 1, MAX_LIMIT).unwrap_or(DEFAULT_LIMIT);
-    let descending = match q.string("orderDirection") {
-        None => true,
-        Some(d) if d.eq_ignore_ascii_case("desc") => true,
-        Some(d) if d.eq_ignore_ascii_case("asc") => false,
-        Some(d) => {
-            v.add("orderDirection", "orderDirection must be ASC or DESC", d);
-            true
-        }
-    };
+    let descending = descending(q, v);
     let sort = match q.string("orderBy") {
         None => order_by[0].1,
         Some(name) => match order_by.iter().find(|(n, _)| *n == name) {
@@ -79,6 +71,19 @@ impl<T> CursorPage<T> {
             previous: page.previous,
             total_count: page.total_count,
             total_count_capped: page.total_count_capped,
+        }
+    }
+}
+
+/// `orderDirection`: `DESC` (the default) or `ASC`, in any case; anything else is a validation error.
+pub fn descending(q: &QueryMap, v: &mut Validation) -> bool {
+    match q.string("orderDirection") {
+        None => true,
+        Some(d) if d.eq_ignore_ascii_case("desc") => true,
+        Some(d) if d.eq_ignore_ascii_case("asc") => false,
+        Some(d) => {
+            v.add("orderDirection", "orderDirection must be ASC or DESC", d);
+            true
         }
     }
 }

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
-use crate::api::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::api::pagination::{descending, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::api::v2::subscribers::present;
 use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
@@ -319,15 +319,7 @@ fn list_query(q: &QueryMap) -> Result<WorkflowListQuery> {
         .int(&mut v, "limit", 1, MAX_LIMIT)
         .unwrap_or(DEFAULT_LIMIT);
     let offset = q.int(&mut v, "offset", 0, i64::MAX).unwrap_or(0);
-    let descending = match q.string("orderDirection") {
-        None => true,
-        Some(d) if d.eq_ignore_ascii_case("desc") => true,
-        Some(d) if d.eq_ignore_ascii_case("asc") => false,
-        Some(d) => {
-            v.add("orderDirection", "orderDirection must be ASC or DESC", d);
-            true
-        }
-    };
+    let descending = descending(q, &mut v);
     let order_by = match q.string("orderBy").as_deref() {
         None | Some("createdAt") => WorkflowOrder::CreatedAt,
         Some("updatedAt") => WorkflowOrder::UpdatedAt,
