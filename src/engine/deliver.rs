@@ -86,11 +86,7 @@ impl Runner {
             _ => Channel::Push,
         };
         let mut details = Vec::new();
-        let stop = if job.step.should_stop_on_fail {
-            Chain::Stop
-        } else {
-            Chain::Continue
-        };
+        let stop = Chain::after_failure(job);
         let fail = |details: Vec<ExecutionDetail>,
                     why: Undelivered,
                     content: Option<Rendered>,

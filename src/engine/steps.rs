@@ -53,6 +53,17 @@ pub(super) enum Chain {
     Stop,
 }
 
+impl Chain {
+    /// What follows a failed step: the chain stops only when the step says `shouldStopOnFail`.
+    pub(super) fn after_failure(job: &Job) -> Self {
+        if job.step.should_stop_on_fail {
+            Chain::Stop
+        } else {
+            Chain::Continue
+        }
+    }
+}
+
 impl Runner {
     pub fn new(store: Store, profile: WireProfile, retry_base: std::time::Duration) -> Self {
         let http = reqwest::Client::builder()
@@ -208,11 +219,7 @@ impl Runner {
                 ),
                 None,
             );
-            let chain = if job.step.should_stop_on_fail {
-                Chain::Stop
-            } else {
-                Chain::Continue
-            };
+            let chain = Chain::after_failure(job);
             let mut outcome = finished(status::FAILED, vec![d]);
             self.chain(&mut outcome, chain, job, notification).await?;
             return Ok(outcome);
@@ -302,11 +309,7 @@ impl Runner {
                     format!("The step's condition (controlValues.skip) cannot be evaluated: {e}"),
                     None,
                 );
-                let chain = if job.step.should_stop_on_fail {
-                    Chain::Stop
-                } else {
-                    Chain::Continue
-                };
+                let chain = Chain::after_failure(job);
                 (status::FAILED, chain, d)
             }
         };
@@ -480,11 +483,7 @@ impl Runner {
                     format!("The in-app template could not be rendered: {e}"),
                     None,
                 );
-                let chain = if job.step.should_stop_on_fail {
-                    Chain::Stop
-                } else {
-                    Chain::Continue
-                };
+                let chain = Chain::after_failure(job);
                 return Ok((finished(status::FAILED, vec![d]), chain));
             }
         };
@@ -578,21 +577,10 @@ impl Runner {
         env: &EnvironmentId,
         vars: &Value,
     ) -> Result<(JobOutcome, Chain)> {
-        let stop_or_go = if job.step.should_stop_on_fail {
-            Chain::Stop
-        } else {
-            Chain::Continue
-        };
+        let stop_or_go = Chain::after_failure(job);
         let fail = |text: String, raw: Option<String>| {
             let d = detail(job, "Failed", "Webhook", text, raw);
-            Ok((
-                finished(status::FAILED, vec![d]),
-                if job.step.should_stop_on_fail {
-                    Chain::Stop
-                } else {
-                    Chain::Continue
-                },
-            ))
+            Ok((finished(status::FAILED, vec![d]), Chain::after_failure(job)))
         };
         let controls = template_controls(&job.step.control_values);
         let rendered = match self.renderer.render_value(&controls, vars) {
