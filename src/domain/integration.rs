@@ -30,6 +30,17 @@ pub struct Integration {
     pub updated_at: Timestamp,
 }
 
+impl Integration {
+    /// The order in which delivery tries a channel's integrations: the primary first, then by
+    /// descending priority, then the newest.
+    pub fn delivery_order(a: &Integration, b: &Integration) -> std::cmp::Ordering {
+        b.primary
+            .cmp(&a.primary)
+            .then(b.priority.cmp(&a.priority))
+            .then(b.created_at.0.cmp(&a.created_at.0))
+    }
+}
+
 /// Why a provider/channel/kind combination is refused; `None` when it is consistent.
 pub fn check_provider_channel(
     provider: &ProviderId,

@@ -56,6 +56,18 @@ impl StepType {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
+
+    /// The channel a provider delivers this step on: email, SMS, chat and push steps; `None` for the
+    /// others (in-app messages are stored, not sent through an integration).
+    pub fn delivery_channel(self) -> Option<Channel> {
+        match self {
+            Self::Email => Some(Channel::Email),
+            Self::Sms => Some(Channel::Sms),
+            Self::Chat => Some(Channel::Chat),
+            Self::Push => Some(Channel::Push),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

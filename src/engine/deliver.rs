@@ -19,7 +19,6 @@ use crate::domain::filters::{passes, StepFilter};
 use crate::domain::integration::Integration;
 use crate::domain::job::{status, ExecutionDetail, Job, Message, MessageDelivery, Notification};
 use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::StepType;
 use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::providers::{
@@ -79,12 +78,11 @@ impl Runner {
         vars: &Value,
     ) -> Result<(JobOutcome, Chain)> {
         let env = EnvironmentId(job.environment_id.clone());
-        let channel = match job.step.step_type {
-            StepType::Email => Channel::Email,
-            StepType::Sms => Channel::Sms,
-            StepType::Chat => Channel::Chat,
-            _ => Channel::Push,
-        };
+        let channel = job
+            .step
+            .step_type
+            .delivery_channel()
+            .unwrap_or(Channel::Push);
         let mut details = Vec::new();
         let stop = Chain::after_failure(job);
         let fail = |details: Vec<ExecutionDetail>,
@@ -955,12 +953,7 @@ fn choose(
         })
         .cloned()
         .collect();
-    list.sort_by(|a, b| {
-        b.primary
-            .cmp(&a.primary)
-            .then(b.priority.cmp(&a.priority))
-            .then(b.created_at.0.cmp(&a.created_at.0))
-    });
+    list.sort_by(Integration::delivery_order);
     if list.is_empty() {
         let text = if active.is_empty() {
             format!(

@@ -10,7 +10,6 @@ use crate::domain::job::Notification;
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::StepType;
-use crate::domain::Channel;
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::engine::{detail, jobs_for_trigger, provider_for};
 use crate::error::{Error, Result, Validation};
@@ -373,17 +372,10 @@ async fn step_providers(
     tenant: &Tenant,
     steps: &[crate::domain::workflow::Step],
 ) -> Result<Vec<(StepType, String)>> {
-    let channel_of = |t: StepType| match t {
-        StepType::Email => Some(Channel::Email),
-        StepType::Sms => Some(Channel::Sms),
-        StepType::Chat => Some(Channel::Chat),
-        StepType::Push => Some(Channel::Push),
-        _ => None,
-    };
     if !steps
         .iter()
         .skip(1)
-        .any(|s| channel_of(s.step_type).is_some())
+        .any(|s| s.step_type.delivery_channel().is_some())
     {
         return Ok(Vec::new());
     }
@@ -397,14 +389,10 @@ async fn step_providers(
         StepType::Chat,
         StepType::Push,
     ] {
-        let first = active.iter().filter(|i| i.channel == channel_of(t)).min_by(
-            |a: &&Integration, b: &&Integration| {
-                b.primary
-                    .cmp(&a.primary)
-                    .then(b.priority.cmp(&a.priority))
-                    .then(b.created_at.0.cmp(&a.created_at.0))
-            },
-        );
+        let first = active
+            .iter()
+            .filter(|i| i.channel == t.delivery_channel())
+            .min_by(|a, b| Integration::delivery_order(a, b));
         if let Some(i) = first {
             out.push((t, i.provider_id.as_str().to_owned()));
         }
