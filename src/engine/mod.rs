@@ -35,6 +35,20 @@ impl Wakeup {
     }
 }
 
+/// `actor` of the template variables for a trigger's (or a preview's) actor: a subscriber id, as text or
+/// `{subscriberId}`, is looked up and gives that subscriber's fields (delivery and preview alike).
+pub async fn actor_variables(
+    store: &Store,
+    env: &EnvironmentId,
+    actor: &Value,
+) -> crate::error::Result<Value> {
+    let found = match crate::render::inputs::actor_reference(actor) {
+        Some(id) => store.get_subscriber(env, id).await?,
+        None => None,
+    };
+    Ok(crate::render::inputs::actor_values(actor, found.as_ref()))
+}
+
 /// The provider id recorded on a job of this step type (never missing; in-app uses `svc`).
 pub fn provider_for(step: StepType) -> &'static str {
     match step {

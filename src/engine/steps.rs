@@ -11,8 +11,8 @@ use crate::domain::workflow::{duration_ms, StepType};
 use crate::domain::{new_object_id, skip, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
-    actor_reference, actor_values, context_values, environment_values, subscriber_values,
-    template_variables, workflow_values, TemplateInputs,
+    context_values, environment_values, subscriber_values, template_variables, workflow_values,
+    TemplateInputs,
 };
 use crate::render::{sanitization_disabled, sanitize_in_app, Renderer};
 use crate::store::engine::JobOutcome;
@@ -374,13 +374,7 @@ impl Runner {
         };
         let actor = match n.actor.as_ref().filter(|a| !a.is_null()) {
             None => Value::Null,
-            Some(a) => {
-                let found = match actor_reference(a) {
-                    Some(id) => self.store.get_subscriber(env, id).await?,
-                    None => None,
-                };
-                actor_values(a, found.as_ref())
-            }
+            Some(a) => super::actor_variables(&self.store, env, a).await?,
         };
         let workflow = self
             .store

@@ -25,8 +25,7 @@ use crate::engine::steps::{request_body, template_controls};
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::{email_body_template, BlockError};
 use crate::render::inputs::{
-    actor_reference, actor_values, environment_values, template_variables, workflow_values,
-    TemplateInputs,
+    environment_values, template_variables, workflow_values, TemplateInputs,
 };
 use crate::render::{
     example_from_variables, sanitization_disabled, sanitize_html, sanitize_in_app, variables_used,
@@ -139,13 +138,7 @@ pub async fn preview(
     // An actor given as a subscriber id is looked up, as delivery does.
     let actor = match caller.get("actor").filter(|a| !a.is_null()) {
         None => None,
-        Some(a) => {
-            let found = match actor_reference(a) {
-                Some(id) => store.get_subscriber(&tenant.environment_id, id).await?,
-                None => None,
-            };
-            Some(actor_values(a, found.as_ref()))
-        }
+        Some(a) => Some(crate::engine::actor_variables(store, &tenant.environment_id, a).await?),
     };
     Ok(build(
         &workflow,
