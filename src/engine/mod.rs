@@ -803,15 +803,19 @@ mod tests {
         assert_eq!(next(json!({"monthDays": [32]})), None);
     }
 
-    #[test]
-    fn digest_metadata_has_a_type_and_no_nulls() {
-        let step = |c: Value| Step {
-            control_values: c.as_object().unwrap().clone(),
+    /// A digest step with these controls.
+    fn step(controls: Value) -> Step {
+        Step {
+            control_values: controls.as_object().unwrap().clone(),
             ..serde_json::from_value(
                 json!({"_id": "s1", "stepId": "d", "name": "d", "type": "digest"}),
             )
             .unwrap()
-        };
+        }
+    }
+
+    #[test]
+    fn digest_metadata_has_a_type_and_no_nulls() {
         assert_eq!(
             digest_metadata(&step(json!({})), vec![]),
             json!({"type": "regular", "stepId": "d", "events": []})
@@ -842,13 +846,6 @@ mod tests {
 
     #[test]
     fn backoff_windows_come_from_the_controls() {
-        let step = |c: Value| Step {
-            control_values: c.as_object().unwrap().clone(),
-            ..serde_json::from_value(
-                json!({"_id": "s1", "stepId": "d", "name": "d", "type": "digest"}),
-            )
-            .unwrap()
-        };
         assert_eq!(
             backoff_window(&step(json!({"amount": 5, "unit": "minutes"}))),
             None
