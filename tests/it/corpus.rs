@@ -291,10 +291,13 @@ async fn replay(backend: Backend, profile: WireProfile) {
         let name = format!("corpus-{}-{backend:?}", profile_name(profile)).to_lowercase();
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.txt"));
         let _ = std::fs::write(&out, &actual);
+        let files = match backend {
+            Backend::Sqlite => base.display().to_string(),
+            Backend::Postgres => format!("{} with {}", base.display(), overlay.display()),
+        };
         panic!(
-            "the replay differs from {} (whole replay: {}; re-record with TIDINGS_CORPUS_RECORD=1 if the \
-             change is intended)\n{}",
-            base.display(),
+            "the replay differs from {files} (whole replay: {}; re-record with TIDINGS_CORPUS_RECORD=1 if \
+             the change is intended)\n{}",
             out.display(),
             diff::first_differences(&expected, &actual, 3)
         );

@@ -51,7 +51,11 @@ pub fn first_differences(expected: &str, actual: &str, max: usize) -> String {
     )
 }
 
-/// A unified-style diff of two blocks by lines (longest common subsequence).
+/// Unchanged lines shown around each change.
+const CONTEXT: usize = 3;
+
+/// A unified-style diff of two blocks by lines (longest common subsequence), with [`CONTEXT`] lines
+/// around each change.
 fn line_diff(x: &str, y: &str) -> String {
     let (a, b): (Vec<&str>, Vec<&str>) = (x.lines().collect(), y.lines().collect());
     // lcs[i][j]: length of the longest common subsequence of a[i..] and b[j..].
@@ -65,23 +69,48 @@ fn line_diff(x: &str, y: &str) -> String {
             };
         }
     }
+    // The edit script: ' ' kept, '-' removed, '+' added.
+    let mut ops = Vec::new();
     let (mut i, mut j) = (0, 0);
-    let mut out = String::new();
-    let (mut removed, mut added) = (Vec::new(), Vec::new());
     while i < a.len() || j < b.len() {
         if i < a.len() && j < b.len() && a[i] == b[j] {
-            flush(&mut out, &mut removed, &mut added);
-            let _ = writeln!(out, "  {}", cut(a[i], 0));
+            ops.push((' ', a[i]));
             (i, j) = (i + 1, j + 1);
         } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            added.push(b[j]);
+            ops.push(('+', b[j]));
             j += 1;
         } else {
-            removed.push(a[i]);
+            ops.push(('-', a[i]));
             i += 1;
         }
     }
+    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].0 != ' ').collect();
+    let near = |k: usize| changed.iter().any(|&c| c.abs_diff(k) <= CONTEXT);
+    let mut out = String::new();
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let mut skipped = false;
+    for (k, &(op, line)) in ops.iter().enumerate() {
+        match op {
+            '-' => removed.push(line),
+            '+' => added.push(line),
+            _ => {
+                flush(&mut out, &mut removed, &mut added);
+                if near(k) {
+                    if skipped {
+                        out.push_str("  …\n");
+                        skipped = false;
+                    }
+                    let _ = writeln!(out, "  {}", cut(line, 0));
+                } else {
+                    skipped = true;
+                }
+            }
+        }
+    }
     flush(&mut out, &mut removed, &mut added);
+    if skipped {
+        out.push_str("  …\n");
+    }
     out
 }
 

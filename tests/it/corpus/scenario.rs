@@ -66,6 +66,12 @@ async fn public_routes(rec: &mut Recorder<'_>) {
         .await;
     rec.send(Call::new(Method::GET, "/v2/subscribers").auth(Auth::None))
         .await;
+    rec.send(
+        Call::new(Method::POST, "/v1/events/trigger")
+            .json(&json!({"name": "hello", "to": "ann"}))
+            .auth(Auth::None),
+    )
+    .await;
     for header in [
         "Bearer abc",
         "ApiKey ",
@@ -266,6 +272,16 @@ async fn subscribers(rec: &mut Recorder<'_>, world: &World) {
     )
     .await;
     rec.delete("/v1/subscribers/nobody/credentials/slack").await;
+    rec.patch(
+        "/v1/subscribers/nobody/credentials",
+        json!({"providerId": "slack", "credentials": {"webhookUrl": "https://example.com"}}),
+    )
+    .await;
+    rec.patch(
+        "/v1/subscribers/ann/credentials",
+        json!({"providerId": "slack", "credentials": "none"}),
+    )
+    .await;
 }
 
 fn in_app(step_id: &str, body: &str) -> Value {
@@ -386,6 +402,8 @@ async fn workflows(rec: &mut Recorder<'_>, world: &World) {
     )
     .await;
     rec.post("/v2/workflows", json!({"steps": "none"})).await;
+    rec.patch("/v2/workflows/hello", json!({"active": "yes"}))
+        .await;
     rec.get("/v2/workflows?orderBy=lastTriggeredAt").await;
 }
 
@@ -456,6 +474,17 @@ async fn channels(rec: &mut Recorder<'_>) {
     )
     .await;
     rec.get("/v1/channel-connections/chconn_unknown").await;
+    rec.patch(
+        "/v1/channel-connections/chconn_unknown",
+        json!({"workspace": {"id": "T9"}}),
+    )
+    .await;
+    rec.patch(
+        &format!("/v1/channel-connections/{generated}"),
+        json!({"workspace": {"name": "no id"}, "auth": "none"}),
+    )
+    .await;
+    rec.get("/v1/channel-connections?limit=1000").await;
 
     let endpoint = json!({"identifier": "ann-general", "subscriberId": "ann", "integrationIdentifier": "slack",
         "connectionIdentifier": generated, "type": "slack_channel", "endpoint": {"channelId": "C1"}});
@@ -505,6 +534,8 @@ async fn channels(rec: &mut Recorder<'_>) {
     .await;
     rec.patch("/v1/channel-endpoints/chendp_unknown", json!({}))
         .await;
+    rec.delete("/v1/channel-endpoints/chendp_unknown").await;
+    rec.get("/v1/channel-endpoints?limit=0").await;
     rec.delete(&format!("/v1/channel-endpoints/{user_endpoint}"))
         .await;
     rec.delete("/v1/channel-endpoints/ann-general").await;

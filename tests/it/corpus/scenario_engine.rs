@@ -304,6 +304,9 @@ async fn messages(rec: &mut Recorder<'_>) {
         .await;
     rec.get("/v1/subscribers/ann/notifications/unseen?limit=3")
         .await;
+    rec.get("/v1/subscribers/nobody/notifications/unseen").await;
+    rec.get("/v1/subscribers/ann/notifications/feed?limit=0")
+        .await;
     let item = |i: usize| {
         feed["data"][i]["_id"]
             .as_str()
@@ -330,6 +333,11 @@ async fn messages(rec: &mut Recorder<'_>) {
     rec.post(all, json!({"markAs": "seen"})).await;
     rec.post(all, json!({"markAs": "read"})).await;
     rec.post(all, json!({"markAs": "maybe"})).await;
+    rec.post(
+        "/v1/subscribers/nobody/messages/mark-all",
+        json!({"markAs": "read"}),
+    )
+    .await;
     rec.get("/v1/subscribers/ann/notifications/unseen?seen=false")
         .await;
     rec.get("/v1/subscribers/ann/notifications/feed?limit=3&read=true")
