@@ -5,6 +5,7 @@ mod support;
 
 mod auth_and_wire;
 mod channels;
+mod corpus;
 mod delivery;
 mod engine;
 mod idempotency;
