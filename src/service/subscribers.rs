@@ -12,7 +12,7 @@ use crate::domain::subscriber::{
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::page::{Page, PageRequest};
-use crate::store::subscribers::SubscriberSearch;
+use crate::store::subscriber_search::SubscriberSearch;
 use crate::store::Store;
 
 /// Profile fields of a create or patch. For a patch, `None` leaves a field alone and `Some(None)` clears it.
@@ -214,6 +214,7 @@ pub async fn search(
     search: &SubscriberSearch,
     page: &PageRequest,
 ) -> Result<Page<Subscriber>> {
+    crate::background::refresh_search_stats(store, search);
     store
         .search_subscribers(&tenant.environment_id, search, page)
         .await
