@@ -147,7 +147,7 @@ pub async fn create(
             created: true,
         }),
         // Lost a race with a concurrent create of the same id.
-        Err(Error::Conflict(_)) if !fail_if_exists => {
+        Err(Error::Duplicate) if !fail_if_exists => {
             let subscriber = modify(store, tenant, &subscriber_id, |s| {
                 fields.clone().apply(s);
                 Ok(())
@@ -158,6 +158,10 @@ pub async fn create(
                 created: false,
             })
         }
+        Err(Error::Duplicate) => Err(Error::Conflict(format!(
+            "Subscriber with id \"{}\" already exists",
+            s.subscriber_id
+        ))),
         Err(e) => Err(e),
     }
 }

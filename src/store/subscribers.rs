@@ -224,7 +224,7 @@ impl Store {
         subscriber_on(self.w(), env, subscriber_id).await
     }
 
-    /// Inserts a new subscriber; `Err(Conflict)` when the subscriberId is taken in the environment.
+    /// Inserts a new subscriber; `Err(Duplicate)` when the subscriberId is taken in the environment.
     pub async fn insert_subscriber(&self, s: &Subscriber) -> Result<()> {
         const INSERTED: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, \
              full_name, email, phone, avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, \
@@ -272,10 +272,7 @@ impl Store {
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&text), args).execute(p).await.map(|r| r.rows_affected()));
         match res {
             Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(Error::Conflict(format!(
-                "Subscriber with id \"{}\" already exists",
-                s.subscriber_id
-            ))),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }
