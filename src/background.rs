@@ -10,6 +10,9 @@
 //! driven from the other runtime, every statement would wait for a cross-runtime wake-up. Until it is on —
 //! on PostgreSQL, and in tests, which run many servers in one process, each on its own runtime — [`spawn`]
 //! uses the current runtime, so a test's tasks end with it.
+//!
+//! Refreshes the request path starts but does not wait for (the search statistics) are spawned here too,
+//! on the request runtime as before.
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -42,5 +45,22 @@ where
     match RUNTIME.get() {
         Some(runtime) => runtime.spawn(future),
         None => tokio::spawn(future),
+    }
+}
+
+/// Reads the store's trigram statistics in a task of its own when `search` reads the trigram indexes and
+/// the statistics are missing or old (SQLite): the search goes on without waiting (with the statistics it
+/// has, or GLOB), and the searches after it use the new ones.
+pub fn refresh_search_stats(
+    store: &crate::store::Store,
+    search: &crate::store::subscriber_search::SubscriberSearch,
+) {
+    if search.uses_trigrams() && store.claim_stale_search_stats() {
+        let store = store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.load_search_stats().await {
+                tracing::warn!(error = ?e, "reading trigram statistics failed");
+            }
+        });
     }
 }

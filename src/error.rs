@@ -79,6 +79,10 @@ pub enum Error {
     /// The request collides with an existing resource (409).
     #[error("{0}")]
     Conflict(String),
+    /// A write of the store collided with a unique key (an identifier already taken). The service that
+    /// made the write says what collided, as a [`Error::Conflict`]; unnamed, it is a 409 with this text.
+    #[error("already exists")]
+    Duplicate,
     /// Anything unexpected (500); the details are logged, never sent.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),

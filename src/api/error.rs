@@ -62,6 +62,9 @@ impl IntoResponse for ApiError {
             Error::Unauthorized(m) => error_response(StatusCode::UNAUTHORIZED, &m, Map::new()),
             Error::NotFound(m) => error_response(StatusCode::NOT_FOUND, &m, Map::new()),
             Error::Conflict(m) => error_response(StatusCode::CONFLICT, &m, Map::new()),
+            e @ Error::Duplicate => {
+                error_response(StatusCode::CONFLICT, &e.to_string(), Map::new())
+            }
             Error::Internal(e) => {
                 let error_id = uuid::Uuid::new_v4().to_string();
                 tracing::error!(error_id = %error_id, path = %request_path(), error = ?e, "internal error");

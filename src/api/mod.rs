@@ -33,6 +33,8 @@ pub struct AppState(Arc<Shared>);
 /// What [`AppState`] shares.
 pub struct Shared {
     pub store: Store,
+    /// Records triggers in group commits, handing due first jobs to this process's workers (`wakeup`).
+    pub triggers: crate::engine::TriggerWriter,
     pub profile: WireProfile,
     pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
@@ -41,11 +43,13 @@ pub struct Shared {
 
 impl AppState {
     pub fn new(store: Store, profile: WireProfile) -> Self {
+        let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
+            triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
             store,
             profile,
             keys: auth::KeyCache::default(),
-            wakeup: Default::default(),
+            wakeup,
         }))
     }
 }

@@ -3,9 +3,13 @@
 //! transaction that completes it, so a crashed worker's job is simply claimed again and never finishes twice.
 
 mod deliver;
+mod handoff;
 pub mod steps;
+mod trigger_writer;
 
 pub use deliver::MAX_RETRIES;
+pub use handoff::{HandedJob, Handoff};
+pub use trigger_writer::TriggerWriter;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,19 +23,29 @@ use crate::domain::job::{status, ExecutionDetail, Job, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
 use crate::domain::{new_object_id, EnvironmentId, Timestamp};
-use crate::store::engine::{HandedJob, JobOutcome};
+use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
 /// How long a claimed job is reserved for its worker.
 pub const LEASE_MS: i64 = 60_000;
 
-/// Wakes idle workers when new jobs are queued in this process (other processes poll).
+/// This process's link from the trigger path to its workers: wakes idle workers when new jobs are queued
+/// in this process (other processes poll), and holds the [`Handoff`] through which the trigger writer gives
+/// them new notifications' due first jobs already leased.
 #[derive(Clone, Default)]
-pub struct Wakeup(Arc<Notify>);
+pub struct Wakeup {
+    notify: Arc<Notify>,
+    handoff: Handoff,
+}
 
 impl Wakeup {
     pub fn notify(&self) {
-        self.0.notify_waiters();
+        self.notify.notify_waiters();
+    }
+
+    /// Where the trigger writer hands jobs to this process's workers (see [`Handoff::hand_jobs_to`]).
+    pub fn handoff(&self) -> &Handoff {
+        &self.handoff
     }
 }
 
@@ -497,7 +511,7 @@ pub fn spawn_workers(
         let batch = (concurrency * 4).clamp(8, 256) as i64;
         let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
         // New notifications' first jobs come straight from the trigger writer, already leased to us.
-        let handed: Handed = Arc::new(std::sync::Mutex::new(store.hand_jobs_to(
+        let handed: Handed = Arc::new(std::sync::Mutex::new(wakeup.handoff().hand_jobs_to(
             &worker,
             lease.as_millis() as i64,
             2 * batch as usize,
@@ -520,7 +534,7 @@ pub fn spawn_workers(
         }
         while loops.join_next().await.is_some() {}
         // Jobs handed over but not started go back to the queue for another process (or the next start).
-        store.stop_handing_jobs(&worker);
+        wakeup.handoff().stop_handing_jobs(&worker);
         let left: Vec<String> = take_handed(&handed, usize::MAX)
             .into_iter()
             .map(|(job, _)| job.id)
@@ -543,7 +557,7 @@ struct Claims {
     lease: Duration,
 }
 
-/// The jobs the trigger writer hands to this process's claim loops (see `Store::hand_jobs_to`).
+/// The jobs the trigger writer hands to this process's claim loops (see [`Handoff::hand_jobs_to`]).
 type Handed = Arc<std::sync::Mutex<tokio::sync::mpsc::Receiver<HandedJob>>>;
 
 /// Up to `most` handed jobs that are waiting, without waiting.
@@ -644,7 +658,7 @@ async fn worker_loop(
                 _ => 1000,
             };
             // Listen before looking at the hand-over once more: a trigger hands its jobs over, then wakes us.
-            let notified = wakeup.0.notified();
+            let notified = wakeup.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if has_handed(&handed) {

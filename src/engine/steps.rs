@@ -15,7 +15,7 @@ use crate::render::inputs::{
     TemplateInputs,
 };
 use crate::render::{sanitization_disabled, sanitize_in_app, Renderer};
-use crate::store::engine::JobOutcome;
+use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
 /// How long an `http_request` step waits for the remote server.

@@ -8,9 +8,9 @@ use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
 use crate::domain::{EnvironmentId, Tenant};
 use crate::error::{Error, Result};
-use crate::store::engine::NotificationFilter;
+use crate::store::notifications::NotificationFilter;
 use crate::store::page::{Cursor, PageRequest, SortColumn};
-use crate::store::subscribers::SubscriberSearch;
+use crate::store::subscriber_search::SubscriberSearch;
 use crate::store::Store;
 
 /// Receives the rows of an activity page in this order: the notifications (page order), then the known
@@ -135,16 +135,12 @@ pub async fn list(
                 sort: SortColumn::Id,
                 descending: true,
             };
-            let found = store
-                .search_subscribers(
-                    env,
-                    &SubscriberSearch {
-                        email: Some(term.clone()),
-                        ..Default::default()
-                    },
-                    &page,
-                )
-                .await?;
+            let search = SubscriberSearch {
+                email: Some(term.clone()),
+                ..Default::default()
+            };
+            crate::background::refresh_search_stats(store, &search);
+            let found = store.search_subscribers(env, &search, &page).await?;
             ids.extend(found.data.into_iter().map(|s| s.subscriber_id));
         }
         ids.sort();

@@ -11,10 +11,10 @@ use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::StepType;
 use crate::domain::{new_object_id, Tenant, Timestamp};
-use crate::engine::{detail, jobs_for_trigger, provider_for};
+use crate::engine::{detail, jobs_for_trigger, provider_for, TriggerWriter};
 use crate::error::{Error, Result, Validation};
 use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
-use crate::store::engine::TriggerRecord;
+use crate::store::triggers::TriggerRecord;
 use crate::store::Store;
 
 /// A trigger request after JSON parsing.
@@ -130,14 +130,22 @@ fn already_used(transaction_id: &str) -> TriggerResult {
     }
 }
 
-/// Triggers one event: the notifications and first jobs are recorded in one transaction.
-pub async fn trigger(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<TriggerResult> {
-    Ok(trigger_many(store, tenant, vec![input]).await?.remove(0))
+/// Triggers one event: the notifications and first jobs are recorded in one transaction (by `triggers`).
+pub async fn trigger(
+    store: &Store,
+    triggers: &TriggerWriter,
+    tenant: &Tenant,
+    input: TriggerInput,
+) -> Result<TriggerResult> {
+    Ok(trigger_many(store, triggers, tenant, vec![input])
+        .await?
+        .remove(0))
 }
 
 /// Triggers several events (bulk): each is validated on its own, and all are recorded in one transaction.
 pub async fn trigger_many(
     store: &Store,
+    triggers: &TriggerWriter,
     tenant: &Tenant,
     inputs: Vec<TriggerInput>,
 ) -> Result<Vec<TriggerResult>> {
@@ -157,7 +165,7 @@ pub async fn trigger_many(
         }
     }
     let transaction_ids: Vec<String> = records.iter().map(|r| r.transaction_id.clone()).collect();
-    let fresh = store.insert_triggers(records).await?;
+    let fresh = triggers.insert_triggers(records).await?;
     let mut recorded = transaction_ids.into_iter().zip(fresh);
     Ok(answers
         .into_iter()

@@ -6,7 +6,7 @@ use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
 use crate::domain::{Channel, Tenant};
 use crate::error::{Error, Result, Validation};
-use crate::store::engine::{MarkAs, MessageFilter};
+use crate::store::messages::{MarkAs, MessageFilter};
 use crate::store::Store;
 
 async fn require_subscriber(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<()> {

@@ -309,8 +309,21 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    store.insert_integration(&integration).await?;
+    store
+        .insert_integration(&integration)
+        .await
+        .map_err(|e| identifier_taken(e, &integration.identifier))?;
     Ok(integration)
+}
+
+/// A write refused because another integration of the environment has `identifier`, as the API answers it.
+fn identifier_taken(e: Error, identifier: &str) -> Error {
+    match e {
+        Error::Duplicate => Error::Conflict(format!(
+            "Integration with identifier \"{identifier}\" already exists"
+        )),
+        e => e,
+    }
 }
 
 fn not_found(id: &str) -> Error {
@@ -418,7 +431,11 @@ async fn modify(
         change(&mut i)?;
         i.version = expected + 1;
         i.updated_at = Timestamp::now();
-        if store.update_integration(&i, expected).await? {
+        if store
+            .update_integration(&i, expected)
+            .await
+            .map_err(|e| identifier_taken(e, &i.identifier))?
+        {
             return Ok(i);
         }
     }

@@ -12,7 +12,7 @@ use crate::domain::subscriber::{
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::page::{Page, PageRequest};
-use crate::store::subscribers::SubscriberSearch;
+use crate::store::subscriber_search::SubscriberSearch;
 use crate::store::Store;
 
 /// Profile fields of a create or patch. For a patch, `None` leaves a field alone and `Some(None)` clears it.
@@ -147,7 +147,7 @@ pub async fn create(
             created: true,
         }),
         // Lost a race with a concurrent create of the same id.
-        Err(Error::Conflict(_)) if !fail_if_exists => {
+        Err(Error::Duplicate) if !fail_if_exists => {
             let subscriber = modify(store, tenant, &subscriber_id, |s| {
                 fields.clone().apply(s);
                 Ok(())
@@ -158,6 +158,10 @@ pub async fn create(
                 created: false,
             })
         }
+        Err(Error::Duplicate) => Err(Error::Conflict(format!(
+            "Subscriber with id \"{}\" already exists",
+            s.subscriber_id
+        ))),
         Err(e) => Err(e),
     }
 }
@@ -214,6 +218,7 @@ pub async fn search(
     search: &SubscriberSearch,
     page: &PageRequest,
 ) -> Result<Page<Subscriber>> {
+    crate::background::refresh_search_stats(store, search);
     store
         .search_subscribers(&tenant.environment_id, search, page)
         .await

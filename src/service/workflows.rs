@@ -306,8 +306,21 @@ pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Res
         created_at: now,
         updated_at: now,
     };
-    store.insert_workflow(&w).await?;
+    store
+        .insert_workflow(&w)
+        .await
+        .map_err(|e| workflow_id_taken(e, &w.workflow_id))?;
     Ok(w)
+}
+
+/// A write refused because another workflow of the environment has `workflow_id`, as the API answers it.
+fn workflow_id_taken(e: Error, workflow_id: &str) -> Error {
+    match e {
+        Error::Duplicate => Error::Conflict(format!(
+            "Workflow with workflowId \"{workflow_id}\" already exists"
+        )),
+        e => e,
+    }
 }
 
 pub async fn get(store: &Store, tenant: &Tenant, id: &str) -> Result<Workflow> {
@@ -439,7 +452,11 @@ async fn change(
             updated_at,
             ..edit(old)?
         };
-        if store.update_workflow(&w, expected).await? {
+        if store
+            .update_workflow(&w, expected)
+            .await
+            .map_err(|e| workflow_id_taken(e, &w.workflow_id))?
+        {
             return Ok(w);
         }
     }

@@ -142,6 +142,7 @@ impl Store {
             .bind(env.as_str()).bind(channel.as_str()).fetch_one(p).await)?)
     }
 
+    /// Inserts a new integration; `Err(Duplicate)` when its identifier is taken in the environment.
     pub async fn insert_integration(&self, i: &Integration) -> Result<()> {
         let q = Sql::new(
             "insert into integrations (id, organization_id, environment_id, name, identifier, provider_id, channel, \
@@ -174,12 +175,13 @@ impl Store {
         match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))
         {
             Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(identifier_taken(&i.identifier)),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Writes every mutable field if the stored version is still `expected_version`.
+    /// Writes every mutable field if the stored version is still `expected_version`; `Err(Duplicate)` when
+    /// the new identifier is taken in the environment.
     pub async fn update_integration(&self, i: &Integration, expected_version: i64) -> Result<bool> {
         let q = Sql::new(
             "update integrations set name = $1, identifier = $2, credentials = $3, configurations = $4, \
@@ -208,7 +210,7 @@ impl Store {
         match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))
         {
             Ok(r) => Ok(r == 1),
-            Err(e) if is_unique_violation(&e) => Err(identifier_taken(&i.identifier)),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }
@@ -235,10 +237,4 @@ impl Store {
         })?;
         Ok(())
     }
-}
-
-fn identifier_taken(identifier: &str) -> Error {
-    Error::Conflict(format!(
-        "Integration with identifier \"{identifier}\" already exists"
-    ))
 }

@@ -7,15 +7,15 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
-use super::page::{cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
+use super::page::Keyed;
 use super::row::sql_row;
-use super::sql::{bind_args, glob_escape, like_escape, Arg, Sql};
+use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
 use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
-use crate::domain::{EnvironmentId, Tenant, Timestamp};
+use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::{Error, Result};
 
-const COLUMNS: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
+pub(super) const COLUMNS: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
     avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, version, created_at, updated_at";
 
 sql_row! {
@@ -132,7 +132,7 @@ const SLOT_BITS: u32 = 32;
 /// it is not deleted, which the unique index `subscribers_identifier` makes unambiguous. A subscriber whose
 /// slot was taken when it was created (by a soft-deleted predecessor with the same subscriberId, by a
 /// collision, or in a database written before slots) gets an ordinary rowid and is found through the index.
-fn slot(environment_id: &str, subscriber_id: &str) -> i64 {
+pub(super) fn slot(environment_id: &str, subscriber_id: &str) -> i64 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()
         .chain_update(environment_id)
@@ -176,15 +176,6 @@ async fn subscriber_on(
     let row: Option<SubscriberRow> = on_db!(db, p => sqlx::query_as::<_, SubscriberRow>(&SUBSCRIBER_BY_ID)
         .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
     Ok(row.map(Into::into))
-}
-
-/// Filters of `GET /v2/subscribers`, combined with AND. `email`, `phone`, `name` are case-sensitive substrings.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SubscriberSearch {
-    pub email: Option<String>,
-    pub phone: Option<String>,
-    pub name: Option<String>,
-    pub subscriber_id: Option<String>,
 }
 
 impl Store {
@@ -233,7 +224,7 @@ impl Store {
         subscriber_on(self.w(), env, subscriber_id).await
     }
 
-    /// Inserts a new subscriber; `Err(Conflict)` when the subscriberId is taken in the environment.
+    /// Inserts a new subscriber; `Err(Duplicate)` when the subscriberId is taken in the environment.
     pub async fn insert_subscriber(&self, s: &Subscriber) -> Result<()> {
         const INSERTED: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, \
              full_name, email, phone, avatar, locale, timezone, data, channels, is_online, last_online_at, deleted, \
@@ -281,10 +272,7 @@ impl Store {
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&text), args).execute(p).await.map(|r| r.rows_affected()));
         match res {
             Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(Error::Conflict(format!(
-                "Subscriber with id \"{}\" already exists",
-                s.subscriber_id
-            ))),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }
@@ -321,193 +309,6 @@ impl Store {
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(res == 1)
     }
-
-    /// One page of the environment's non-deleted subscribers matching `search`.
-    pub async fn search_subscribers(
-        &self,
-        env: &EnvironmentId,
-        search: &SubscriberSearch,
-        page: &PageRequest,
-    ) -> Result<Page<Subscriber>> {
-        // SQLite: when the trigram index narrows the rows, make the planner start from it (unary `+` keeps the
-        // environment index out) instead of walking the environment's whole id index and probing each row.
-        let trigram = self.dialect() == Dialect::Sqlite
-            && [&search.email, &search.phone, &search.name]
-                .iter()
-                .any(|t| t.as_ref().is_some_and(|t| t.chars().count() >= 3));
-        let mut filter = Sql::new(if trigram {
-            "+environment_id = "
-        } else {
-            "environment_id = "
-        });
-        filter.bind(env.as_str()).push(if trigram {
-            " and +deleted = false"
-        } else {
-            " and deleted = false"
-        });
-        if let Some(id) = &search.subscriber_id {
-            filter.push(" and subscriber_id = ").bind(id);
-        }
-        for (column, term) in [
-            ("email", &search.email),
-            ("phone", &search.phone),
-            ("full_name", &search.name),
-        ] {
-            if let Some(term) = term {
-                self.push_substring(&mut filter, column, term);
-            }
-        }
-        let mut scope = Sql::new("environment_id = ");
-        scope.bind(env.as_str());
-        let listing = Listing {
-            columns: COLUMNS,
-            from: "subscribers",
-            filter,
-            cursor_scope: scope,
-        };
-        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), SubscriberRow::read);
-        let rows = cursor_page_with::<SubscriberRow>(reader, listing, page).await?;
-        Ok(rows.map(Into::into))
-    }
-
-    /// A case-sensitive substring condition served by the trigram index of each database.
-    fn push_substring(&self, filter: &mut Sql, column: &str, term: &str) {
-        match self.dialect() {
-            // SQLite, terms of 3+ characters: the FTS5 trigram index (case_sensitive 1). With trigram
-            // statistics, match the rarest trigrams worth reading and recheck exactly; until they are read, GLOB.
-            // Shorter terms have no trigram: `instr` on the row, and the keyset scan stops after a page.
-            Dialect::Sqlite if term.chars().count() >= 3 => {
-                let stats = self.search_stats_snapshot();
-                // Five characters or more: the 5-gram index (migration 0009), else the trigram one.
-                let long = term.chars().count() >= super::search::GRAM && stats.is_some();
-                let index = if long {
-                    format!("subscribers_{column}_grams")
-                } else {
-                    format!("subscribers_{column}_search")
-                };
-                filter
-                    .push(" and seq in (select rowid from ")
-                    .push(&index)
-                    .push(" where ");
-                match stats {
-                    Some(stats) => {
-                        let query = if long {
-                            super::search::rare_gram_query(column, term, &stats)
-                        } else {
-                            super::search::rare_trigram_query(column, term, &stats)
-                        };
-                        filter.push(&index).push(" match ");
-                        filter.bind(query).push(")");
-                        filter
-                            .push(" and instr(")
-                            .push(column)
-                            .push(", ")
-                            .bind(term)
-                            .push(") > 0");
-                    }
-                    None => {
-                        filter
-                            .push(column)
-                            .push(" glob ")
-                            .bind(format!("*{}*", glob_escape(term)))
-                            .push(")");
-                    }
-                }
-            }
-            Dialect::Sqlite => {
-                filter
-                    .push(" and instr(")
-                    .push(column)
-                    .push(", ")
-                    .bind(term)
-                    .push(") > 0");
-            }
-            // PostgreSQL: GIN pg_trgm indexes serve LIKE; LIKE itself is case-sensitive.
-            Dialect::Postgres => {
-                filter.push(" and ").push(column).push(" like ");
-                filter
-                    .bind(format!("%{}%", like_escape(term)))
-                    .push(" escape '\\'");
-            }
-        }
-    }
-
-    /// Inserts `count` synthetic subscribers (`<prefix><n>`, `user<n>@<prefix>.example.com`) in one statement.
-    /// Used by tests and the benchmark to build large tables quickly.
-    pub async fn seed_subscribers(&self, tenant: &Tenant, prefix: &str, count: i64) -> Result<u64> {
-        let now = Timestamp::now().0;
-        // Ids keep the ObjectId layout: 8 hex of seconds, 6 hex of salt, then a 10-hex sequence.
-        let secs = format!(
-            "{:08x}{:06x}",
-            now / 1000,
-            rand::random::<u32>() & 0x00ff_ffff
-        );
-        let (sql, slots) = match self.dialect() {
-            // Each subscriber at its slot (see `slot`), inserted in slot order so that the table is written
-            // front to back. A slot that a row already holds, or that an earlier subscriber of this batch
-            // took (JSON null), gives way to the next free rowid.
-            Dialect::Sqlite => (
-                "insert into subscribers (seq, id, organization_id, environment_id, subscriber_id, first_name,
-                   last_name, full_name, email, phone, channels, deleted, version, created_at, updated_at)
-                 select case when s.slot is null or exists (select 1 from subscribers where seq = s.slot)
-                   then null else s.slot end,
-                   $2 || printf('%010x', s.i), $3, $4, $5 || s.i, 'First' || s.i, 'Last' || s.i,
-                   'First' || s.i || ' Last' || s.i, 'user' || s.i || '@' || $5 || '.example.com',
-                   '+1555' || printf('%07d', s.i), '[]', false, 0, $6 - $1 + s.i, $6 - $1 + s.i
-                 from (select value ->> 0 as i, value ->> 1 as slot from json_each($7)) as s",
-                Some(seed_slots(tenant.environment_id.as_str(), prefix, count)),
-            ),
-            Dialect::Postgres => (
-                "insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name,
-                   full_name, email, phone, channels, deleted, version, created_at, updated_at)
-                 select $2 || lpad(to_hex(i), 10, '0'), $3, $4, $5 || i, 'First' || i, 'Last' || i,
-                   'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
-                   '+1555' || lpad(i::text, 7, '0'), '[]', false, 0, $6 - $1 + i, $6 - $1 + i
-                 from generate_series(1, $1::bigint) as i",
-                None,
-            ),
-        };
-        let mut args: Vec<Arg> = vec![
-            count.into(),
-            secs.into(),
-            tenant.organization_id.as_str().into(),
-            tenant.environment_id.as_str().into(),
-            prefix.into(),
-            now.into(),
-        ];
-        args.extend(slots.map(Arg::Text));
-        let res = on_db!(self.w(), p => bind_args!(sqlx::query(sql), args).execute(p).await.map(|r| r.rows_affected()))?;
-        if self.dialect() == Dialect::Sqlite {
-            // Merge the search indexes' segments after a bulk load: queries read one b-tree per gram.
-            for index in [
-                "subscribers_email_search",
-                "subscribers_phone_search",
-                "subscribers_full_name_search",
-                "subscribers_email_grams",
-                "subscribers_phone_grams",
-                "subscribers_full_name_grams",
-            ] {
-                let sql = format!("insert into {index} ({index}) values ('optimize')");
-                on_db!(self.w(), p => sqlx::query(&sql).execute(p).await.map(|_| ()))?;
-            }
-        }
-        Ok(res)
-    }
-}
-
-/// The seeded subscribers `<prefix>1..=count` of an environment as a JSON array of `[n, slot]` in slot order,
-/// the slot `null` where an earlier one took it.
-fn seed_slots(environment_id: &str, prefix: &str, count: i64) -> String {
-    let mut slots: Vec<(i64, i64)> = (1..=count)
-        .map(|n| (slot(environment_id, &format!("{prefix}{n}")), n))
-        .collect();
-    slots.sort_unstable();
-    let list: Vec<(i64, Option<i64>)> = slots
-        .iter()
-        .enumerate()
-        .map(|(i, &(at, n))| (n, (i == 0 || slots[i - 1].0 != at).then_some(at)))
-        .collect();
-    serde_json::to_string(&list).expect("integers serialize")
 }
 
 impl Store {
@@ -560,60 +361,6 @@ impl Store {
         Ok(
             on_db!(self.r(), p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_all(p).await)?,
         )
-    }
-}
-
-impl Store {
-    /// The trigram statistics if loaded; starts a background refresh when they are missing or old.
-    fn search_stats_snapshot(&self) -> Option<std::sync::Arc<super::search::Frequencies>> {
-        let (stats, stale) = self.search_stats.snapshot();
-        if stale && self.search_stats.begin_refresh() {
-            let store = self.clone();
-            tokio::spawn(async move {
-                let table = match store.read_search_stats().await {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        tracing::warn!(error = ?e, "reading trigram statistics failed");
-                        None
-                    }
-                };
-                store.search_stats.finish_refresh(table);
-            });
-        }
-        stats
-    }
-
-    async fn read_search_stats(&self) -> Result<super::search::Frequencies> {
-        let mut table = super::search::Frequencies {
-            rows: on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from subscribers").fetch_one(p).await)?,
-            ..Default::default()
-        };
-        for column in ["email", "phone", "full_name"] {
-            let sql = format!("select term, doc from subscribers_{column}_vocab");
-            let rows: Vec<(String, i64)> =
-                on_db!(self.r(), p => sqlx::query_as(&sql).fetch_all(p).await)?;
-            table.grams.extend(
-                rows.into_iter()
-                    .map(|(term, doc)| ((column.to_owned(), term), doc)),
-            );
-        }
-        Ok(table)
-    }
-
-    /// Whether trigram statistics are loaded (SQLite).
-    pub fn search_stats_loaded(&self) -> bool {
-        self.search_stats.snapshot().0.is_some()
-    }
-
-    /// Reads the trigram statistics now (SQLite; a no-op on PostgreSQL). Searches refresh them by themselves.
-    pub async fn refresh_search_stats(&self) -> Result<()> {
-        if self.dialect() == Dialect::Sqlite && self.search_stats.begin_refresh() {
-            let table = self.read_search_stats().await;
-            self.search_stats
-                .finish_refresh(table.as_ref().ok().cloned());
-            table?;
-        }
-        Ok(())
     }
 }
 
@@ -787,6 +534,7 @@ mod plan_tests {
 mod slot_tests {
     use super::super::plans::{migrated, plan};
     use super::*;
+    use crate::domain::Tenant;
     use crate::service::subscribers::{self as service, SubscriberFields};
 
     const ENV: &str = "6b074794ef99cfe4297df173";
@@ -955,19 +703,5 @@ mod slot_tests {
         assert_ne!(seq_of("late1", false).await, squatter);
         assert!(id_of("late1").await.is_some());
         assert_eq!(id_of("squatter").await.as_deref(), Some("squatter"));
-    }
-
-    /// The seed's slot list is in slot order, and a slot shared by two subscribers is given to the first.
-    #[test]
-    fn seed_slots_are_ordered_and_unique() {
-        let list: Vec<(i64, Option<i64>)> =
-            serde_json::from_str(&seed_slots(ENV, "bench", 1000)).unwrap();
-        assert_eq!(list.len(), 1000);
-        let slots: Vec<i64> = list.iter().filter_map(|(_, s)| *s).collect();
-        assert!(slots.windows(2).all(|w| w[0] < w[1]));
-        let mut numbers: Vec<i64> = list.iter().map(|(n, _)| *n).collect();
-        numbers.sort_unstable();
-        assert_eq!(numbers, (1..=1000).collect::<Vec<_>>());
-        assert_eq!(list[0].1, Some(slot(ENV, &format!("bench{}", list[0].0))));
     }
 }

@@ -168,13 +168,8 @@ impl From<WorkflowRow> for Workflow {
     }
 }
 
-fn taken(workflow_id: &str) -> Error {
-    Error::Conflict(format!(
-        "Workflow with workflowId \"{workflow_id}\" already exists"
-    ))
-}
-
 impl Store {
+    /// Inserts a new workflow; `Err(Duplicate)` when its workflowId is taken in the environment.
     pub async fn insert_workflow(&self, w: &Workflow) -> Result<()> {
         let res = on_db!(self.w(), p => sqlx::query(
             "insert into workflows (id, organization_id, environment_id, workflow_id, name, description, tags, active,
@@ -189,7 +184,7 @@ impl Store {
         self.workflow_cache.clear();
         match res {
             Ok(()) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }
@@ -304,7 +299,8 @@ impl Store {
         Ok((rows.into_iter().map(Into::into).collect(), total))
     }
 
-    /// Writes every mutable field if the stored version is still `expected_version`.
+    /// Writes every mutable field if the stored version is still `expected_version`; `Err(Duplicate)` when
+    /// the new workflowId is taken in the environment.
     pub async fn update_workflow(&self, w: &Workflow, expected_version: i64) -> Result<bool> {
         let res = on_db!(self.w(), p => sqlx::query(
             "update workflows set workflow_id = $1, name = $2, description = $3, tags = $4, active = $5, critical = $6,
@@ -320,7 +316,7 @@ impl Store {
         self.workflow_cache.clear();
         match res {
             Ok(n) => Ok(n == 1),
-            Err(e) if is_unique_violation(&e) => Err(taken(&w.workflow_id)),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
     }

@@ -1419,7 +1419,10 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
     };
 
     // Released: queued again, its claim not counted.
-    let mut rx = app.store.hand_jobs_to("stopping-worker", 60_000, 16);
+    let mut rx = app
+        .wakeup
+        .handoff()
+        .hand_jobs_to("stopping-worker", 60_000, 16);
     trigger("handed-released").await;
     let (job, notification) = rx.try_recv().expect("the first job was handed over");
     assert_eq!(job.status, "running");
@@ -1452,10 +1455,10 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
         .is_ok());
 
     // Handed to workers that died: claimed again after the lease.
-    let mut rx = app.store.hand_jobs_to("dead-worker", 300, 16);
+    let mut rx = app.wakeup.handoff().hand_jobs_to("dead-worker", 300, 16);
     trigger("handed-dead").await;
     let (dead, _) = rx.try_recv().expect("the first job was handed over");
-    app.store.stop_handing_jobs("dead-worker");
+    app.wakeup.handoff().stop_handing_jobs("dead-worker");
     drop(rx);
     app.start_workers();
     for tx in ["handed-released", "handed-dead"] {

@@ -89,7 +89,7 @@ pub async fn trigger_event(
     tenant: Tenant,
     AppJson(body): AppJson<TriggerIn>,
 ) -> ApiResult<Response> {
-    let result = service::trigger(&state.store, &tenant, body.into()).await?;
+    let result = service::trigger(&state.store, &state.triggers, &tenant, body.into()).await?;
     state.wakeup.notify();
     Ok(Reply::created(TriggerOut::from(result)).into_response())
 }
@@ -113,11 +113,12 @@ pub async fn trigger_bulk(
         .into());
     }
     let inputs = body.events.into_iter().map(Into::into).collect();
-    let out: Vec<TriggerOut> = service::trigger_many(&state.store, &tenant, inputs)
-        .await?
-        .into_iter()
-        .map(TriggerOut::from)
-        .collect();
+    let out: Vec<TriggerOut> =
+        service::trigger_many(&state.store, &state.triggers, &tenant, inputs)
+            .await?
+            .into_iter()
+            .map(TriggerOut::from)
+            .collect();
     state.wakeup.notify();
     Ok(Reply::created(out).into_response())
 }

@@ -15,7 +15,7 @@ use crate::domain::job::Message;
 use crate::domain::{Channel, Tenant};
 use crate::error::Validation;
 use crate::service::inbox as service;
-use crate::store::engine::MessageFilter;
+use crate::store::messages::MessageFilter;
 
 /// Message (spec §2.6).
 #[derive(Debug, Serialize, ToSchema)]

@@ -18,7 +18,7 @@ use crate::domain::context::{context_set, parse_context_keys};
 use crate::domain::{Tenant, Timestamp};
 use crate::error::{Error, Validation};
 use crate::service::activity::{self as service, ActivityQuery};
-use crate::store::engine::NotificationFilter;
+use crate::store::notifications::NotificationFilter;
 
 /// ExecutionDetail. The `…Out` types of this module describe the schema (OpenAPI); the responses are written by
 /// [`ActivityJson`], which a test pins to these types byte for byte.

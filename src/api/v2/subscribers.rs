@@ -15,7 +15,7 @@ use crate::domain::Tenant;
 use crate::error::{Error, Validation};
 use crate::service::subscribers::{self as service, SubscriberFields};
 use crate::store::page::SortColumn;
-use crate::store::subscribers::SubscriberSearch;
+use crate::store::subscriber_search::SubscriberSearch;
 
 /// Subscriber (spec §2.4). Nullable fields are always present.
 #[derive(Debug, Serialize, ToSchema)]

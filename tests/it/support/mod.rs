@@ -81,7 +81,7 @@ pub struct TestApp {
     _dir: Option<tempfile::TempDir>,
     server: tokio::task::JoinHandle<()>,
     workers: tokio_util::sync::CancellationToken,
-    wakeup: tidings::engine::Wakeup,
+    pub wakeup: tidings::engine::Wakeup,
     /// How to reach this app's database from another process.
     pub database_url: String,
     pub pg_schema: Option<String>,

@@ -1,0 +1,76 @@
+//! The hand-off from the trigger writer to this process's workers: the first job of a new notification that
+//! is due at once is recorded already leased to them (as a claim would lease it) and handed over, with its
+//! notification, after the commit: no claim statement and no read of the notification.
+
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::mpsc;
+
+use crate::domain::job::{Job, Notification};
+use crate::store::triggers::Lease;
+
+/// A job a trigger recorded already leased to this process's workers, with its notification.
+pub type HandedJob = (Job, Notification);
+
+/// Where the trigger writer hands the due first jobs of new notifications: this process's workers, as
+/// `worker`, for `lease_ms` (see [`Handoff::hand_jobs_to`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    worker: String,
+    lease_ms: i64,
+    jobs: mpsc::Sender<HandedJob>,
+}
+
+impl Slot {
+    /// The lease of a group of triggers: the due first jobs go to this slot's workers when the channel has
+    /// room for all of them (the permits hold that room until the jobs are sent, after the commit).
+    pub(crate) fn lease<'s>(
+        &'s self,
+    ) -> Lease<'s, impl FnOnce(usize) -> Option<mpsc::PermitIterator<'s, HandedJob>> + 's> {
+        Lease {
+            worker: &self.worker,
+            lease_ms: self.lease_ms,
+            reserve: |n| self.jobs.try_reserve_many(n).ok(),
+        }
+    }
+}
+
+/// This process's hand-off: at most one set of workers takes jobs from the trigger writer. Cheap to clone;
+/// clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Handoff(Arc<RwLock<Option<Slot>>>);
+
+impl Handoff {
+    /// From now on, the trigger writer records the first job of a new notification that is due at once
+    /// already leased to `worker` (as a claim would) and hands it, with its notification, to the returned
+    /// receiver after the commit: no claim statement and no read of the notification. At most `capacity`
+    /// jobs wait there; beyond that, jobs are queued for claiming as usual. A job handed to workers that
+    /// stop is claimed again when its lease expires, like any claimed job.
+    pub fn hand_jobs_to(
+        &self,
+        worker: &str,
+        lease_ms: i64,
+        capacity: usize,
+    ) -> mpsc::Receiver<HandedJob> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Slot {
+            worker: worker.to_owned(),
+            lease_ms,
+            jobs: tx,
+        });
+        rx
+    }
+
+    /// Stops handing jobs to `worker` (see [`Handoff::hand_jobs_to`]).
+    pub fn stop_handing_jobs(&self, worker: &str) {
+        let mut slot = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|h| h.worker == worker) {
+            *slot = None;
+        }
+    }
+
+    /// The workers jobs are handed to now, if any.
+    pub(crate) fn current(&self) -> Option<Slot> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

@@ -1,0 +1,521 @@
+//! Jobs: claimed with leases, renewed while they run, completed atomically with everything they produced
+//! (execution details, message, the next step's job), retried, released, canceled; digest lookups.
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::fast::{Columns, ReadRow};
+use super::insert::{activate_jobs, append_digest_event, batched, insert_details, insert_messages};
+use super::row::sql_row;
+use super::sql::{bind_args, Arg, Sql};
+use super::{on_db, Dialect, Store};
+use crate::domain::job::{ExecutionDetail, Job, Message};
+use crate::domain::workflow::Step;
+use crate::domain::{EnvironmentId, Timestamp};
+use crate::error::Result;
+
+const JOB_COLUMNS: &str = "id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
+    workflow_ref, transaction_id, step_index, step, status, provider_id, payload, overrides, digest, digest_key, run_at, \
+    attempts, dedupe_key, schedule_extensions_count, delivery, created_at, updated_at";
+
+sql_row! {
+    struct JobRow {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        notification_id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        workflow_ref: String,
+        transaction_id: String,
+        step_index: i64,
+        step: Json<Step>,
+        status: String,
+        provider_id: String,
+        payload: Json<Value>,
+        overrides: Option<Json<Value>>,
+        digest: Option<Json<Value>>,
+        digest_key: Option<String>,
+        run_at: i64,
+        attempts: i64,
+        dedupe_key: String,
+        schedule_extensions_count: i64,
+        delivery: Option<Json<Value>>,
+        created_at: i64,
+        updated_at: i64,
+    }
+}
+
+impl From<JobRow> for Job {
+    fn from(r: JobRow) -> Self {
+        Job {
+            id: r.id,
+            organization_id: r.organization_id,
+            environment_id: r.environment_id,
+            notification_id: r.notification_id,
+            subscriber_ref: r.subscriber_ref,
+            subscriber_id: r.subscriber_id,
+            workflow_ref: r.workflow_ref,
+            transaction_id: r.transaction_id,
+            step_index: r.step_index,
+            step: r.step.0,
+            status: r.status,
+            provider_id: r.provider_id,
+            payload: r.payload.0,
+            overrides: r.overrides.map(|j| j.0),
+            digest: r.digest.map(|j| j.0),
+            digest_key: r.digest_key,
+            run_at: Timestamp(r.run_at),
+            attempts: r.attempts,
+            dedupe_key: r.dedupe_key,
+            schedule_extensions_count: r.schedule_extensions_count,
+            delivery: r.delivery.map(|j| j.0),
+            created_at: Timestamp(r.created_at),
+            updated_at: Timestamp(r.updated_at),
+        }
+    }
+}
+
+/// Everything a finished job leaves behind, written atomically with its final status.
+#[derive(Debug, Default)]
+pub struct JobOutcome {
+    /// `completed`, `failed`, `skipped`, …
+    pub status: String,
+    pub details: Vec<ExecutionDetail>,
+    pub message: Option<Message>,
+    /// The job of the next step, if the chain goes on: its pending job activated (`queued`, or `merged`
+    /// into an open digest), or — a notification triggered before jobs were created pending — created.
+    pub next: Option<Job>,
+    /// The chain ends here: the notification's jobs still pending (after `next`) end with this status.
+    pub rest: Option<&'static str>,
+    /// The provider that handled the job (a delivery through an integration), shown instead of the one
+    /// the job was created with.
+    pub provider_id: Option<String>,
+    /// A digest job that absorbs this job's event instead of running it separately.
+    pub merge_into: Option<(String, Value)>,
+    /// Instead of finishing, the job goes back to the queue (a provider retry or failover): its details are
+    /// written and it runs again at `run_at` with this delivery state.
+    pub retry: Option<Requeue>,
+}
+
+/// When and with which delivery state a job runs again.
+#[derive(Debug, Clone)]
+pub struct Requeue {
+    pub run_at: i64,
+    pub delivery: Value,
+}
+
+impl Store {
+    /// Gives back jobs `worker` holds but will not run (a stopping process): queued again at once, their
+    /// claim not counted as an attempt.
+    pub async fn release_jobs(&self, worker: &str, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = Sql::new(
+            "update jobs set status = 'queued', locked_by = null, locked_until = null, attempts = attempts - 1, \
+             updated_at = ",
+        );
+        q.bind(Timestamp::now().0)
+            .push(" where status = 'running' and locked_by = ")
+            .bind(worker);
+        q.push_in("id", ids);
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+
+    /// Claims up to `limit` due jobs for `worker` with a lease. With `reclaim_expired`, jobs whose lease
+    /// expired (their worker died) are claimed again, before due ones.
+    pub async fn claim_jobs(
+        &self,
+        worker: &str,
+        limit: i64,
+        lease_ms: i64,
+        reclaim_expired: bool,
+    ) -> Result<Vec<Job>> {
+        let now = Timestamp::now().0;
+        // Two statements, each served by the `jobs_due (status, run_at)` index in order and stopping after
+        // `limit` rows. One statement with `(queued and due) or (running and expired) order by run_at` would
+        // collect and sort the whole backlog on every claim.
+        let expired = if reclaim_expired {
+            self.claim_where(
+                worker,
+                "status = 'running' and locked_until < $3",
+                limit,
+                lease_ms,
+                now,
+            )
+            .await?
+        } else {
+            Vec::new()
+        };
+        let left = limit - expired.len() as i64;
+        let mut jobs = expired;
+        if left > 0 {
+            jobs.extend(
+                self.claim_where(
+                    worker,
+                    "status = 'queued' and run_at <= $3",
+                    left,
+                    lease_ms,
+                    now,
+                )
+                .await?,
+            );
+        }
+        Ok(jobs)
+    }
+
+    async fn claim_where(
+        &self,
+        worker: &str,
+        condition: &str,
+        limit: i64,
+        lease_ms: i64,
+        now: i64,
+    ) -> Result<Vec<Job>> {
+        // The dialects differ here: PostgreSQL skips rows other workers are claiming right now; SQLite has
+        // a single writer, so the statement is already exclusive.
+        let lock = match self.dialect() {
+            Dialect::Postgres => " for update skip locked",
+            Dialect::Sqlite => "",
+        };
+        let sql = format!(
+            "update jobs set status = 'running', locked_by = $1, locked_until = $2, attempts = attempts + 1,
+               updated_at = $3
+             where id in (select id from jobs where {condition} order by run_at limit $4{lock})
+             returning {JOB_COLUMNS}"
+        );
+        let rows: Vec<JobRow> = on_db!(self.w(), p => sqlx::query_as::<_, JobRow>(&sql)
+            .bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(p).await)?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    /// Extends the leases `worker` holds on `ids` to `lease_ms` from now (jobs still running under it).
+    pub async fn renew_leases(&self, worker: &str, ids: &[String], lease_ms: i64) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update jobs set locked_until = ");
+        q.bind(now + lease_ms)
+            .push(" where status = 'running' and locked_by = ")
+            .bind(worker);
+        q.push_in("id", ids);
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+
+    /// The earliest `run_at` of a queued job, to know how long a worker may sleep.
+    pub async fn next_job_due(&self) -> Result<Option<i64>> {
+        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, Option<i64>>(
+            "select min(run_at) from jobs where status = 'queued'").fetch_one(p).await)?)
+    }
+
+    /// Finishes a job this worker holds, with everything it produced, atomically. False when the lease was
+    /// lost (another worker took the job over): then nothing is written.
+    pub async fn complete_job(
+        &self,
+        job: &Job,
+        worker: &str,
+        outcome: &JobOutcome,
+    ) -> Result<bool> {
+        Ok(self
+            .complete_jobs(worker, &[(job, outcome)])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Finishes several jobs this worker holds in one transaction, with multi-row inserts. Per job: false when
+    /// its lease was lost (then nothing of it is written).
+    pub async fn complete_jobs(
+        &self,
+        worker: &str,
+        items: &[(&Job, &JobOutcome)],
+    ) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Timestamp::now().0;
+        let updates = finish_statements(worker, items, now);
+        let dialect = self.dialect();
+        let owned = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
+            for q in &updates {
+                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
+                owned.extend(ids);
+            }
+            let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(j, o)| (*j, *o)).collect();
+            // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and
+            // the detail and digest event that came with its activation are not written either.
+            let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
+            let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
+            for q in activate_jobs(&next) {
+                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
+                activated.extend(ids);
+            }
+            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(&n.id));
+            let details: Vec<&ExecutionDetail> = done.iter()
+                .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
+                .collect();
+            let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
+            let mut inserts = insert_details(&details);
+            inserts.extend(insert_messages(&messages));
+            // After the activations: the jobs a stopped chain never reaches.
+            inserts.extend(end_chains(&done, now));
+            for q in batched(dialect, inserts) {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+            }
+            // By digest job, as in `Store::record_triggers`.
+            let mut merges: Vec<&(String, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
+            merges.sort_by(|a, b| a.0.cmp(&b.0));
+            for (digest_job, event) in merges {
+                append_digest_event!(&mut *tx, dialect, digest_job, event, now);
+            }
+            tx.commit().await.map(|_| owned)
+        })?;
+        Ok(items.iter().map(|(j, _)| owned.contains(&j.id)).collect())
+    }
+
+    /// A job by its dedupe key (`Job::dedupe`: a notification's step).
+    pub async fn get_job_by_dedupe(&self, dedupe_key: &str) -> Result<Option<Job>> {
+        let sql = format!("select {JOB_COLUMNS} from jobs where dedupe_key = $1");
+        let row: Option<JobRow> = on_db!(self.r(), p => sqlx::query_as::<_, JobRow>(&sql)
+            .bind(dedupe_key).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
+    /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
+    pub async fn open_digest_job(&self, digest_key: &str) -> Result<Option<String>> {
+        Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
+            "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1")
+            .bind(digest_key).fetch_optional(p).await)?)
+    }
+
+    /// Whether a digest job for `digest_key` was created since `since` (backoff digests).
+    pub async fn digest_since(&self, digest_key: &str, since: i64) -> Result<bool> {
+        let found: Option<i32> = on_db!(self.w(), p => sqlx::query_scalar::<_, i32>(
+            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1")
+            .bind(digest_key).bind(since).fetch_optional(p).await)?;
+        Ok(found.is_some())
+    }
+
+    /// Counts the jobs of a step for the subscriber and workflow that ran (completed, or running) since
+    /// `since` (throttling): by `updated_at`, as a job is created at trigger time, maybe long before the
+    /// chain reaches it.
+    /// Through the subscriber's notifications (`notifications_subscriber`), then their jobs by
+    /// `(notification_id, step_index)`: jobs have no subscriber index, and filtering them by environment
+    /// read every job of the environment. `workflow_ref || ''` keeps SQLite off the workflow index, which
+    /// would read every notification of a busy workflow instead of one subscriber's.
+    pub async fn count_recent_jobs(&self, job: &Job, since: i64) -> Result<i64> {
+        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>(
+            "select count(*) from jobs where notification_id in (select id from notifications
+                 where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
+               and step_index = $4 and updated_at >= $5 and status in ('completed', 'running')")
+            .bind(&job.environment_id).bind(&job.subscriber_id).bind(&job.workflow_ref).bind(job.step_index).bind(since)
+            .fetch_one(p).await)?)
+    }
+
+    /// Cancels the queued and pending jobs of a transaction (steps not run yet); returns how many.
+    pub async fn cancel_transaction(
+        &self,
+        env: &EnvironmentId,
+        transaction_id: &str,
+    ) -> Result<u64> {
+        let now = Timestamp::now();
+        let n = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let ids: Vec<(String, String, String)> = sqlx::query_as(
+                "select id, notification_id, provider_id from jobs
+                 where environment_id = $1 and transaction_id = $2 and status in ('queued', 'pending')")
+                .bind(env.as_str()).bind(transaction_id).fetch_all(&mut *tx).await?;
+            for (id, notification_id, provider_id) in &ids {
+                sqlx::query("update jobs set status = 'canceled', updated_at = $1 where id = $2 and status in ('queued', 'pending')")
+                    .bind(now.0).bind(id).execute(&mut *tx).await?;
+                let d = ExecutionDetail {
+                    id: crate::domain::new_object_id(),
+                    environment_id: env.0.clone(),
+                    job_id: id.clone(),
+                    notification_id: notification_id.clone(),
+                    status: "Warning".into(),
+                    detail: "Canceled by DELETE /v1/events/trigger/{transactionId}".into(),
+                    source: "Internal".into(),
+                    is_retry: false,
+                    is_test: false,
+                    provider_id: Some(provider_id.clone()),
+                    raw: None,
+                    created_at: now,
+                };
+                for q in insert_details(&[&d]) {
+                    bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
+                }
+            }
+            tx.commit().await.map(|_| ids.len() as u64)
+        })?;
+        Ok(n)
+    }
+
+    pub async fn insert_details(&self, details: &[ExecutionDetail]) -> Result<()> {
+        let refs: Vec<&ExecutionDetail> = details.iter().collect();
+        for q in insert_details(&refs) {
+            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
+        }
+        Ok(())
+    }
+
+    /// Returns a claimed job to the queue to run again at `run_at` (after a transient failure).
+    pub async fn retry_job(&self, job: &Job, worker: &str, run_at: i64) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = $1, updated_at = $2
+             where id = $3 and status = 'running' and locked_by = $4")
+            .bind(run_at).bind(Timestamp::now().0).bind(&job.id).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+}
+
+/// The statements that finish `items` for `worker`, each guarded by the lease (`returning id`: the jobs it
+/// still held): a requeue per retried job, then one status update per distinct final status and provider.
+fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
+    // One status update per distinct final status, each guarded by the lease.
+    let mut updates = Vec::new();
+    for (job, o) in items {
+        if let Some(r) = &o.retry {
+            let mut q = Sql::new("update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = ");
+            q.bind(r.run_at)
+                .push(", delivery = ")
+                .bind(Arg::Json(r.delivery.clone()));
+            if let Some(p) = &o.provider_id {
+                q.push(", provider_id = ").bind(p.as_str());
+            }
+            q.push(", updated_at = ")
+                .bind(now)
+                .push(" where id = ")
+                .bind(&job.id);
+            q.push(" and status = 'running' and locked_by = ")
+                .bind(worker);
+            q.push(" returning id");
+            updates.push(q);
+        }
+    }
+    // Grouped by final status and provider (nearly always one group).
+    let mut groups: Vec<(&str, Option<&str>)> = items
+        .iter()
+        .filter(|(_, o)| o.retry.is_none())
+        .map(|(_, o)| (o.status.as_str(), o.provider_id.as_deref()))
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for (status, provider) in groups {
+        let ids: Vec<String> = items
+            .iter()
+            .filter(|(_, o)| {
+                o.status == status && o.provider_id.as_deref() == provider && o.retry.is_none()
+            })
+            .map(|(j, _)| j.id.clone())
+            .collect();
+        let mut q = Sql::new("update jobs set status = ");
+        q.bind(status);
+        if let Some(p) = provider {
+            q.push(", provider_id = ").bind(p);
+        }
+        q.push(", locked_until = null, updated_at = ").bind(now);
+        q.push(" where status = 'running' and locked_by = ")
+            .bind(worker);
+        q.push_in("id", &ids);
+        q.push(" returning id");
+        updates.push(q);
+    }
+    updates
+}
+
+/// The updates that end the pending jobs of the notifications whose chain stops with `done` (their
+/// `rest`), one per final status.
+fn end_chains(done: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
+    let mut rest: Vec<(&str, &str)> = done
+        .iter()
+        .filter(|(_, o)| o.retry.is_none())
+        .filter_map(|(j, o)| Some((o.rest?, j.notification_id.as_str())))
+        .collect();
+    rest.sort_unstable();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < rest.len() {
+        let status = rest[at].0;
+        let ids: Vec<String> = rest[at..]
+            .iter()
+            .take_while(|(s, _)| *s == status)
+            .map(|(_, n)| (*n).to_owned())
+            .collect();
+        at += ids.len();
+        let mut q = Sql::new("update jobs set status = ");
+        q.bind(status).push(", updated_at = ").bind(now);
+        q.push(" where status = 'pending'");
+        q.push_in("notification_id", &ids);
+        out.push(q);
+    }
+    out
+}
+
+impl ReadRow for JobRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let mut c = Columns::new(r);
+        Ok(Self {
+            id: c.get("id")?,
+            organization_id: c.get("organization_id")?,
+            environment_id: c.get("environment_id")?,
+            notification_id: c.get("notification_id")?,
+            subscriber_ref: c.get("subscriber_ref")?,
+            subscriber_id: c.get("subscriber_id")?,
+            workflow_ref: c.get("workflow_ref")?,
+            transaction_id: c.get("transaction_id")?,
+            step_index: c.get("step_index")?,
+            step: c.json("step")?,
+            status: c.get("status")?,
+            provider_id: c.get("provider_id")?,
+            payload: c.json("payload")?,
+            overrides: c.opt_json("overrides")?,
+            digest: c.opt_json("digest")?,
+            digest_key: c.get("digest_key")?,
+            run_at: c.get("run_at")?,
+            attempts: c.get("attempts")?,
+            dedupe_key: c.get("dedupe_key")?,
+            schedule_extensions_count: c.get("schedule_extensions_count")?,
+            delivery: c.opt_json("delivery")?,
+            created_at: c.get("created_at")?,
+            updated_at: c.get("updated_at")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plans::{migrated, plan};
+
+    /// The digest lookups read the digest-key index in order (no sort for the open window), and the
+    /// index is partial: jobs without a digest key, nearly all of them, add no entry to it.
+    #[test]
+    fn digest_lookups_use_the_partial_digest_index() {
+        let conn = migrated();
+        for sql in [
+            "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1",
+            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1",
+        ] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("USING INDEX jobs_digest (digest_key=?"), "{sql}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{sql}: {p}");
+        }
+        let partial: bool = conn
+            .query_row(
+                "select \"partial\" from pragma_index_list('jobs') where name = 'jobs_digest'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(partial);
+    }
+}
