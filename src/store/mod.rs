@@ -24,14 +24,6 @@ pub mod tenants;
 pub mod triggers;
 pub mod workflows;
 
-/// The types that lived in `store::engine` before it was split, for the callers that other changes of
-/// issue #20 are editing at the same time (`engine/deliver.rs`, `tests/`). New code imports them from
-/// their modules; this goes once those callers do.
-pub mod engine {
-    pub use super::jobs::{JobOutcome, Requeue};
-    pub use super::messages::MessageFilter;
-}
-
 use std::borrow::Cow;
 use std::str::FromStr;
 use std::sync::LazyLock;

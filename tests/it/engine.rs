@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use tidings::store::engine::MessageFilter;
+use tidings::store::messages::MessageFilter;
 
 use crate::db_test;
 use crate::support::{eventually, settled, Backend, TestApp};
@@ -689,7 +689,7 @@ async fn lease_expiry(backend: Backend) {
     assert_eq!(success.len(), 1, "finished exactly once: {first:?}");
     assert_eq!(success[0]["isRetry"], true, "the second claim is a retry");
     // The dead worker comes back: it no longer owns the job, so nothing it reports is written.
-    let outcome = tidings::store::engine::JobOutcome {
+    let outcome = tidings::store::jobs::JobOutcome {
         status: "completed".into(),
         ..Default::default()
     };
@@ -1471,7 +1471,7 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
         assert_eq!(success, 1, "{tx}: finished exactly once: {first:?}");
     }
     // The dead worker comes back: it no longer owns its job, so nothing it reports is written.
-    let outcome = tidings::store::engine::JobOutcome {
+    let outcome = tidings::store::jobs::JobOutcome {
         status: "completed".into(),
         ..Default::default()
     };

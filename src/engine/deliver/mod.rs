@@ -32,7 +32,7 @@ use crate::domain::subscriber::Subscriber;
 use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::providers::Attachment;
-use crate::store::engine::{JobOutcome, Requeue};
+use crate::store::jobs::{JobOutcome, Requeue};
 
 use render::Rendered;
 
