@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// `Default` is the epoch; it only stands for "not read yet" while a row is being read (see `store::row`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub i64);
 
 impl Timestamp {

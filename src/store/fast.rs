@@ -180,6 +180,19 @@ impl<'a, 'r> Columns<'a, 'r> {
         self.row.get(at)
     }
 
+    /// The next column, read as its drivers' type `S` and loaded into the field type `T` (see
+    /// [`Stored`](super::row::Stored)).
+    pub fn stored<S: super::row::Column, T: super::row::Stored<S>>(
+        &mut self,
+        name: &str,
+    ) -> rusqlite::Result<T> {
+        let at = self.at;
+        let stored = S::read(self, name)?;
+        T::load(stored).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Null, e.into())
+        })
+    }
+
     /// The next column, text, borrowed from the row.
     pub fn str(&mut self, name: &str) -> rusqlite::Result<&'a str> {
         let at = self.next_index(name);
