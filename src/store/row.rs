@@ -504,7 +504,7 @@ mod tests {
 
         let conn = rusqlite::Connection::open(&path).unwrap();
         let mut stmt = conn.prepare(&select).unwrap();
-        let inline = stmt.query_row([], |r| <Thing as ReadRow>::read(r)).unwrap();
+        let inline = stmt.query_row([], <Thing as ReadRow>::read).unwrap();
         assert_eq!(inline, thing);
     }
 }
