@@ -210,6 +210,9 @@ pub struct Message {
     pub seen: bool,
     pub last_read_date: Option<Timestamp>,
     pub last_seen_date: Option<Timestamp>,
+    /// Archived by the subscriber (the Inbox's archive); archived messages stay readable.
+    pub archived: bool,
+    pub archived_at: Option<Timestamp>,
     pub status: String,
     pub provider_id: String,
     pub context_keys: Vec<String>,

@@ -544,6 +544,8 @@ impl Runner {
             seen: false,
             last_read_date: None,
             last_seen_date: None,
+            archived: false,
+            archived_at: None,
             status: "sent".to_owned(),
             provider_id: "svc".to_owned(),
             context_keys: n.context_keys.clone(),

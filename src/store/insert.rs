@@ -1,11 +1,9 @@
 //! Multi-row inserts of the engine's tables, shared by the writes that record triggers and complete jobs:
 //! statements of bounded size, joined into one script on SQLite.
 
-use serde_json::Value;
-
+use super::row::Table;
 use super::sql::{Arg, Sql};
 use super::Dialect;
-use crate::domain::context::context_set;
 use crate::domain::job::{ExecutionDetail, Job, Message, Notification};
 
 /// Bound values per multi-row `insert`. SQLite (through sqlx) looks each parameter up by walking the
@@ -75,12 +73,22 @@ pub(super) fn insert_rows(head: &str, tail: &str, rows: Vec<Vec<Arg>>) -> Vec<Sq
     out
 }
 
-fn json(v: impl serde::Serialize) -> Arg {
-    Arg::Json(serde_json::to_value(v).unwrap_or(Value::Null))
+/// `insert into <table> (<written columns>) values …, …` of rows of a declared table (see `row::table!`),
+/// followed by `tail`.
+pub(super) fn insert_declared<T: Table>(rows: &[&T], tail: &str) -> serde_json::Result<Vec<Sql>> {
+    let head = format!("insert into {} ({})", T::TABLE, T::WRITTEN.join(", "));
+    let args = rows
+        .iter()
+        .map(|r| r.args())
+        .collect::<serde_json::Result<_>>()?;
+    Ok(insert_rows(&head, tail, args))
 }
 
 /// Inserts jobs, queued — or, with `lease` (worker, until), already claimed by that worker.
-pub(super) fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql> {
+pub(super) fn insert_jobs(
+    jobs: &[&Job],
+    lease: Option<(&str, i64)>,
+) -> serde_json::Result<Vec<Sql>> {
     insert_jobs_then(jobs, lease, "on conflict (dedupe_key) do nothing")
 }
 
@@ -89,7 +97,7 @@ pub(super) fn insert_jobs(jobs: &[&Job], lease: Option<(&str, i64)>) -> Vec<Sql>
 /// completion of the same step that lost its lease) is left alone; a missing one (a notification
 /// triggered before the jobs of all steps were created at trigger time) is inserted. The stored step,
 /// id and creation time stay those of the trigger. Returns the ids of the jobs activated.
-pub(super) fn activate_jobs(jobs: &[&Job]) -> Vec<Sql> {
+pub(super) fn activate_jobs(jobs: &[&Job]) -> serde_json::Result<Vec<Sql>> {
     insert_jobs_then(
         jobs,
         None,
@@ -99,172 +107,45 @@ pub(super) fn activate_jobs(jobs: &[&Job]) -> Vec<Sql> {
     )
 }
 
-fn insert_jobs_then(jobs: &[&Job], lease: Option<(&str, i64)>, on_conflict: &str) -> Vec<Sql> {
+fn insert_jobs_then(
+    jobs: &[&Job],
+    lease: Option<(&str, i64)>,
+    on_conflict: &str,
+) -> serde_json::Result<Vec<Sql>> {
+    // A job handed to a worker as it is recorded is stored claimed: its first attempt under way.
+    let attempts = Job::WRITTEN.iter().position(|c| *c == "attempts");
     let rows = jobs
         .iter()
         .map(|j| {
-            vec![
-                Arg::from(&j.id),
-                Arg::from(&j.organization_id),
-                Arg::from(&j.environment_id),
-                Arg::from(&j.notification_id),
-                Arg::from(&j.subscriber_ref),
-                Arg::from(&j.subscriber_id),
-                Arg::from(&j.workflow_ref),
-                Arg::from(&j.transaction_id),
-                Arg::Int(j.step_index),
-                json(&j.step),
-                Arg::from(j.step.step_type.as_str()),
-                Arg::from(&j.status),
-                Arg::from(&j.provider_id),
-                Arg::Json(j.payload.clone()),
-                Arg::OptJson(j.overrides.clone()),
-                Arg::OptJson(j.digest.clone()),
-                Arg::OptText(j.digest_key.clone()),
-                Arg::Int(j.run_at.0),
-                Arg::Int(i64::from(lease.is_some())),
-                Arg::OptText(lease.map(|(worker, _)| worker.to_owned())),
-                Arg::OptInt(lease.map(|(_, until)| until)),
-                Arg::from(&j.dedupe_key),
-                Arg::Int(j.schedule_extensions_count),
-                Arg::Int(j.created_at.0),
-                Arg::Int(j.updated_at.0),
-            ]
+            let mut args = j.args()?;
+            if let (Some(at), Some(_)) = (attempts, lease) {
+                args[at] = Arg::Int(1);
+            }
+            args.push(Arg::OptText(lease.map(|(worker, _)| worker.to_owned())));
+            args.push(Arg::OptInt(lease.map(|(_, until)| until)));
+            Ok(args)
         })
-        .collect();
-    insert_rows(
-        "insert into jobs (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
-         workflow_ref, transaction_id, step_index, step, step_type, status, provider_id, payload, overrides, digest, \
-         digest_key, run_at, attempts, locked_by, locked_until, dedupe_key, schedule_extensions_count, created_at, \
-         updated_at)",
-        on_conflict,
-        rows,
-    )
+        .collect::<serde_json::Result<_>>()?;
+    let head = format!(
+        "insert into jobs ({}, locked_by, locked_until)",
+        Job::WRITTEN.join(", ")
+    );
+    Ok(insert_rows(&head, on_conflict, rows))
 }
 
-pub(super) fn insert_details(details: &[&ExecutionDetail]) -> Vec<Sql> {
-    let rows = details
-        .iter()
-        .map(|d| {
-            vec![
-                Arg::from(&d.id),
-                Arg::from(&d.environment_id),
-                Arg::from(&d.job_id),
-                Arg::from(&d.notification_id),
-                Arg::from(&d.status),
-                Arg::from(&d.detail),
-                Arg::from(&d.source),
-                Arg::Bool(d.is_retry),
-                Arg::Bool(d.is_test),
-                Arg::OptText(d.provider_id.clone()),
-                Arg::OptText(d.raw.clone()),
-                Arg::Int(d.created_at.0),
-            ]
-        })
-        .collect();
-    insert_rows(
-        "insert into execution_details (id, environment_id, job_id, notification_id, status, detail, source, \
-         is_retry, is_test, provider_id, raw, created_at)",
-        "",
-        rows,
-    )
+pub(super) fn insert_details(details: &[&ExecutionDetail]) -> serde_json::Result<Vec<Sql>> {
+    insert_declared(details, "")
 }
 
-pub(super) fn insert_messages(messages: &[&Message]) -> Vec<Sql> {
-    let rows = messages
-        .iter()
-        .map(|m| {
-            vec![
-                Arg::from(&m.id),
-                Arg::from(&m.organization_id),
-                Arg::from(&m.environment_id),
-                Arg::from(&m.notification_id),
-                Arg::from(&m.subscriber_ref),
-                Arg::from(&m.subscriber_id),
-                Arg::from(&m.workflow_ref),
-                Arg::from(&m.workflow_identifier),
-                Arg::from(&m.job_id),
-                Arg::from(&m.transaction_id),
-                Arg::from(&m.channel),
-                Arg::OptText(m.subject.clone()),
-                Arg::from(&m.content),
-                Arg::OptText(m.avatar.clone()),
-                Arg::Json(m.cta.clone()),
-                Arg::OptJson(m.data.clone()),
-                Arg::Json(m.payload.clone()),
-                Arg::OptJson(m.overrides.clone()),
-                Arg::Bool(m.read),
-                Arg::Bool(m.seen),
-                Arg::OptInt(m.last_read_date.map(|t| t.0)),
-                Arg::OptInt(m.last_seen_date.map(|t| t.0)),
-                Arg::from(&m.status),
-                Arg::from(&m.provider_id),
-                json(&m.context_keys),
-                Arg::Bool(m.deleted),
-                Arg::Int(m.created_at.0),
-                Arg::Int(m.updated_at.0),
-                Arg::OptText(m.delivery.email.clone()),
-                Arg::OptText(m.delivery.phone.clone()),
-                Arg::OptText(m.delivery.direct_webhook_url.clone()),
-                Arg::OptJson(
-                    m.delivery
-                        .device_tokens
-                        .as_ref()
-                        .map(|t| serde_json::json!(t)),
-                ),
-                Arg::OptInt(m.delivery.delivered_at.map(|t| t.0)),
-                Arg::OptText(m.delivery.error_id.clone()),
-                Arg::OptText(m.delivery.error_text.clone()),
-            ]
-        })
-        .collect();
-    insert_rows(
-        "insert into messages (id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
-         workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data, \
-         payload, overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, \
-         created_at, updated_at, email, phone, direct_webhook_url, device_tokens, delivered_at, error_id, error_text)",
-        "on conflict (job_id) do nothing",
-        rows,
-    )
+/// The messages' rows, written once per job: a completion re-run after a lost lease adds nothing.
+pub(super) fn insert_messages(messages: &[&Message]) -> serde_json::Result<Vec<Sql>> {
+    insert_declared(messages, "on conflict (job_id) do nothing")
 }
 
-pub(super) fn insert_notifications(notifications: &[&Notification]) -> Vec<Sql> {
-    let rows = notifications
-        .iter()
-        .map(|n| {
-            vec![
-                Arg::from(&n.id),
-                Arg::from(&n.organization_id),
-                Arg::from(&n.environment_id),
-                Arg::from(&n.subscriber_ref),
-                Arg::from(&n.subscriber_id),
-                Arg::from(&n.workflow_ref),
-                Arg::from(&n.workflow_identifier),
-                Arg::from(&n.transaction_id),
-                json(&n.channels),
-                Arg::from(format!(",{},", n.channels.join(","))),
-                Arg::Json(n.payload.clone()),
-                Arg::OptJson(n.overrides.clone()),
-                Arg::OptJson(n.to.clone()),
-                Arg::OptJson(n.actor.clone()),
-                json(&n.tags),
-                Arg::from(&n.severity),
-                Arg::Bool(n.critical),
-                json(&n.context_keys),
-                Arg::from(context_set(&n.context_keys)),
-                Arg::OptText(n.digested_notification_id.clone()),
-                Arg::Int(n.created_at.0),
-                Arg::Int(n.updated_at.0),
-            ]
-        })
-        .collect();
-    insert_rows(
-        "insert into notifications (id, organization_id, environment_id, subscriber_ref, subscriber_id, workflow_ref, \
-         workflow_identifier, transaction_id, channels, channel_set, payload, overrides, to_value, actor, tags, \
-         severity, critical, context_keys, context_set, digested_notification_id, created_at, updated_at)",
-        "",
-        rows,
-    )
+pub(super) fn insert_notifications(
+    notifications: &[&Notification],
+) -> serde_json::Result<Vec<Sql>> {
+    insert_declared(notifications, "")
 }
 
 /// Appends an event to the `digest.events` of a digest job that is still waiting, in one statement: the

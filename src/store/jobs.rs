@@ -4,9 +4,8 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{Columns, ReadRow};
 use super::insert::{activate_jobs, append_digest_event, batched, insert_details, insert_messages};
-use super::row::sql_row;
+use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::job::{ExecutionDetail, Job, Message};
@@ -14,12 +13,8 @@ use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
-const JOB_COLUMNS: &str = "id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
-    workflow_ref, transaction_id, step_index, step, status, provider_id, payload, overrides, digest, digest_key, run_at, \
-    attempts, dedupe_key, schedule_extensions_count, delivery, created_at, updated_at";
-
-sql_row! {
-    struct JobRow {
+table! {
+    Job => "jobs" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -44,35 +39,9 @@ sql_row! {
         created_at: i64,
         updated_at: i64,
     }
-}
-
-impl From<JobRow> for Job {
-    fn from(r: JobRow) -> Self {
-        Job {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            notification_id: r.notification_id,
-            subscriber_ref: r.subscriber_ref,
-            subscriber_id: r.subscriber_id,
-            workflow_ref: r.workflow_ref,
-            transaction_id: r.transaction_id,
-            step_index: r.step_index,
-            step: r.step.0,
-            status: r.status,
-            provider_id: r.provider_id,
-            payload: r.payload.0,
-            overrides: r.overrides.map(|j| j.0),
-            digest: r.digest.map(|j| j.0),
-            digest_key: r.digest_key,
-            run_at: Timestamp(r.run_at),
-            attempts: r.attempts,
-            dedupe_key: r.dedupe_key,
-            schedule_extensions_count: r.schedule_extensions_count,
-            delivery: r.delivery.map(|j| j.0),
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
-        }
+    written {
+        // The claim's partial indexes are per step type.
+        step_type: String = |j: &Job| j.step.step_type.as_str().to_owned(),
     }
 }
 
@@ -185,11 +154,11 @@ impl Store {
             "update jobs set status = 'running', locked_by = $1, locked_until = $2, attempts = attempts + 1,
                updated_at = $3
              where id in (select id from jobs where {condition} order by run_at limit $4{lock})
-             returning {JOB_COLUMNS}"
+             returning {}",
+            Job::COLUMNS
         );
-        let rows: Vec<JobRow> = on_db!(self.w(), p => sqlx::query_as::<_, JobRow>(&sql)
-            .bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(p).await)?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        Ok(on_db!(self.w(), p => sqlx::query_as::<_, Job>(&sql)
+            .bind(worker).bind(now + lease_ms).bind(now).bind(limit).fetch_all(p).await)?)
     }
 
     /// Extends the leases `worker` holds on `ids` to `lease_ms` from now (jobs still running under it).
@@ -255,7 +224,7 @@ impl Store {
             // the detail and digest event that came with its activation are not written either.
             let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
             let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
-            for q in activate_jobs(&next) {
+            for q in activate_jobs(&next)? {
                 let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
                 activated.extend(ids);
             }
@@ -264,8 +233,8 @@ impl Store {
                 .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
                 .collect();
             let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
-            let mut inserts = insert_details(&details);
-            inserts.extend(insert_messages(&messages));
+            let mut inserts = insert_details(&details)?;
+            inserts.extend(insert_messages(&messages)?);
             // After the activations: the jobs a stopped chain never reaches.
             inserts.extend(end_chains(&done, now));
             for q in batched(dialect, inserts) {
@@ -284,10 +253,9 @@ impl Store {
 
     /// A job by its dedupe key (`Job::dedupe`: a notification's step).
     pub async fn get_job_by_dedupe(&self, dedupe_key: &str) -> Result<Option<Job>> {
-        let sql = format!("select {JOB_COLUMNS} from jobs where dedupe_key = $1");
-        let row: Option<JobRow> = on_db!(self.r(), p => sqlx::query_as::<_, JobRow>(&sql)
-            .bind(dedupe_key).fetch_optional(p).await)?;
-        Ok(row.map(Into::into))
+        let sql = format!("select {} from jobs where dedupe_key = $1", Job::COLUMNS);
+        Ok(on_db!(self.r(), p => sqlx::query_as::<_, Job>(&sql)
+            .bind(dedupe_key).fetch_optional(p).await)?)
     }
 
     /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
@@ -351,7 +319,7 @@ impl Store {
                     raw: None,
                     created_at: now,
                 };
-                for q in insert_details(&[&d]) {
+                for q in insert_details(&[&d])? {
                     bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
                 }
             }
@@ -362,7 +330,7 @@ impl Store {
 
     pub async fn insert_details(&self, details: &[ExecutionDetail]) -> Result<()> {
         let refs: Vec<&ExecutionDetail> = details.iter().collect();
-        for q in insert_details(&refs) {
+        for q in insert_details(&refs)? {
             on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         }
         Ok(())
@@ -459,37 +427,6 @@ fn end_chains(done: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
         out.push(q);
     }
     out
-}
-
-impl ReadRow for JobRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
-            notification_id: c.get("notification_id")?,
-            subscriber_ref: c.get("subscriber_ref")?,
-            subscriber_id: c.get("subscriber_id")?,
-            workflow_ref: c.get("workflow_ref")?,
-            transaction_id: c.get("transaction_id")?,
-            step_index: c.get("step_index")?,
-            step: c.json("step")?,
-            status: c.get("status")?,
-            provider_id: c.get("provider_id")?,
-            payload: c.json("payload")?,
-            overrides: c.opt_json("overrides")?,
-            digest: c.opt_json("digest")?,
-            digest_key: c.get("digest_key")?,
-            run_at: c.get("run_at")?,
-            attempts: c.get("attempts")?,
-            dedupe_key: c.get("dedupe_key")?,
-            schedule_extensions_count: c.get("schedule_extensions_count")?,
-            delivery: c.opt_json("delivery")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
-        })
-    }
 }
 
 #[cfg(test)]

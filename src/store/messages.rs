@@ -4,22 +4,17 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{Columns, ReadRow};
+use super::fast::ReadRow;
 use super::page::PortableRow;
-use super::row::sql_row;
+use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
 use super::{on_db, Store};
 use crate::domain::job::{Message, MessageDelivery};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
-const MESSAGE_COLUMNS: &str = "id, organization_id, environment_id, notification_id, subscriber_ref, subscriber_id, \
-    workflow_ref, workflow_identifier, job_id, transaction_id, channel, subject, content, avatar, cta, data, payload, \
-    overrides, read, seen, last_read_date, last_seen_date, status, provider_id, context_keys, deleted, created_at, updated_at, \
-    email, phone, direct_webhook_url, device_tokens, delivered_at, error_id, error_text";
-
-sql_row! {
-    struct MessageRow {
+table! {
+    Message => "messages" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -42,12 +37,16 @@ sql_row! {
         seen: bool,
         last_read_date: Option<i64>,
         last_seen_date: Option<i64>,
+        archived: bool,
+        archived_at: Option<i64>,
         status: String,
         provider_id: String,
         context_keys: Json<Vec<String>>,
         deleted: bool,
         created_at: i64,
         updated_at: i64,
+    }
+    nested delivery: MessageDelivery {
         email: Option<String>,
         phone: Option<String>,
         direct_webhook_url: Option<String>,
@@ -55,50 +54,6 @@ sql_row! {
         delivered_at: Option<i64>,
         error_id: Option<String>,
         error_text: Option<String>,
-    }
-}
-
-impl From<MessageRow> for Message {
-    fn from(r: MessageRow) -> Self {
-        Message {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            notification_id: r.notification_id,
-            subscriber_ref: r.subscriber_ref,
-            subscriber_id: r.subscriber_id,
-            workflow_ref: r.workflow_ref,
-            workflow_identifier: r.workflow_identifier,
-            job_id: r.job_id,
-            transaction_id: r.transaction_id,
-            channel: r.channel,
-            subject: r.subject,
-            content: r.content,
-            avatar: r.avatar,
-            cta: r.cta.0,
-            data: r.data.map(|j| j.0),
-            payload: r.payload.0,
-            overrides: r.overrides.map(|j| j.0),
-            read: r.read,
-            seen: r.seen,
-            last_read_date: r.last_read_date.map(Timestamp),
-            last_seen_date: r.last_seen_date.map(Timestamp),
-            status: r.status,
-            provider_id: r.provider_id,
-            context_keys: r.context_keys.0,
-            deleted: r.deleted,
-            delivery: MessageDelivery {
-                email: r.email,
-                phone: r.phone,
-                direct_webhook_url: r.direct_webhook_url,
-                device_tokens: r.device_tokens.map(|j| j.0),
-                delivered_at: r.delivered_at.map(Timestamp),
-                error_id: r.error_id,
-                error_text: r.error_text,
-            },
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
-        }
     }
 }
 
@@ -177,10 +132,10 @@ impl Store {
         limit: i64,
     ) -> Result<(Vec<Message>, bool)> {
         let mut q = Sql::new("select ");
-        q.push(MESSAGE_COLUMNS)
+        q.push(Message::COLUMNS)
             .push(" from messages where ")
             .append(&f.to_sql(env));
-        newest_first_page::<MessageRow, Message>(self, q, page, limit).await
+        newest_first_page::<Message, Message>(self, q, page, limit).await
     }
 
     /// Marks the subscriber's messages among `ids`; others are left alone. Returns the updated messages.
@@ -207,7 +162,7 @@ impl Store {
         q.push_in("id", ids);
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         let mut s = Sql::new("select ");
-        s.push(MESSAGE_COLUMNS)
+        s.push(Message::COLUMNS)
             .push(" from messages where environment_id = ")
             .bind(env.as_str());
         s.push(" and subscriber_id = ")
@@ -215,8 +170,9 @@ impl Store {
             .push(" and deleted = false");
         s.push_in("id", ids);
         s.push(" order by created_at, id");
-        let rows: Vec<MessageRow> = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, MessageRow>(&s.text), s.args.clone()).fetch_all(p).await)?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args.clone()).fetch_all(p).await)?,
+        )
     }
 }
 
@@ -280,48 +236,5 @@ fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
             q.push("seen = false, last_seen_date = ").bind(now);
             "seen = true"
         }
-    }
-}
-
-impl ReadRow for MessageRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
-            notification_id: c.get("notification_id")?,
-            subscriber_ref: c.get("subscriber_ref")?,
-            subscriber_id: c.get("subscriber_id")?,
-            workflow_ref: c.get("workflow_ref")?,
-            workflow_identifier: c.get("workflow_identifier")?,
-            job_id: c.get("job_id")?,
-            transaction_id: c.get("transaction_id")?,
-            channel: c.get("channel")?,
-            subject: c.get("subject")?,
-            content: c.get("content")?,
-            avatar: c.get("avatar")?,
-            cta: c.json("cta")?,
-            data: c.opt_json("data")?,
-            payload: c.json("payload")?,
-            overrides: c.opt_json("overrides")?,
-            read: c.get("read")?,
-            seen: c.get("seen")?,
-            last_read_date: c.get("last_read_date")?,
-            last_seen_date: c.get("last_seen_date")?,
-            status: c.get("status")?,
-            provider_id: c.get("provider_id")?,
-            context_keys: c.json("context_keys")?,
-            deleted: c.get("deleted")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
-            email: c.get("email")?,
-            phone: c.get("phone")?,
-            direct_webhook_url: c.get("direct_webhook_url")?,
-            device_tokens: c.opt_json("device_tokens")?,
-            delivered_at: c.get("delivered_at")?,
-            error_id: c.get("error_id")?,
-            error_text: c.get("error_text")?,
-        })
     }
 }

@@ -72,6 +72,7 @@ embed_migrations!(
     "0009_search_grams.sql",
     "0010_digest_index.sql",
     "20261126032135_workflow_list.sql",
+    "20261126074500_message_archive.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -4,11 +4,14 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{Columns, ReadRow};
-use super::row::sql_row;
+use super::fast::Columns;
+use super::row::{sql_row, table, Table};
 use super::sql::Sql;
 use super::{Store, ViewRow};
-use crate::domain::job::{DetailView, JobSummary, JobView, Notification, NotificationView};
+use crate::domain::context::context_set;
+use crate::domain::job::{
+    DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
+};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -25,12 +28,8 @@ pub struct NotificationFilter {
     pub before: Option<i64>,
 }
 
-const NOTIFICATION_COLUMNS: &str = "id, organization_id, environment_id, subscriber_ref, subscriber_id, workflow_ref, \
-    workflow_identifier, transaction_id, channels, payload, overrides, to_value, actor, tags, severity, critical, \
-    context_keys, digested_notification_id, created_at, updated_at";
-
-sql_row! {
-    struct NotificationRow {
+table! {
+    Notification => "notifications" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -42,7 +41,7 @@ sql_row! {
         channels: Json<Vec<String>>,
         payload: Json<Value>,
         overrides: Option<Json<Value>>,
-        to_value: Option<Json<Value>>,
+        to as to_value: Option<Json<Value>>,
         actor: Option<Json<Value>>,
         tags: Json<Vec<String>>,
         severity: String,
@@ -52,32 +51,27 @@ sql_row! {
         created_at: i64,
         updated_at: i64,
     }
+    written {
+        // `,email,in_app,`: the channel filter matches `,<channel>,` in it.
+        channel_set: String = |n: &Notification| format!(",{},", n.channels.join(",")),
+        context_set: String = |n: &Notification| context_set(&n.context_keys),
+    }
 }
 
-impl From<NotificationRow> for Notification {
-    fn from(r: NotificationRow) -> Self {
-        Notification {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            subscriber_ref: r.subscriber_ref,
-            subscriber_id: r.subscriber_id,
-            workflow_ref: r.workflow_ref,
-            workflow_identifier: r.workflow_identifier,
-            transaction_id: r.transaction_id,
-            channels: r.channels.0,
-            payload: r.payload.0,
-            overrides: r.overrides.map(|j| j.0),
-            to: r.to_value.map(|j| j.0),
-            actor: r.actor.map(|j| j.0),
-            tags: r.tags.0,
-            severity: r.severity,
-            critical: r.critical,
-            context_keys: r.context_keys.0,
-            digested_notification_id: r.digested_notification_id,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
-        }
+table! {
+    ExecutionDetail => "execution_details" {
+        id: String,
+        environment_id: String,
+        job_id: String,
+        notification_id: String,
+        status: String,
+        detail: String,
+        source: String,
+        is_retry: bool,
+        is_test: bool,
+        provider_id: Option<String>,
+        raw: Option<String>,
+        created_at: i64,
     }
 }
 
@@ -218,13 +212,12 @@ impl Store {
         // the SQL (`environment_id in (…)`) lets SQLite pick a tenant index and scan the environment.
         let ids: Vec<String> = keys.iter().map(|(_, id)| id.clone()).collect();
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_COLUMNS)
+        q.push(Notification::COLUMNS)
             .push(" from notifications where true");
         q.push_in("id", &ids);
-        let rows = self.fetch_rows::<NotificationRow>(q).await?;
+        let rows = self.fetch_rows::<Notification>(q).await?;
         Ok(rows
             .into_iter()
-            .map(Notification::from)
             .filter(|n| {
                 keys.iter()
                     .any(|(e, id)| *e == n.environment_id && *id == n.id)
@@ -238,16 +231,11 @@ impl Store {
         id: &str,
     ) -> Result<Option<Notification>> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_COLUMNS)
+        q.push(Notification::COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(self
-            .fetch_rows::<NotificationRow>(q)
-            .await?
-            .into_iter()
-            .next()
-            .map(Into::into))
+        Ok(self.fetch_rows::<Notification>(q).await?.into_iter().next())
     }
 
     /// One notification as the activity feed shows it, handed to `visit` (not called when there is none).
@@ -437,34 +425,6 @@ impl ViewRow for JobViewRow {
             schedule_extensions_count: c.get("schedule_extensions_count")?,
             created_at: Timestamp(c.get("created_at")?),
             updated_at: Timestamp(c.get("updated_at")?),
-        })
-    }
-}
-
-impl ReadRow for NotificationRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
-            subscriber_ref: c.get("subscriber_ref")?,
-            subscriber_id: c.get("subscriber_id")?,
-            workflow_ref: c.get("workflow_ref")?,
-            workflow_identifier: c.get("workflow_identifier")?,
-            transaction_id: c.get("transaction_id")?,
-            channels: c.json("channels")?,
-            payload: c.json("payload")?,
-            overrides: c.opt_json("overrides")?,
-            to_value: c.opt_json("to_value")?,
-            actor: c.opt_json("actor")?,
-            tags: c.json("tags")?,
-            severity: c.get("severity")?,
-            critical: c.get("critical")?,
-            context_keys: c.json("context_keys")?,
-            digested_notification_id: c.get("digested_notification_id")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
         })
     }
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use sqlx::types::Json;
 
 use super::fast::Columns;
-use super::sql::{Arg, Sql};
+use super::sql::Arg;
 use crate::domain::Timestamp;
 
 macro_rules! sql_row {
@@ -62,75 +62,78 @@ where
     })
 }
 
-/// Declares how a domain type is stored in a table, once: each column with the type the drivers read and
-/// bind (`String`, `i64`, `bool`, `Json<T>`, their `Option`s) and the domain field it holds (a path such as
-/// `delivery.email` reaches into a nested struct; without one the field has the column's name).
-/// Columns that are written but never read back (values derived from the domain type, kept for indexes)
-/// follow in a `written` block, each computed by a function of the domain value.
+/// Declares how a domain type is stored in a table, once: each field with the type the drivers read and
+/// bind for its column (`String`, `i64`, `bool`, `Json<T>`, their `Option`s). A column named otherwise than
+/// its field is written `field as column`; the fields of one nested struct follow in a `nested` block; columns
+/// that are written but never read back (values derived from the domain value, kept for indexes) follow in a
+/// `written` block, each computed by a function of the domain value.
 ///
 /// From that declaration it derives everything that used to be kept in step by hand: the read column list
 /// ([`Table::COLUMNS`]), the written columns and their arguments in the same order ([`Table::WRITTEN`],
-/// [`Table::args`], [`insert`], [`update`]), and readers for both sqlx drivers and for inline rusqlite rows
-/// (by position, each position checked against its column's name in debug builds).
-///
-/// Each field converts to and from its column's type through [`Stored`]; the domain type implements
-/// `Default` (the reader fills a default value field by field, which is what lets a column land in a nested
-/// struct).
+/// [`Table::args`]), and readers for both sqlx drivers and for inline rusqlite rows
+/// (by position, each position checked against its column's name in debug builds). Each field converts to
+/// and from its column's type through [`Stored`]. The readers build the domain value as a struct literal, so
+/// a domain field the declaration forgets is a compile error.
 macro_rules! table {
     (
-        $domain:ty => $table:literal {
-            $( $column:ident : $sty:ty $(=> $($path:ident).+)? ),+ $(,)?
+        $domain:ident => $table:literal {
+            $( $field:ident $(as $column:ident)? : $sty:ty ),+ $(,)?
         }
+        $( nested $group:ident : $gty:ident { $( $nfield:ident : $nsty:ty ),+ $(,)? } )?
         $( written { $( $wcolumn:ident : $wty:ty = $wfn:expr ),+ $(,)? } )?
     ) => {
         impl $crate::store::row::Table for $domain {
             const TABLE: &'static str = $table;
-            const COLUMNS: &'static str = $crate::store::row::table!(@join $($column),+);
-            const WRITTEN: &'static [&'static str] =
-                &[$(stringify!($column),)+ $($(stringify!($wcolumn),)+)?];
+            const COLUMNS: &'static str = $crate::store::row::table!(
+                @join $($crate::store::row::table!(@column $field $(as $column)?)),+ $($(, stringify!($nfield))+)?
+            );
+            const WRITTEN: &'static [&'static str] = &[
+                $($crate::store::row::table!(@column $field $(as $column)?),)+
+                $($(stringify!($nfield),)+)?
+                $($(stringify!($wcolumn),)+)?
+            ];
 
             fn args(&self) -> ::std::result::Result<::std::vec::Vec<$crate::store::sql::Arg>, serde_json::Error> {
                 use $crate::store::row::Stored;
                 ::std::result::Result::Ok(vec![
-                    $( <_ as Stored<$sty>>::arg(&$crate::store::row::table!(@field self, $column $(, $($path).+)?))?, )+
+                    $( <_ as Stored<$sty>>::arg(&self.$field)?, )+
+                    $($( <_ as Stored<$nsty>>::arg(&self.$group.$nfield)?, )+)?
                     $($( <_ as Stored<$wty>>::arg(&$crate::store::row::derive(self, $wfn))?, )+)?
                 ])
             }
         }
 
-        $crate::store::row::table!(@sqlx $domain, sqlx::sqlite::SqliteRow, $($column : $sty $(=> $($path).+)?),+);
-        $crate::store::row::table!(@sqlx $domain, sqlx::postgres::PgRow, $($column : $sty $(=> $($path).+)?),+);
+        $crate::store::row::table!(@sqlx sqlx::sqlite::SqliteRow, $domain { $($field $(as $column)?: $sty),+ }
+            $( $group: $gty { $($nfield: $nsty),+ } )?);
+        $crate::store::row::table!(@sqlx sqlx::postgres::PgRow, $domain { $($field $(as $column)?: $sty),+ }
+            $( $group: $gty { $($nfield: $nsty),+ } )?);
 
         impl $crate::store::fast::ReadRow for $domain {
             fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
                 let mut c = $crate::store::fast::Columns::new(r);
-                let mut out = <$domain as ::std::default::Default>::default();
-                $(
-                    $crate::store::row::table!(@field out, $column $(, $($path).+)?) =
-                        c.stored::<$sty, _>(stringify!($column))?;
-                )+
-                ::std::result::Result::Ok(out)
+                // Fields are evaluated in the order written, which is the order of the columns.
+                ::std::result::Result::Ok($domain {
+                    $( $field: c.stored::<$sty, _>($crate::store::row::table!(@column $field $(as $column)?))?, )+
+                    $( $group: $gty { $( $nfield: c.stored::<$nsty, _>(stringify!($nfield))?, )+ }, )?
+                })
             }
         }
     };
-    (@sqlx $domain:ty, $row:ty, $($column:ident : $sty:ty $(=> $($path:ident).+)?),+) => {
+    (@sqlx $row:ty, $domain:ident { $($field:ident $(as $column:ident)?: $sty:ty),+ }
+        $( $group:ident : $gty:ident { $($nfield:ident : $nsty:ty),+ } )?) => {
         impl<'r> sqlx::FromRow<'r, $row> for $domain {
             fn from_row(row: &'r $row) -> ::std::result::Result<Self, sqlx::Error> {
-                let mut out = <$domain as ::std::default::Default>::default();
-                $(
-                    $crate::store::row::table!(@field out, $column $(, $($path).+)?) =
-                        $crate::store::row::load::<$sty, _>(
-                            sqlx::Row::try_get::<$sty, _>(row, stringify!($column))?,
-                            stringify!($column),
-                        )?;
-                )+
-                ::std::result::Result::Ok(out)
+                use $crate::store::row::get;
+                ::std::result::Result::Ok($domain {
+                    $( $field: get::<$sty, _, _>(row, $crate::store::row::table!(@column $field $(as $column)?))?, )+
+                    $( $group: $gty { $( $nfield: get::<$nsty, _, _>(row, stringify!($nfield))?, )+ }, )?
+                })
             }
         }
     };
-    (@field $value:ident, $column:ident) => { $value.$column };
-    (@field $value:ident, $column:ident, $($path:ident).+) => { $value.$($path).+ };
-    (@join $first:ident $(, $rest:ident)*) => { concat!(stringify!($first) $(, ", ", stringify!($rest))*) };
+    (@column $field:ident) => { stringify!($field) };
+    (@column $field:ident as $column:ident) => { stringify!($column) };
+    (@join $first:expr $(, $rest:expr)*) => { concat!($first $(, ", ", $rest)*) };
 }
 pub(crate) use table;
 
@@ -153,47 +156,6 @@ pub(crate) fn derive<D, T>(value: &D, f: impl Fn(&D) -> T) -> T {
     f(value)
 }
 
-/// `insert into <table> (<written columns>) values ($1, …)` with `row`'s arguments.
-pub(crate) fn insert<T: Table>(row: &T) -> Result<Sql, serde_json::Error> {
-    let mut q = Sql::new("insert into ");
-    q.push(T::TABLE)
-        .push(" (")
-        .push(&T::WRITTEN.join(", "))
-        .push(") values (");
-    for (i, arg) in row.args()?.into_iter().enumerate() {
-        if i > 0 {
-            q.push(", ");
-        }
-        q.bind(arg);
-    }
-    q.push(")");
-    Ok(q)
-}
-
-/// `update <table> set <column> = $n, …` for every written column but those in `keep` (identity and
-/// creation columns an update never changes); the caller appends its `where`.
-pub(crate) fn update<T: Table>(row: &T, keep: &[&str]) -> Result<Sql, serde_json::Error> {
-    debug_assert!(
-        keep.iter().all(|k| T::WRITTEN.contains(k)),
-        "{keep:?} names a column {} does not write",
-        T::TABLE
-    );
-    let mut q = Sql::new("update ");
-    q.push(T::TABLE).push(" set ");
-    let mut first = true;
-    for (column, arg) in T::WRITTEN.iter().zip(row.args()?) {
-        if keep.contains(column) {
-            continue;
-        }
-        if !first {
-            q.push(", ");
-        }
-        first = false;
-        q.push(column).push(" = ").bind(arg);
-    }
-    Ok(q)
-}
-
 /// How a field is stored in a column whose drivers' type is `S`: loaded back from it, and bound as an
 /// [`Arg`] of the matching kind (so that a NULL is typed as its column on PostgreSQL).
 pub(crate) trait Stored<S>: Sized {
@@ -207,8 +169,15 @@ pub(crate) trait Stored<S>: Sized {
     fn null() -> Arg;
 }
 
-/// The field read from a column; a value it rejects is a decode error of that column.
-pub(crate) fn load<S, T: Stored<S>>(stored: S, column: &str) -> Result<T, sqlx::Error> {
+/// The field read from a column of an sqlx row; a value it rejects is a decode error of that column.
+pub(crate) fn get<'r, S, T, R>(row: &'r R, column: &str) -> Result<T, sqlx::Error>
+where
+    R: sqlx::Row,
+    S: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    T: Stored<S>,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+{
+    let stored = row.try_get::<S, _>(column)?;
     T::load(stored).map_err(|e| sqlx::Error::ColumnDecode {
         index: column.to_owned(),
         source: e.into(),
@@ -391,7 +360,7 @@ mod tests {
 
         use crate::domain::Timestamp;
 
-        #[derive(Debug, Default, PartialEq)]
+        #[derive(Debug, PartialEq)]
         pub struct Thing {
             pub id: String,
             pub first: Option<String>,
@@ -404,7 +373,7 @@ mod tests {
             pub created_at: Timestamp,
         }
 
-        #[derive(Debug, Default, PartialEq)]
+        #[derive(Debug, PartialEq)]
         pub struct Inner {
             pub seen_at: Option<Timestamp>,
         }
@@ -418,8 +387,10 @@ mod tests {
                 flag: bool,
                 data: Option<Json<Value>>,
                 tags: Json<Vec<String>>,
-                seen_at: Option<i64> => inner.seen_at,
-                created_at: i64,
+                created_at as created: i64,
+            }
+            nested inner: Inner {
+                seen_at: Option<i64>,
             }
             written {
                 full_name: Option<String> = |t: &Thing| match (&t.first, &t.last) {
@@ -430,18 +401,19 @@ mod tests {
         }
     }
 
-    /// One declaration serves the select list, the insert, the update and the readers of both libraries,
+    /// One declaration serves the select list, the insert and the readers of both libraries,
     /// with a column reaching into a nested struct and a written-only column derived from the value.
     #[tokio::test]
     async fn a_declared_table_writes_and_reads_back_through_both_libraries() {
-        use super::{insert, update, Table};
+        use super::Table;
         use crate::store::fast::ReadRow;
+        use crate::store::insert::insert_declared;
         use crate::store::sql::bind_args;
         use declared::{Inner, Thing};
 
         assert_eq!(
             Thing::COLUMNS,
-            "id, first, last, count, flag, data, tags, seen_at, created_at"
+            "id, first, last, count, flag, data, tags, created, seen_at"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
@@ -450,12 +422,12 @@ mod tests {
         sqlx::query(
             "create table things (id text primary key, first text, last text, full_name text, \
              count integer not null, flag boolean not null, data text, tags text not null, seen_at integer, \
-             created_at integer not null)",
+             created integer not null)",
         )
         .execute(&pool)
         .await
         .unwrap();
-        let mut thing = Thing {
+        let thing = Thing {
             id: "a".into(),
             first: Some("Ada".into()),
             last: Some("Lovelace".into()),
@@ -468,11 +440,11 @@ mod tests {
             },
             created_at: crate::domain::Timestamp(5),
         };
-        let q = insert(&thing).unwrap();
+        let q = insert_declared(&[&thing], "").unwrap().remove(0);
         assert_eq!(
             q.text,
-            "insert into things (id, first, last, count, flag, data, tags, seen_at, created_at, full_name) \
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            "insert into things (id, first, last, count, flag, data, tags, created, seen_at, full_name) \
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
         );
         bind_args!(sqlx::query(&q.text), q.args)
             .execute(&pool)
@@ -486,21 +458,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(name, "Ada Lovelace");
-
-        thing.count = 4;
-        thing.data = Some(serde_json::json!({"k": 1}));
-        thing.inner.seen_at = None;
-        let mut q = update(&thing, &["id", "created_at"]).unwrap();
-        assert!(
-            q.text.starts_with("update things set first = $1, "),
-            "{}",
-            q.text
-        );
-        q.push(" where id = ").bind(thing.id.as_str());
-        bind_args!(sqlx::query(&q.text), q.args)
-            .execute(&pool)
-            .await
-            .unwrap();
 
         let conn = rusqlite::Connection::open(&path).unwrap();
         let mut stmt = conn.prepare(&select).unwrap();

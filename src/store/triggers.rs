@@ -95,14 +95,14 @@ impl Store {
             };
             let (queued, leased) = split_due(&jobs, &notifications, now, reserve);
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
-            let mut inserts = insert_notifications(&notifications);
-            inserts.extend(insert_jobs(&queued, None));
-            inserts.extend(insert_jobs(&later, None));
+            let mut inserts = insert_notifications(&notifications)?;
+            inserts.extend(insert_jobs(&queued, None)?);
+            inserts.extend(insert_jobs(&later, None)?);
             if let Some(worker) = worker {
                 let handed: Vec<&Job> = leased.iter().flat_map(|(_, handed)| handed.iter().map(|(j, _)| j)).collect();
-                inserts.extend(insert_jobs(&handed, Some(worker)));
+                inserts.extend(insert_jobs(&handed, Some(worker))?);
             }
-            inserts.extend(insert_details(&details));
+            inserts.extend(insert_details(&details)?);
             for q in batched(dialect, inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }

@@ -140,7 +140,7 @@ impl From<Message> for MessageOut {
 }
 
 /// An item of a subscriber's feed (NotificationFeedItemDto): the message plus the job that created it and
-/// `archived`, which is always `false` (Tidings does not archive messages).
+/// whether the subscriber archived it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FeedItemOut {
     #[serde(flatten)]
@@ -152,13 +152,13 @@ pub struct FeedItemOut {
 
 impl From<Message> for FeedItemOut {
     fn from(m: Message) -> Self {
-        let job_id = m.job_id.clone();
+        let (job_id, archived) = (m.job_id.clone(), m.archived);
         let mut message = MessageOut::from(m);
         message.message_template_id = None;
         Self {
             message,
             job_id,
-            archived: false,
+            archived,
         }
     }
 }

@@ -344,6 +344,8 @@ fn message(
         seen: false,
         last_read_date: None,
         last_seen_date: None,
+        archived: false,
+        archived_at: None,
         status: status.to_owned(),
         provider_id,
         context_keys: n.context_keys.clone(),
