@@ -1,6 +1,7 @@
 //! Notifications (one per trigger and subscriber), jobs (one per notification step), execution details
 //! and messages: what the engine produces and the activity feed reads.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::workflow::Step;
@@ -12,15 +13,108 @@ use super::Timestamp;
 /// not match, or the chain stopped before it: throttled, or its event merged into an open digest),
 /// `canceled` (`DELETE /v1/events/trigger/{transactionId}`, or an earlier step failed with
 /// `shouldStopOnFail`), or `merged` (a digest job whose event joined another job's digest).
-pub mod status {
-    pub const PENDING: &str = "pending";
-    pub const QUEUED: &str = "queued";
-    pub const RUNNING: &str = "running";
-    pub const COMPLETED: &str = "completed";
-    pub const FAILED: &str = "failed";
-    pub const SKIPPED: &str = "skipped";
-    pub const CANCELED: &str = "canceled";
-    pub const MERGED: &str = "merged";
+///
+/// Stored and written on the wire as [`JobStatus::as_str`] (the serde form is the same). `Default` only lets
+/// a [`JobOutcome`](crate::store::jobs::JobOutcome) be built with `..Default::default()`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    #[default]
+    Pending,
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Skipped,
+    Canceled,
+    Merged,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 8] = [
+        Self::Pending,
+        Self::Queued,
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Skipped,
+        Self::Canceled,
+        Self::Merged,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Canceled => "canceled",
+            Self::Merged => "merged",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl TryFrom<String> for JobStatus {
+    type Error = String;
+
+    /// A stored status; the error names the value.
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown job status {s:?}"))
+    }
+}
+
+/// Execution-detail states (Novu's names): what one event of a job's run says. Stored and written on the
+/// wire as [`DetailStatus::as_str`] (the serde form is the same). Novu also has `ReadConfirmation`, which
+/// nothing here records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DetailStatus {
+    /// Under way: the first step queued by its trigger, a failover to the next integration.
+    Pending,
+    /// A later step reached by the chain.
+    Queued,
+    Success,
+    /// Neither: throttled, canceled, invalid device tokens removed, …
+    Warning,
+    Failed,
+}
+
+impl DetailStatus {
+    pub const ALL: [DetailStatus; 5] = [
+        Self::Pending,
+        Self::Queued,
+        Self::Success,
+        Self::Warning,
+        Self::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Queued => "Queued",
+            Self::Success => "Success",
+            Self::Warning => "Warning",
+            Self::Failed => "Failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl TryFrom<String> for DetailStatus {
+    type Error = String;
+
+    /// A stored status; the error names the value.
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown execution detail status {s:?}"))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +153,7 @@ pub struct Job {
     pub transaction_id: String,
     pub step_index: i64,
     pub step: Step,
-    pub status: String,
+    pub status: JobStatus,
     pub provider_id: String,
     pub payload: Value,
     pub overrides: Option<Value>,
@@ -107,23 +201,25 @@ pub struct JobSummary {
     pub id: String,
     pub notification_id: String,
     pub step_index: i64,
-    pub status: String,
+    pub status: JobStatus,
     pub provider_id: String,
     pub run_at: Timestamp,
     pub created_at: Timestamp,
 }
 
-impl From<JobView<'_>> for JobSummary {
-    fn from(v: JobView<'_>) -> Self {
-        Self {
+impl TryFrom<JobView<'_>> for JobSummary {
+    type Error = String;
+
+    fn try_from(v: JobView<'_>) -> Result<Self, String> {
+        Ok(Self {
             id: v.id.to_owned(),
             notification_id: v.notification_id.to_owned(),
             step_index: v.step_index,
-            status: v.status.to_owned(),
+            status: JobStatus::try_from(v.status.to_owned())?,
             provider_id: v.provider_id.to_owned(),
             run_at: v.run_at,
             created_at: v.created_at,
-        }
+        })
     }
 }
 
@@ -135,6 +231,7 @@ pub struct JobView<'a> {
     pub notification_id: &'a str,
     pub step_index: i64,
     pub step: &'a str,
+    /// A [`JobStatus`] as stored: the feed writes it as it is.
     pub status: &'a str,
     pub provider_id: &'a str,
     pub payload: &'a str,
@@ -151,6 +248,7 @@ pub struct JobView<'a> {
 pub struct DetailView<'a> {
     pub id: &'a str,
     pub job_id: &'a str,
+    /// A [`DetailStatus`] as stored.
     pub status: &'a str,
     pub detail: &'a str,
     pub source: &'a str,
@@ -174,8 +272,7 @@ pub struct ExecutionDetail {
     pub environment_id: String,
     pub job_id: String,
     pub notification_id: String,
-    /// `Success`, `Warning`, `Failed`, `Pending`, `Queued`, `ReadConfirmation`.
-    pub status: String,
+    pub status: DetailStatus,
     pub detail: String,
     /// `Credentials`, `Internal`, `Payload`, `Webhook`.
     pub source: String,
@@ -233,4 +330,61 @@ pub struct MessageDelivery {
     pub delivered_at: Option<Timestamp>,
     pub error_id: Option<String>,
     pub error_text: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_statuses_round_trip_through_their_stored_and_serde_forms() {
+        let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "pending",
+                "queued",
+                "running",
+                "completed",
+                "failed",
+                "skipped",
+                "canceled",
+                "merged"
+            ]
+        );
+        for s in JobStatus::ALL {
+            assert_eq!(JobStatus::parse(s.as_str()), Some(s));
+            assert_eq!(JobStatus::try_from(s.as_str().to_owned()), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(
+                serde_json::from_value::<JobStatus>(s.as_str().into()).unwrap(),
+                s
+            );
+        }
+        assert_eq!(JobStatus::parse("Completed"), None);
+        assert_eq!(
+            JobStatus::try_from("done".to_owned()),
+            Err("unknown job status \"done\"".to_owned())
+        );
+    }
+
+    #[test]
+    fn detail_statuses_round_trip_through_their_stored_and_serde_forms() {
+        let names: Vec<&str> = DetailStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names, ["Pending", "Queued", "Success", "Warning", "Failed"]);
+        for s in DetailStatus::ALL {
+            assert_eq!(DetailStatus::parse(s.as_str()), Some(s));
+            assert_eq!(DetailStatus::try_from(s.as_str().to_owned()), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(
+                serde_json::from_value::<DetailStatus>(s.as_str().into()).unwrap(),
+                s
+            );
+        }
+        assert_eq!(DetailStatus::parse("success"), None);
+        assert_eq!(
+            DetailStatus::try_from("ReadConfirmation".to_owned()),
+            Err("unknown execution detail status \"ReadConfirmation\"".to_owned())
+        );
+    }
 }

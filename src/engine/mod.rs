@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::job::{status, ExecutionDetail, Job, Notification};
+use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
 use crate::domain::{new_object_id, EnvironmentId, Timestamp};
@@ -81,7 +81,7 @@ pub fn provider_for(step: StepType) -> &'static str {
 /// A detail row for `job`.
 pub fn detail(
     job: &Job,
-    status: &str,
+    status: DetailStatus,
     source: &str,
     text: impl Into<String>,
     raw: Option<String>,
@@ -91,7 +91,7 @@ pub fn detail(
         environment_id: job.environment_id.clone(),
         job_id: job.id.clone(),
         notification_id: job.notification_id.clone(),
-        status: status.to_owned(),
+        status,
         detail: text.into(),
         source: source.to_owned(),
         is_retry: job.attempts > 1,
@@ -271,7 +271,7 @@ pub async fn settle_digest(
         return Ok(());
     };
     if let Some(open) = store.open_digest_job(&key).await? {
-        job.status = status::MERGED.to_owned();
+        job.status = JobStatus::Merged;
         // Keeps its metadata (the SDKs require `digest.type`) and names the digest it joined.
         let mut digest = match job.digest.take() {
             Some(Value::Object(m)) => m,
@@ -308,7 +308,7 @@ pub fn job_for_step(
         transaction_id: n.transaction_id.clone(),
         step_index: index,
         step: step.clone(),
-        status: status::QUEUED.to_owned(),
+        status: JobStatus::Queued,
         provider_id: provider_for(step.step_type).to_owned(),
         payload: n.payload.clone(),
         overrides: n.overrides.clone(),
@@ -352,13 +352,12 @@ pub async fn jobs_for_trigger(
         } else {
             job.status = if jobs
                 .first()
-                .is_some_and(|f: &Job| f.status == status::MERGED)
+                .is_some_and(|f: &Job| f.status == JobStatus::Merged)
             {
-                status::SKIPPED
+                JobStatus::Skipped
             } else {
-                status::PENDING
-            }
-            .to_owned();
+                JobStatus::Pending
+            };
             // Found by digest lookups, and given a run time, only once reached.
             job.digest_key = None;
             job.run_at = now;
@@ -773,9 +772,9 @@ async fn prefetch_subscribers(
 }
 
 /// The outcome of a step that finished without producing anything else.
-pub fn finished(status: &str, details: Vec<ExecutionDetail>) -> JobOutcome {
+pub fn finished(status: JobStatus, details: Vec<ExecutionDetail>) -> JobOutcome {
     JobOutcome {
-        status: status.to_owned(),
+        status,
         details,
         ..Default::default()
     }

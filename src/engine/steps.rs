@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use super::{detail, finished, job_for_step};
 use crate::config::WireProfile;
 use crate::domain::filters::{passes, StepFilter};
-use crate::domain::job::{status, Job, Message, Notification};
+use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
 use crate::domain::{new_object_id, skip, Channel, EnvironmentId, Timestamp};
@@ -93,8 +93,12 @@ impl Runner {
     ) -> Option<JobOutcome> {
         match self.execute(job, prefetched).await {
             Ok(outcome) => {
-                if outcome.status == status::FAILED {
-                    let why = outcome.details.iter().rev().find(|d| d.status == "Failed");
+                if outcome.status == JobStatus::Failed {
+                    let why = outcome
+                        .details
+                        .iter()
+                        .rev()
+                        .find(|d| d.status == DetailStatus::Failed);
                     tracing::warn!(
                         env = %job.environment_id,
                         notification = %job.notification_id,
@@ -119,11 +123,11 @@ impl Runner {
                 if job.attempts >= MAX_ATTEMPTS {
                     let text = format!("Gave up after {MAX_ATTEMPTS} attempts");
                     let mut outcome = finished(
-                        status::FAILED,
-                        vec![detail(job, "Failed", "Internal", text, None)],
+                        JobStatus::Failed,
+                        vec![detail(job, DetailStatus::Failed, "Internal", text, None)],
                     );
                     // The chain cannot go on without this step.
-                    outcome.rest = Some(status::CANCELED);
+                    outcome.rest = Some(JobStatus::Canceled);
                     return Some(outcome);
                 }
                 // Exponential backoff with jitter: 1 s, 2 s, 4 s, … ± 25 %.
@@ -161,12 +165,12 @@ impl Runner {
         let Some(notification) = notification else {
             let d = detail(
                 job,
-                "Failed",
+                DetailStatus::Failed,
                 "Internal",
                 "The notification of this job no longer exists",
                 None,
             );
-            return Ok(finished(status::FAILED, vec![d]));
+            return Ok(finished(JobStatus::Failed, vec![d]));
         };
         let fetched_subscriber;
         let subscriber = match prefetched.subscriber {
@@ -187,12 +191,12 @@ impl Runner {
         if !passes(&filters, &subscriber_json, &job.payload) {
             let d = detail(
                 job,
-                "Success",
+                DetailStatus::Success,
                 "Internal",
                 "Step skipped: its filters did not match",
                 None,
             );
-            let mut outcome = finished(status::SKIPPED, vec![d]);
+            let mut outcome = finished(JobStatus::Skipped, vec![d]);
             self.chain(&mut outcome, Chain::Continue, job, notification)
                 .await?;
             return Ok(outcome);
@@ -211,7 +215,7 @@ impl Runner {
             // Saved with issues (as Novu keeps such workflows): say why instead of failing to render.
             let d = detail(
                 job,
-                "Failed",
+                DetailStatus::Failed,
                 "Internal",
                 format!(
                     "The step cannot run: its controls have issues ({}). Fix the workflow and trigger again",
@@ -220,7 +224,7 @@ impl Runner {
                 None,
             );
             let chain = Chain::after_failure(job);
-            let mut outcome = finished(status::FAILED, vec![d]);
+            let mut outcome = finished(JobStatus::Failed, vec![d]);
             self.chain(&mut outcome, chain, job, notification).await?;
             return Ok(outcome);
         }
@@ -228,8 +232,14 @@ impl Runner {
         let (mut outcome, chain) = match job.step.step_type {
             StepType::InApp => self.in_app(job, notification, &vars)?,
             StepType::Delay => {
-                let d = detail(job, "Success", "Internal", "Delay finished", None);
-                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+                let d = detail(
+                    job,
+                    DetailStatus::Success,
+                    "Internal",
+                    "Delay finished",
+                    None,
+                );
+                (finished(JobStatus::Completed, vec![d]), Chain::Continue)
             }
             StepType::Digest => {
                 let count = job
@@ -240,23 +250,23 @@ impl Runner {
                     .map_or(0, Vec::len);
                 let d = detail(
                     job,
-                    "Success",
+                    DetailStatus::Success,
                     "Internal",
                     format!("Digest window closed with {count} event(s)"),
                     None,
                 );
-                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+                (finished(JobStatus::Completed, vec![d]), Chain::Continue)
             }
             StepType::Throttle => self.throttle(job).await?,
             StepType::Custom => {
                 let d = detail(
                     job,
-                    "Success",
+                    DetailStatus::Success,
                     "Internal",
                     "Custom step: nothing runs on the server",
                     None,
                 );
-                (finished(status::COMPLETED, vec![d]), Chain::Continue)
+                (finished(JobStatus::Completed, vec![d]), Chain::Continue)
             }
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
                 self.channel(job, notification, subscriber, &vars).await?
@@ -294,23 +304,23 @@ impl Runner {
                 });
                 let d = detail(
                     job,
-                    "Success",
+                    DetailStatus::Success,
                     "Internal",
                     "Step skipped: its condition (controlValues.skip) is false",
                     Some(raw.to_string()),
                 );
-                (status::SKIPPED, Chain::Continue, d)
+                (JobStatus::Skipped, Chain::Continue, d)
             }
             Err(e) => {
                 let d = detail(
                     job,
-                    "Failed",
+                    DetailStatus::Failed,
                     "Internal",
                     format!("The step's condition (controlValues.skip) cannot be evaluated: {e}"),
                     None,
                 );
                 let chain = Chain::after_failure(job);
-                (status::FAILED, chain, d)
+                (JobStatus::Failed, chain, d)
             }
         };
         let mut outcome = finished(status, vec![d]);
@@ -339,18 +349,18 @@ impl Runner {
                 if outcome
                     .next
                     .as_ref()
-                    .is_some_and(|next| next.status == status::MERGED)
+                    .is_some_and(|next| next.status == JobStatus::Merged)
                 {
                     // The event went into an open digest: that digest's chain delivers it.
-                    outcome.rest = Some(status::SKIPPED);
+                    outcome.rest = Some(JobStatus::Skipped);
                 }
                 attach_merge(outcome, job);
             }
             Chain::Stop => {
-                outcome.rest = Some(if outcome.status == status::SKIPPED {
-                    status::SKIPPED
+                outcome.rest = Some(if outcome.status == JobStatus::Skipped {
+                    JobStatus::Skipped
                 } else {
-                    status::CANCELED
+                    JobStatus::Canceled
                 });
             }
         }
@@ -429,7 +439,7 @@ impl Runner {
             .get_job_by_dedupe(&Job::dedupe(&n.id, index))
             .await?;
         let mut next = match pending {
-            Some(p) if p.status == status::PENDING => {
+            Some(p) if p.status == JobStatus::Pending => {
                 let mut next = job_for_step(n, &p.step, index, job.digest.clone(), now);
                 next.id = p.id;
                 next.provider_id = p.provider_id;
@@ -472,13 +482,13 @@ impl Runner {
             Err(e) => {
                 let d = detail(
                     job,
-                    "Failed",
+                    DetailStatus::Failed,
                     "Payload",
                     format!("The in-app template could not be rendered: {e}"),
                     None,
                 );
                 let chain = Chain::after_failure(job);
-                return Ok((finished(status::FAILED, vec![d]), chain));
+                return Ok((finished(JobStatus::Failed, vec![d]), chain));
             }
         };
         let text = |k: &str| rendered.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -556,12 +566,12 @@ impl Runner {
         };
         let d = detail(
             job,
-            "Success",
+            DetailStatus::Success,
             "Internal",
             "In-app message created",
             Some(json!({"messageId": message.id}).to_string()),
         );
-        let mut outcome = finished(status::COMPLETED, vec![d]);
+        let mut outcome = finished(JobStatus::Completed, vec![d]);
         outcome.message = Some(message);
         Ok((outcome, Chain::Continue))
     }
@@ -575,8 +585,11 @@ impl Runner {
     ) -> Result<(JobOutcome, Chain)> {
         let stop_or_go = Chain::after_failure(job);
         let fail = |text: String, raw: Option<String>| {
-            let d = detail(job, "Failed", "Webhook", text, raw);
-            Ok((finished(status::FAILED, vec![d]), Chain::after_failure(job)))
+            let d = detail(job, DetailStatus::Failed, "Webhook", text, raw);
+            Ok((
+                finished(JobStatus::Failed, vec![d]),
+                Chain::after_failure(job),
+            ))
         };
         let controls = template_controls(&job.step.control_values);
         let rendered = match self.renderer.render_value(&controls, vars) {
@@ -644,21 +657,21 @@ impl Runner {
                 if code.is_success() {
                     let d = detail(
                         job,
-                        "Success",
+                        DetailStatus::Success,
                         "Webhook",
                         format!("{method} {url} answered {code}"),
                         raw,
                     );
-                    Ok((finished(status::COMPLETED, vec![d]), Chain::Continue))
+                    Ok((finished(JobStatus::Completed, vec![d]), Chain::Continue))
                 } else {
                     let d = detail(
                         job,
-                        "Failed",
+                        DetailStatus::Failed,
                         "Webhook",
                         format!("{method} {url} answered {code}"),
                         raw,
                     );
-                    Ok((finished(status::FAILED, vec![d]), stop_or_go))
+                    Ok((finished(JobStatus::Failed, vec![d]), stop_or_go))
                 }
             }
         }
@@ -678,23 +691,23 @@ impl Runner {
         if recent > threshold {
             let d = detail(
                 job,
-                "Warning",
+                DetailStatus::Warning,
                 "Internal",
                 format!(
                     "Throttled: {recent} runs in the window exceed the threshold of {threshold}"
                 ),
                 None,
             );
-            Ok((finished(status::SKIPPED, vec![d]), Chain::Stop))
+            Ok((finished(JobStatus::Skipped, vec![d]), Chain::Stop))
         } else {
             let d = detail(
                 job,
-                "Success",
+                DetailStatus::Success,
                 "Internal",
                 format!("Within the throttle limit ({recent} of {threshold})"),
                 None,
             );
-            Ok((finished(status::COMPLETED, vec![d]), Chain::Continue))
+            Ok((finished(JobStatus::Completed, vec![d]), Chain::Continue))
         }
     }
 }
@@ -748,7 +761,7 @@ fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
     let open = next
         .digest
         .as_ref()
-        .filter(|_| next.status == status::MERGED)
+        .filter(|_| next.status == JobStatus::Merged)
         .and_then(|d| d.get("mergedInto"))
         .and_then(Value::as_str)
         .map(str::to_owned);
@@ -759,7 +772,11 @@ fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
         }
         None => "Step queued".to_owned(),
     };
-    let status = if open.is_some() { "Success" } else { "Queued" };
+    let status = if open.is_some() {
+        DetailStatus::Success
+    } else {
+        DetailStatus::Queued
+    };
     let mut queued = detail(next, status, "Internal", text, None);
     queued.is_retry = false;
     outcome.details.push(queued);

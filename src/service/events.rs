@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::domain::context::{context_keys, parse_context};
 use crate::domain::integration::Integration;
-use crate::domain::job::Notification;
+use crate::domain::job::{DetailStatus, Notification};
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::StepType;
@@ -359,7 +359,13 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             updated_at: now,
         };
         let jobs = jobs_for_trigger(store, &n, &workflow.steps, &provider, now).await?;
-        let queued = detail(&jobs[0], "Pending", "Internal", "Step queued", None);
+        let queued = detail(
+            &jobs[0],
+            DetailStatus::Pending,
+            "Internal",
+            "Step queued",
+            None,
+        );
         batch.push((n, jobs, vec![queued]));
     }
     Ok(Prepared::Ready(TriggerRecord {

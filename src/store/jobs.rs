@@ -8,7 +8,7 @@ use super::insert::{activate_jobs, append_digest_event, batched, insert_details,
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
-use crate::domain::job::{ExecutionDetail, Job, Message};
+use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Message};
 use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
@@ -49,14 +49,14 @@ table! {
 #[derive(Debug, Default)]
 pub struct JobOutcome {
     /// `completed`, `failed`, `skipped`, …
-    pub status: String,
+    pub status: JobStatus,
     pub details: Vec<ExecutionDetail>,
     pub message: Option<Message>,
     /// The job of the next step, if the chain goes on: its pending job activated (`queued`, or `merged`
     /// into an open digest), or — a notification triggered before jobs were created pending — created.
     pub next: Option<Job>,
     /// The chain ends here: the notification's jobs still pending (after `next`) end with this status.
-    pub rest: Option<&'static str>,
+    pub rest: Option<JobStatus>,
     /// The provider that handled the job (a delivery through an integration), shown instead of the one
     /// the job was created with.
     pub provider_id: Option<String>,
@@ -310,7 +310,7 @@ impl Store {
                     environment_id: env.0.clone(),
                     job_id: id.clone(),
                     notification_id: notification_id.clone(),
-                    status: "Warning".into(),
+                    status: DetailStatus::Warning,
                     detail: "Canceled by DELETE /v1/events/trigger/{transactionId}".into(),
                     source: "Internal".into(),
                     is_retry: false,
@@ -371,12 +371,12 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
         }
     }
     // Grouped by final status and provider (nearly always one group).
-    let mut groups: Vec<(&str, Option<&str>)> = items
+    let mut groups: Vec<(JobStatus, Option<&str>)> = items
         .iter()
         .filter(|(_, o)| o.retry.is_none())
-        .map(|(_, o)| (o.status.as_str(), o.provider_id.as_deref()))
+        .map(|(_, o)| (o.status, o.provider_id.as_deref()))
         .collect();
-    groups.sort_unstable();
+    groups.sort_unstable_by_key(|&(s, p)| (s.as_str(), p));
     groups.dedup();
     for (status, provider) in groups {
         let ids: Vec<String> = items
@@ -387,7 +387,7 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
             .map(|(j, _)| j.id.clone())
             .collect();
         let mut q = Sql::new("update jobs set status = ");
-        q.bind(status);
+        q.bind(status.as_str());
         if let Some(p) = provider {
             q.push(", provider_id = ").bind(p);
         }
@@ -407,7 +407,7 @@ fn end_chains(done: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
     let mut rest: Vec<(&str, &str)> = done
         .iter()
         .filter(|(_, o)| o.retry.is_none())
-        .filter_map(|(j, o)| Some((o.rest?, j.notification_id.as_str())))
+        .filter_map(|(j, o)| Some((o.rest?.as_str(), j.notification_id.as_str())))
         .collect();
     rest.sort_unstable();
     let mut out = Vec::new();

@@ -13,6 +13,7 @@ use sqlx::types::Json;
 
 use super::fast::Columns;
 use super::sql::Arg;
+use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::Timestamp;
 
 macro_rules! sql_row {
@@ -246,6 +247,32 @@ impl<T: Serialize + DeserializeOwned> Stored<Json<T>> for T {
     }
 }
 
+/// Job statuses are stored as their names ([`JobStatus::as_str`]); an unknown name is a decode error naming it.
+impl Stored<String> for JobStatus {
+    fn load(stored: String) -> Result<Self, String> {
+        Self::try_from(stored)
+    }
+    fn arg(&self) -> Result<Arg, serde_json::Error> {
+        Ok(Arg::Text(self.as_str().to_owned()))
+    }
+    fn null() -> Arg {
+        Arg::OptText(None)
+    }
+}
+
+/// Execution-detail statuses are stored as their names ([`DetailStatus::as_str`]), as job statuses are.
+impl Stored<String> for DetailStatus {
+    fn load(stored: String) -> Result<Self, String> {
+        Self::try_from(stored)
+    }
+    fn arg(&self) -> Result<Arg, serde_json::Error> {
+        Ok(Arg::Text(self.as_str().to_owned()))
+    }
+    fn null() -> Arg {
+        Arg::OptText(None)
+    }
+}
+
 impl<S, T: Stored<S>> Stored<Option<S>> for Option<T> {
     fn load(stored: Option<S>) -> Result<Self, String> {
         stored.map(T::load).transpose()
@@ -463,5 +490,29 @@ mod tests {
         let mut stmt = conn.prepare(&select).unwrap();
         let inline = stmt.query_row([], <Thing as ReadRow>::read).unwrap();
         assert_eq!(inline, thing);
+    }
+
+    #[test]
+    fn statuses_are_stored_as_their_names() {
+        use super::{Arg, Stored};
+        use crate::domain::job::{DetailStatus, JobStatus};
+
+        for s in JobStatus::ALL {
+            let arg = <JobStatus as Stored<String>>::arg(&s).unwrap();
+            assert_eq!(arg, Arg::Text(s.as_str().to_owned()));
+            assert_eq!(JobStatus::load(s.as_str().to_owned()), Ok(s));
+        }
+        for s in DetailStatus::ALL {
+            let arg = <DetailStatus as Stored<String>>::arg(&s).unwrap();
+            assert_eq!(arg, Arg::Text(s.as_str().to_owned()));
+            assert_eq!(DetailStatus::load(s.as_str().to_owned()), Ok(s));
+        }
+        assert_eq!(<JobStatus as Stored<String>>::null(), Arg::OptText(None));
+        assert_eq!(
+            <Option<DetailStatus> as Stored<Option<String>>>::arg(&None).unwrap(),
+            Arg::OptText(None)
+        );
+        let bad = <JobStatus as Stored<String>>::load("done".to_owned()).unwrap_err();
+        assert!(bad.contains("\"done\""), "{bad}");
     }
 }

@@ -5,6 +5,7 @@ use sqlx::types::Json;
 use super::sql::{bind_args, Arg};
 use super::subscribers::slot;
 use super::{on_db, Dialect, Store};
+use crate::domain::job::DetailStatus;
 use crate::domain::{Tenant, Timestamp};
 use crate::error::Result;
 
@@ -79,9 +80,9 @@ impl Store {
             sqlx::query(&jobs).bind(count).bind(&salt).bind(tenant.organization_id.as_str())
                 .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(&workflow.id)
                 .bind(Json(step)).bind(now).execute(&mut *tx).await?;
-            for (kind, status, text) in [("2", "Pending", "Step queued"), ("3", "Success", "In-app message created")] {
+            for (kind, status, text) in [("2", DetailStatus::Pending, "Step queued"), ("3", DetailStatus::Success, "In-app message created")] {
                 sqlx::query(&details).bind(count).bind(&salt).bind(kind).bind(tenant.environment_id.as_str())
-                    .bind(status).bind(text).bind(now).execute(&mut *tx).await?;
+                    .bind(status.as_str()).bind(text).bind(now).execute(&mut *tx).await?;
             }
             tx.commit().await.map(|_| n)
         })?;

@@ -7,7 +7,7 @@ use super::insert::{
 };
 use super::sql::{bind_args, Arg};
 use super::{on_db, Dialect, Store};
-use crate::domain::job::{status, ExecutionDetail, Job, Notification};
+use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -130,13 +130,13 @@ fn split_due<'j, R>(
 ) -> (Vec<&'j Job>, Option<Leased<R>>) {
     if let Some(reserve) = reserve {
         let (due, rest): (Vec<usize>, Vec<usize>) = (0..jobs.len())
-            .partition(|&i| jobs[i].status == status::QUEUED && jobs[i].run_at.0 <= now);
+            .partition(|&i| jobs[i].status == JobStatus::Queued && jobs[i].run_at.0 <= now);
         if let Some(room) = reserve(due.len()) {
             let handed = due
                 .into_iter()
                 .map(|i| {
                     let mut job = jobs[i].clone();
-                    job.status = status::RUNNING.to_owned();
+                    job.status = JobStatus::Running;
                     job.attempts += 1;
                     (job, notifications[i].clone())
                 })

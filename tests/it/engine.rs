@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
+use tidings::domain::job::JobStatus;
 use tidings::store::messages::MessageFilter;
 
 use crate::db_test;
@@ -83,9 +84,9 @@ async fn trigger_creates_in_app_message(app: TestApp) {
         }
     })
     .await;
-    assert_eq!(jobs[0].status, "completed");
+    assert_eq!(jobs[0].status, JobStatus::Completed);
     assert_eq!(jobs[0].provider_id, "svc");
-    assert_eq!(jobs[1].status, "skipped");
+    assert_eq!(jobs[1].status, JobStatus::Skipped);
     assert_eq!(messages_of(&app, "reader").await.len(), 1);
 
     // A repeated transactionId does not run again.
@@ -690,7 +691,7 @@ async fn lease_expiry(backend: Backend) {
     assert_eq!(success[0]["isRetry"], true, "the second claim is a retry");
     // The dead worker comes back: it no longer owns the job, so nothing it reports is written.
     let outcome = tidings::store::jobs::JobOutcome {
-        status: "completed".into(),
+        status: JobStatus::Completed,
         ..Default::default()
     };
     assert!(!app
@@ -1425,7 +1426,7 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
         .hand_jobs_to("stopping-worker", 60_000, 16);
     trigger("handed-released").await;
     let (job, notification) = rx.try_recv().expect("the first job was handed over");
-    assert_eq!(job.status, "running");
+    assert_eq!(job.status, JobStatus::Running);
     assert_eq!(job.attempts, 1);
     assert_eq!(notification.transaction_id, "handed-released");
     assert!(
@@ -1472,7 +1473,7 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
     }
     // The dead worker comes back: it no longer owns its job, so nothing it reports is written.
     let outcome = tidings::store::jobs::JobOutcome {
-        status: "completed".into(),
+        status: JobStatus::Completed,
         ..Default::default()
     };
     assert!(!app

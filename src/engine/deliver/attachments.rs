@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::render::Rendered;
 use super::retry::{retry, Backoff};
 use super::{Ending, Run, State, Undelivered};
-use crate::domain::job::Job;
+use crate::domain::job::{DetailStatus, Job};
 use crate::engine::detail;
 use crate::engine::steps::Runner;
 use crate::providers::{self, Attachment, ProviderError};
@@ -103,7 +103,7 @@ pub(super) fn fetch_failed(
         };
         return Run::failed(why, Some(rendered));
     };
-    let mut d = detail(job, "Failed", "Payload", retry.text, None);
+    let mut d = detail(job, DetailStatus::Failed, "Payload", retry.text, None);
     d.is_retry = state.fetches > 0;
     state.fetches += 1;
     Run {

@@ -10,7 +10,7 @@ use super::retry::{retry, Backoff};
 use super::targets::Target;
 use super::{source_of, Ending, Outgoing, Resolved, Run, State, Undelivered, MAX_RETRIES};
 use crate::domain::integration::Integration;
-use crate::domain::job::{ExecutionDetail, Job, MessageDelivery};
+use crate::domain::job::{DetailStatus, ExecutionDetail, Job, MessageDelivery};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::engine::steps::Runner;
@@ -42,7 +42,7 @@ impl Turn<'_> {
     /// first attempt on the first candidate.
     fn detail(
         &self,
-        status: &str,
+        status: DetailStatus,
         source: &str,
         text: String,
         raw: Option<String>,
@@ -203,12 +203,17 @@ impl Runner {
             );
             progress
                 .details
-                .push(turn.detail("Pending", "Internal", text, None));
+                .push(turn.detail(DetailStatus::Pending, "Internal", text, None));
         }
         match self.prepare(r, turn.integration, out).await? {
             Ok(ready) => self.send_each(r, turn, &ready, progress).await,
             Err(why) => {
-                let d = turn.detail("Failed", source_of(why.error_id), why.text.clone(), None);
+                let d = turn.detail(
+                    DetailStatus::Failed,
+                    source_of(why.error_id),
+                    why.text.clone(),
+                    None,
+                );
                 progress.details.push(d);
                 Ok(Attempt::FailOver(why))
             }
@@ -287,7 +292,7 @@ impl Runner {
             };
             let raw = providers::redact(&sent.raw, &ready.secrets);
             let d = turn.detail(
-                "Success",
+                DetailStatus::Success,
                 "Credentials",
                 sent_text(provider_id, &sent),
                 Some(raw),
@@ -300,9 +305,12 @@ impl Runner {
                     "{provider_id} reported {} invalid device token(s); removed from the subscriber",
                     sent.invalid_tokens.len()
                 );
-                progress
-                    .details
-                    .push(turn.detail("Warning", "Credentials", text, None));
+                progress.details.push(turn.detail(
+                    DetailStatus::Warning,
+                    "Credentials",
+                    text,
+                    None,
+                ));
             }
             progress.state.done.push(target.key.clone());
             let mut record = target.record.clone();
@@ -399,7 +407,7 @@ fn provider_failed(
     let raw = e.raw.as_deref().map(|r| providers::redact(r, secrets));
     let text = providers::redact(&e.message, secrets);
     if let Some(retry) = retry(turn.attempt, e.failure, &text, backoff) {
-        let d = turn.detail("Failed", "Credentials", retry.text, raw);
+        let d = turn.detail(DetailStatus::Failed, "Credentials", retry.text, raw);
         return (Attempt::Retry { wait: retry.wait }, d);
     }
     let retries = if e.is_transient() {
@@ -407,7 +415,12 @@ fn provider_failed(
     } else {
         String::new()
     };
-    let d = turn.detail("Failed", "Credentials", format!("{text}{retries}"), raw);
+    let d = turn.detail(
+        DetailStatus::Failed,
+        "Credentials",
+        format!("{text}{retries}"),
+        raw,
+    );
     let why = Undelivered {
         error_id: "provider_error",
         text,
@@ -477,7 +490,7 @@ mod tests {
         turns(&job, candidates, state)
             .iter()
             .map(|t| {
-                let d = t.detail("Pending", "Internal", String::new(), None);
+                let d = t.detail(DetailStatus::Pending, "Internal", String::new(), None);
                 (t.index, t.attempt, t.failing_over, d.is_retry)
             })
             .collect()

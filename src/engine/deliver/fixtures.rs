@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::Integration;
-use crate::domain::job::{status, Job, Notification};
+use crate::domain::job::{Job, JobStatus, Notification};
 use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber};
 use crate::domain::workflow::Step;
 use crate::domain::{Channel, IntegrationKind, Timestamp};
@@ -27,7 +27,7 @@ pub(super) fn step_job(step_type: &str, controls: Value, overrides: Option<Value
         transaction_id: "tx-1".into(),
         step_index: 0,
         step,
-        status: status::QUEUED.into(),
+        status: JobStatus::Queued,
         provider_id: crate::engine::provider_for(serde_json::from_value(json!(step_type)).unwrap())
             .into(),
         payload: json!({"plan": "free"}),

@@ -27,7 +27,9 @@ use serde_json::{json, Value};
 
 use super::steps::{Chain, Runner};
 use super::{detail, finished};
-use crate::domain::job::{status, ExecutionDetail, Job, Message, MessageDelivery, Notification};
+use crate::domain::job::{
+    DetailStatus, ExecutionDetail, Job, JobStatus, Message, MessageDelivery, Notification,
+};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
@@ -255,7 +257,7 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
             provider_id,
             record,
         } => {
-            let mut outcome = finished(status::COMPLETED, details);
+            let mut outcome = finished(JobStatus::Completed, details);
             outcome.provider_id = Some(provider_id.clone());
             outcome.message = Some(message(
                 step,
@@ -271,7 +273,7 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
             wait,
             state,
         } => {
-            let mut outcome = finished(status::QUEUED, details);
+            let mut outcome = finished(JobStatus::Queued, details);
             outcome.provider_id = provider_id;
             outcome.retry = Some(Requeue {
                 run_at: Timestamp::now().0 + wait.as_millis() as i64,
@@ -287,14 +289,14 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
             // The attempts' details come first, the final verdict last.
             let mut d = detail(
                 job,
-                "Failed",
+                DetailStatus::Failed,
                 source_of(why.error_id),
                 why.text.clone(),
                 None,
             );
             d.is_retry = false;
             details.push(d);
-            let mut outcome = finished(status::FAILED, details);
+            let mut outcome = finished(JobStatus::Failed, details);
             // The job names the provider that last tried it, as its execution details do.
             outcome.provider_id = provider_id.clone();
             let delivery = MessageDelivery {
@@ -423,7 +425,7 @@ mod tests {
         let job = step_job("sms", json!({}), None);
         let n = notification();
         let step = ChannelJob::new(&job, &n);
-        let attempt = detail(&job, "Failed", "Credentials", "boom", None);
+        let attempt = detail(&job, DetailStatus::Failed, "Credentials", "boom", None);
         let ending = Ending::Failed {
             why: Undelivered {
                 error_id: "render_failed",
@@ -434,7 +436,7 @@ mod tests {
         };
         let (outcome, chain) = record(step, run(vec![attempt], ending)).unwrap();
         assert!(matches!(chain, Chain::Continue), "no shouldStopOnFail");
-        assert_eq!(outcome.status, status::FAILED);
+        assert_eq!(outcome.status, JobStatus::Failed);
         assert_eq!(outcome.provider_id, None);
         assert!(outcome.retry.is_none());
         let details: Vec<_> = outcome
@@ -486,7 +488,7 @@ mod tests {
         let before = Timestamp::now().0;
         let (outcome, chain) = record(step, run(vec![], ending)).unwrap();
         assert!(matches!(chain, Chain::Stop));
-        assert_eq!(outcome.status, status::QUEUED);
+        assert_eq!(outcome.status, JobStatus::Queued);
         assert_eq!(outcome.provider_id.as_deref(), Some("sendgrid"));
         assert!(outcome.message.is_none());
         let retry = outcome.retry.unwrap();
@@ -511,7 +513,7 @@ mod tests {
         };
         let (outcome, chain) = record(step, run(vec![], ending)).unwrap();
         assert!(matches!(chain, Chain::Continue));
-        assert_eq!(outcome.status, status::COMPLETED);
+        assert_eq!(outcome.status, JobStatus::Completed);
         assert_eq!(outcome.provider_id.as_deref(), Some("sendgrid"));
         let m = outcome.message.unwrap();
         assert_eq!(
