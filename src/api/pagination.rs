@@ -4,18 +4,19 @@ use serde::Serialize;
 
 use super::extract::QueryMap;
 use crate::error::{Error, Result, Validation};
-use crate::store::page::{Cursor, Page, PageRequest, SortColumn};
+use crate::store::page::{Cursor, Page, PageRequest};
 
 pub const DEFAULT_LIMIT: i64 = 10;
 pub const MAX_LIMIT: i64 = 100;
 
 /// Reads `after`, `before`, `limit`, `orderDirection`, `orderBy`, `includeCursor`.
-/// `order_by` maps accepted `orderBy` values to columns; the first entry is the default.
-pub fn page_request(
+/// `order_by` maps accepted `orderBy` values to the list's order (a store type); the first entry is the
+/// default.
+pub fn page_request<S: Copy>(
     q: &QueryMap,
     v: &mut Validation,
-    order_by: &[(&str, SortColumn)],
-) -> Result<PageRequest> {
+    order_by: &[(&str, S)],
+) -> Result<PageRequest<S>> {
     let after = q.string("after");
     let before = q.string("before");
     if after.is_some() && before.is_some() {

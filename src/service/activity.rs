@@ -9,8 +9,8 @@ use crate::domain::subscriber::SubscriberContact;
 use crate::domain::{EnvironmentId, Tenant};
 use crate::error::{Error, Result};
 use crate::store::notifications::NotificationFilter;
-use crate::store::page::{Cursor, PageRequest, SortColumn};
-use crate::store::subscriber_search::SubscriberSearch;
+use crate::store::page::{Cursor, PageRequest};
+use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
 use crate::store::Store;
 
 /// Receives the rows of an activity page in this order: the notifications (page order), then the known
@@ -132,7 +132,7 @@ pub async fn list(
                 cursor: None::<Cursor>,
                 include_cursor: false,
                 limit: 100,
-                sort: SortColumn::Id,
+                sort: SubscriberOrder::Id,
                 descending: true,
             };
             let search = SubscriberSearch {

@@ -11,7 +11,7 @@ use crate::domain::id::new_identifier;
 use crate::domain::integration::Integration;
 use crate::domain::{new_object_id, Channel, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
-use crate::store::channels::{ChannelFilter, Inserted};
+use crate::store::channels::{ChannelFilter, ChannelOrder, Inserted};
 use crate::store::page::{Page, PageRequest};
 use crate::store::Store;
 
@@ -242,7 +242,7 @@ pub async fn list_connections(
     store: &Store,
     tenant: &Tenant,
     filter: &ChannelFilter,
-    page: &PageRequest,
+    page: &PageRequest<ChannelOrder>,
 ) -> Result<Page<ChannelConnection>> {
     store
         .list_connections(&tenant.environment_id, filter, page)
@@ -459,7 +459,7 @@ pub async fn list_endpoints(
     store: &Store,
     tenant: &Tenant,
     filter: &ChannelFilter,
-    page: &PageRequest,
+    page: &PageRequest<ChannelOrder>,
 ) -> Result<Page<EndpointListing>> {
     store
         .list_endpoints(&tenant.environment_id, filter, page)

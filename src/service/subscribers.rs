@@ -12,7 +12,7 @@ use crate::domain::subscriber::{
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::page::{Page, PageRequest};
-use crate::store::subscriber_search::SubscriberSearch;
+use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
 use crate::store::Store;
 
 /// Profile fields of a create or patch. For a patch, `None` leaves a field alone and `Some(None)` clears it.
@@ -216,7 +216,7 @@ pub async fn search(
     store: &Store,
     tenant: &Tenant,
     search: &SubscriberSearch,
-    page: &PageRequest,
+    page: &PageRequest<SubscriberOrder>,
 ) -> Result<Page<Subscriber>> {
     crate::background::refresh_search_stats(store, search);
     store

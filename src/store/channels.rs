@@ -4,7 +4,9 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::fast::Columns;
-use super::page::{cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader};
+use super::page::{
+    cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader, SortColumn,
+};
 use super::row::sql_row;
 use super::sql::Sql;
 use super::{is_unique_violation, on_db, Dialect, Store};
@@ -21,6 +23,22 @@ use crate::error::Result;
 pub enum Inserted {
     Yes,
     Duplicate,
+}
+
+/// What the endpoint and connection lists are ordered by (`id` breaks ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelOrder {
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl From<ChannelOrder> for SortColumn {
+    fn from(o: ChannelOrder) -> Self {
+        match o {
+            ChannelOrder::CreatedAt => SortColumn::Int("created_at"),
+            ChannelOrder::UpdatedAt => SortColumn::Int("updated_at"),
+        }
+    }
 }
 
 /// Filters shared by the endpoint and connection lists, combined with AND.
@@ -221,7 +239,7 @@ impl Store {
         &self,
         env: &EnvironmentId,
         filter: &ChannelFilter,
-        page: &PageRequest,
+        page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<ChannelConnection>> {
         let listing = Listing {
             columns: CONNECTION_COLUMNS,
@@ -229,7 +247,7 @@ impl Store {
             filter: filter.to_sql(env, false),
             cursor_scope: scope(env),
         };
-        let rows = cursor_page::<ConnectionRow>(self.r(), listing, page).await?;
+        let rows = cursor_page::<ConnectionRow>(self.r(), listing, &page.by_column()).await?;
         let Page {
             data,
             next,
@@ -443,7 +461,7 @@ impl Store {
         &self,
         env: &EnvironmentId,
         filter: &ChannelFilter,
-        page: &PageRequest,
+        page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<EndpointListing>> {
         let listing = Listing {
             columns: match self.dialect() {
@@ -455,9 +473,11 @@ impl Store {
             cursor_scope: scope(env),
         };
         let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), EndpointListRow::read);
-        Ok(cursor_page_with::<EndpointListRow>(reader, listing, page)
-            .await?
-            .map(Into::into))
+        Ok(
+            cursor_page_with::<EndpointListRow>(reader, listing, &page.by_column())
+                .await?
+                .map(Into::into),
+        )
     }
 
     /// The endpoints a chat or SMS delivery through `integration_identifier` goes to: the subscriber's, for

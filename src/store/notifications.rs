@@ -335,16 +335,13 @@ impl Store {
 
     /// The jobs of several notifications, each notification's in step order (then creation order).
     pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<JobSummary>> {
-        let mut jobs: Vec<JobSummary> = Vec::new();
-        let mut bad = None;
-        self.visit_jobs_of(notification_ids, |j| match JobSummary::try_from(j) {
-            Ok(j) => jobs.push(j),
-            Err(e) => bad = Some(e),
-        })
-        .await?;
-        if let Some(e) = bad {
-            return Err(anyhow::anyhow!(e).into());
-        }
+        let mut read: Vec<std::result::Result<JobSummary, String>> = Vec::new();
+        self.visit_jobs_of(notification_ids, |j| read.push(j.try_into()))
+            .await?;
+        let mut jobs: Vec<JobSummary> = read
+            .into_iter()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!(e))?;
         jobs.sort_by(|a, b| {
             (&a.notification_id, a.step_index, a.created_at).cmp(&(
                 &b.notification_id,

@@ -44,13 +44,28 @@ pub enum Cursor {
     Before(String),
 }
 
+/// One page of a cursor list. `S` is what it is ordered by: a list's own order type (such as
+/// `ChannelOrder`) as callers outside the store build it, a [`SortColumn`] as the paginator reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageRequest {
+pub struct PageRequest<S = SortColumn> {
     pub cursor: Option<Cursor>,
     pub include_cursor: bool,
     pub limit: i64,
-    pub sort: SortColumn,
+    pub sort: S,
     pub descending: bool,
+}
+
+impl<S: Copy + Into<SortColumn>> PageRequest<S> {
+    /// The same page, ordered by the column its list maps `sort` to.
+    pub fn by_column(&self) -> PageRequest {
+        PageRequest {
+            cursor: self.cursor.clone(),
+            include_cursor: self.include_cursor,
+            limit: self.limit,
+            sort: self.sort.into(),
+            descending: self.descending,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

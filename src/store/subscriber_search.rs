@@ -3,7 +3,7 @@
 //! pg_trgm on PostgreSQL).
 
 use super::fast::ReadRow;
-use super::page::{cursor_page_with, Listing, Page, PageRequest, Reader};
+use super::page::{cursor_page_with, Listing, Page, PageRequest, Reader, SortColumn};
 use super::search;
 use super::sql::{glob_escape, like_escape, Sql};
 use super::subscribers::{SubscriberRow, COLUMNS};
@@ -11,6 +11,24 @@ use super::{on_db, Dialect, Store};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::EnvironmentId;
 use crate::error::Result;
+
+/// What a subscriber search is ordered by (`id` breaks ties; ids sort by creation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriberOrder {
+    Id,
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl From<SubscriberOrder> for SortColumn {
+    fn from(o: SubscriberOrder) -> Self {
+        match o {
+            SubscriberOrder::Id => SortColumn::Id,
+            SubscriberOrder::CreatedAt => SortColumn::Int("created_at"),
+            SubscriberOrder::UpdatedAt => SortColumn::Int("updated_at"),
+        }
+    }
+}
 
 /// Filters of `GET /v2/subscribers`, combined with AND. `email`, `phone`, `name` are case-sensitive substrings.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,7 +55,7 @@ impl Store {
         &self,
         env: &EnvironmentId,
         search: &SubscriberSearch,
-        page: &PageRequest,
+        page: &PageRequest<SubscriberOrder>,
     ) -> Result<Page<Subscriber>> {
         // SQLite: when the trigram index narrows the rows, make the planner start from it (unary `+` keeps the
         // environment index out) instead of walking the environment's whole id index and probing each row.
@@ -73,7 +91,7 @@ impl Store {
             cursor_scope: scope,
         };
         let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), SubscriberRow::read);
-        let rows = cursor_page_with::<SubscriberRow>(reader, listing, page).await?;
+        let rows = cursor_page_with::<SubscriberRow>(reader, listing, &page.by_column()).await?;
         Ok(rows.map(Into::into))
     }
 

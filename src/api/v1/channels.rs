@@ -21,16 +21,19 @@ use crate::domain::endpoint::{
 use crate::domain::{Channel, Tenant};
 use crate::error::{Result, Validation};
 use crate::service::channels::{self as service, NewConnection, NewEndpoint};
-use crate::store::channels::ChannelFilter;
-use crate::store::page::{Page, PageRequest, SortColumn};
+use crate::store::channels::{ChannelFilter, ChannelOrder};
+use crate::store::page::{Page, PageRequest};
 
-const ORDER_BY: &[(&str, SortColumn)] = &[
-    ("createdAt", SortColumn::Int("created_at")),
-    ("updatedAt", SortColumn::Int("updated_at")),
+const ORDER_BY: &[(&str, ChannelOrder)] = &[
+    ("createdAt", ChannelOrder::CreatedAt),
+    ("updatedAt", ChannelOrder::UpdatedAt),
 ];
 
 /// Reads the list filters shared by endpoints and connections, and the page parameters.
-fn list_query(q: &QueryMap, connections: bool) -> Result<(ChannelFilter, PageRequest)> {
+fn list_query(
+    q: &QueryMap,
+    connections: bool,
+) -> Result<(ChannelFilter, PageRequest<ChannelOrder>)> {
     let mut v = Validation::new();
     let page = page_request(q, &mut v, ORDER_BY)?;
     let channel = q.string("channel").and_then(|c| {

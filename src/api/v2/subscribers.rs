@@ -14,8 +14,7 @@ use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber,
 use crate::domain::Tenant;
 use crate::error::{Error, Validation};
 use crate::service::subscribers::{self as service, SubscriberFields};
-use crate::store::page::SortColumn;
-use crate::store::subscriber_search::SubscriberSearch;
+use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
 
 /// Subscriber (spec §2.4). Nullable fields are always present.
 #[derive(Debug, Serialize, ToSchema)]
@@ -236,9 +235,9 @@ pub async fn search_subscribers(
         &q,
         &mut v,
         &[
-            ("_id", SortColumn::Id),
-            ("createdAt", SortColumn::Int("created_at")),
-            ("updatedAt", SortColumn::Int("updated_at")),
+            ("_id", SubscriberOrder::Id),
+            ("createdAt", SubscriberOrder::CreatedAt),
+            ("updatedAt", SubscriberOrder::UpdatedAt),
         ],
     )?;
     v.finish()?;
