@@ -320,6 +320,48 @@ pub struct Message {
     pub updated_at: Timestamp,
 }
 
+impl Message {
+    /// A new message of `job` (of notification `n`) on `channel`, created now: unread, unseen, not archived,
+    /// with an empty body, the default redirect `cta`, status `sent` and no delivery record. The step fills in
+    /// what it rendered and how it ended.
+    pub fn of_job(job: &Job, n: &Notification, channel: super::Channel) -> Self {
+        let now = Timestamp::now();
+        Message {
+            id: super::new_object_id(),
+            organization_id: job.organization_id.clone(),
+            environment_id: job.environment_id.clone(),
+            notification_id: job.notification_id.clone(),
+            subscriber_ref: job.subscriber_ref.clone(),
+            subscriber_id: job.subscriber_id.clone(),
+            workflow_ref: job.workflow_ref.clone(),
+            workflow_identifier: n.workflow_identifier.clone(),
+            job_id: job.id.clone(),
+            transaction_id: job.transaction_id.clone(),
+            channel: channel.as_str().to_owned(),
+            subject: None,
+            content: String::new(),
+            avatar: None,
+            cta: serde_json::json!({"type": "redirect", "data": {}}),
+            data: None,
+            payload: job.payload.clone(),
+            overrides: job.overrides.clone(),
+            read: false,
+            seen: false,
+            last_read_date: None,
+            last_seen_date: None,
+            archived: false,
+            archived_at: None,
+            status: "sent".to_owned(),
+            provider_id: job.provider_id.clone(),
+            context_keys: n.context_keys.clone(),
+            deleted: false,
+            delivery: MessageDelivery::default(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 /// The delivery record of an email, SMS, chat or push message.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MessageDelivery {

@@ -8,7 +8,7 @@ use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
-use crate::domain::{new_object_id, skip, Channel, EnvironmentId, Timestamp};
+use crate::domain::{skip, Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
     context_values, environment_values, subscriber_values, template_variables, workflow_values,
@@ -530,39 +530,14 @@ impl Runner {
         if !buttons.is_empty() {
             cta["action"] = json!({"status": "pending", "buttons": buttons});
         }
-        let now = Timestamp::now();
         let message = Message {
-            id: new_object_id(),
-            organization_id: job.organization_id.clone(),
-            environment_id: job.environment_id.clone(),
-            notification_id: job.notification_id.clone(),
-            subscriber_ref: job.subscriber_ref.clone(),
-            subscriber_id: job.subscriber_id.clone(),
-            workflow_ref: job.workflow_ref.clone(),
-            workflow_identifier: n.workflow_identifier.clone(),
-            job_id: job.id.clone(),
-            transaction_id: job.transaction_id.clone(),
-            channel: Channel::InApp.as_str().to_owned(),
             subject: text("subject"),
             content: text("body").unwrap_or_default(),
             avatar: text("avatar"),
             cta,
             data: rendered.get("data").filter(|d| d.is_object()).cloned(),
-            payload: job.payload.clone(),
-            overrides: job.overrides.clone(),
-            read: false,
-            seen: false,
-            last_read_date: None,
-            last_seen_date: None,
-            archived: false,
-            archived_at: None,
-            status: "sent".to_owned(),
             provider_id: "svc".to_owned(),
-            context_keys: n.context_keys.clone(),
-            deleted: false,
-            delivery: Default::default(),
-            created_at: now,
-            updated_at: now,
+            ..Message::of_job(job, n, Channel::InApp)
         };
         let d = detail(
             job,

@@ -23,7 +23,7 @@ mod targets;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::steps::{Chain, Runner};
 use super::{detail, finished};
@@ -31,7 +31,7 @@ use crate::domain::job::{
     DetailStatus, ExecutionDetail, Job, JobStatus, Message, MessageDelivery, Notification,
 };
 use crate::domain::subscriber::Subscriber;
-use crate::domain::{new_object_id, Channel, EnvironmentId, Timestamp};
+use crate::domain::{Channel, EnvironmentId, Timestamp};
 use crate::error::Result;
 use crate::providers::Attachment;
 use crate::store::jobs::{JobOutcome, Requeue};
@@ -322,39 +322,13 @@ fn message(
     delivery: MessageDelivery,
 ) -> Message {
     let ChannelJob { job, n, channel } = step;
-    let now = Timestamp::now();
     Message {
-        id: new_object_id(),
-        organization_id: job.organization_id.clone(),
-        environment_id: job.environment_id.clone(),
-        notification_id: job.notification_id.clone(),
-        subscriber_ref: job.subscriber_ref.clone(),
-        subscriber_id: job.subscriber_id.clone(),
-        workflow_ref: job.workflow_ref.clone(),
-        workflow_identifier: n.workflow_identifier.clone(),
-        job_id: job.id.clone(),
-        transaction_id: job.transaction_id.clone(),
-        channel: channel.as_str().to_owned(),
         subject: content.and_then(|c| c.subject.clone()),
         content: content.map(|c| c.body.clone()).unwrap_or_default(),
-        avatar: None,
-        cta: json!({"type": "redirect", "data": {}}),
-        data: None,
-        payload: job.payload.clone(),
-        overrides: job.overrides.clone(),
-        read: false,
-        seen: false,
-        last_read_date: None,
-        last_seen_date: None,
-        archived: false,
-        archived_at: None,
         status: status.to_owned(),
         provider_id,
-        context_keys: n.context_keys.clone(),
-        deleted: false,
         delivery,
-        created_at: now,
-        updated_at: now,
+        ..Message::of_job(job, n, channel)
     }
 }
 
@@ -374,6 +348,7 @@ mod fixtures;
 mod tests {
     use super::fixtures::{notification, step_job, subscriber};
     use super::*;
+    use serde_json::json;
 
     fn run(details: Vec<ExecutionDetail>, ending: Ending) -> Run {
         Run {
