@@ -4,12 +4,12 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::domain::context::{context_keys, parse_context};
+use crate::domain::context::{context_keys, parse_context, ContextEntry};
 use crate::domain::integration::Integration;
 use crate::domain::job::{DetailStatus, Notification};
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
-use crate::domain::workflow::StepType;
+use crate::domain::workflow::{StepType, Workflow};
 use crate::domain::{new_object_id, Tenant, Timestamp};
 use crate::engine::{detail, jobs_for_trigger, provider_for, TriggerWriter};
 use crate::error::{Error, Result, Validation};
@@ -198,7 +198,15 @@ fn with_error_type(e: Error) -> Error {
     }
 }
 
-async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<Prepared> {
+/// A trigger's input, checked: its recipients, the channels given with each, its context.
+struct Checked {
+    recipients: Vec<Value>,
+    channels: Vec<Vec<ChannelInput>>,
+    contexts: Vec<ContextEntry>,
+}
+
+/// Checks a trigger's input; every problem is one entry of the 422.
+fn check(input: &TriggerInput) -> Result<Checked> {
     let mut v = Validation::new();
     if input.name.trim().is_empty() {
         v.add(
@@ -233,14 +241,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         }
         let channels = match r.get("channels") {
             None | Some(Value::Null) => Vec::new(),
-            Some(c) => {
-                let field = if input.to.is_array() {
-                    format!("to[{i}].channels")
-                } else {
-                    "to.channels".to_owned()
-                };
-                subscribers::parse_channels(&mut v, &field, c)
-            }
+            Some(c) => subscribers::parse_channels(&mut v, &channels_field(input, i), c),
         };
         recipient_channels.push(channels);
     }
@@ -263,6 +264,50 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         _ => Vec::new(),
     };
     v.finish()?;
+    Ok(Checked {
+        recipients,
+        channels: recipient_channels,
+        contexts,
+    })
+}
+
+/// Where a recipient's `channels` are in the request, for error messages.
+fn channels_field(input: &TriggerInput, i: usize) -> String {
+    if input.to.is_array() {
+        format!("to[{i}].channels")
+    } else {
+        "to.channels".to_owned()
+    }
+}
+
+/// The trigger's payload: an object, with the workflow's payload-schema defaults applied and validated when
+/// the workflow asks for it.
+fn payload_for(workflow: &Workflow, input: &TriggerInput) -> Result<Value> {
+    let mut payload = input
+        .payload
+        .clone()
+        .filter(|p| p.is_object())
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(schema) = workflow
+        .payload_schema
+        .as_ref()
+        .filter(|s| workflow.validate_payload && s.is_object())
+    {
+        payload_schema::apply_defaults(schema, &mut payload);
+        payload_schema::validate(schema, &payload).map_err(|errors| Error::BadRequest {
+            message: payload_schema::summary(&errors),
+            extra: payload_schema::error_extra(&errors, schema),
+        })?;
+    }
+    Ok(payload)
+}
+
+async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<Prepared> {
+    let Checked {
+        recipients,
+        channels: recipient_channels,
+        contexts,
+    } = check(&input)?;
 
     // Generated ids are UUIDv7: time-ordered, so the transaction-id indexes grow at their end instead of
     // taking a write on a random page per trigger.
@@ -295,22 +340,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         .ensure_contexts(&tenant.environment_id, &contexts)
         .await?;
     let keys = context_keys(&contexts);
-    let mut payload = input
-        .payload
-        .clone()
-        .filter(|p| p.is_object())
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    if let Some(schema) = workflow
-        .payload_schema
-        .as_ref()
-        .filter(|s| workflow.validate_payload && s.is_object())
-    {
-        payload_schema::apply_defaults(schema, &mut payload);
-        payload_schema::validate(schema, &payload).map_err(|errors| Error::BadRequest {
-            message: payload_schema::summary(&errors),
-            extra: payload_schema::error_extra(&errors, schema),
-        })?;
-    }
+    let payload = payload_for(&workflow, &input)?;
     let channels: Vec<String> = workflow
         .steps
         .iter()
@@ -326,12 +356,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     let now = Timestamp::now();
     let mut batch = Vec::with_capacity(recipients.len());
     for (i, (r, given)) in recipients.iter().zip(&recipient_channels).enumerate() {
-        let field = if input.to.is_array() {
-            format!("to[{i}].channels")
-        } else {
-            "to.channels".to_owned()
-        };
-        let s = resolve_recipient(store, tenant, r, given, &field).await?;
+        let s = resolve_recipient(store, tenant, r, given, &channels_field(&input, i)).await?;
         let n = Notification {
             id: new_object_id(),
             organization_id: tenant.organization_id.0.clone(),
