@@ -64,6 +64,14 @@ impl IntegrationKind {
     }
 }
 
+impl TryFrom<String> for IntegrationKind {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown integration kind {s:?}"))
+    }
+}
+
 impl TryFrom<String> for Channel {
     type Error = String;
 

@@ -192,6 +192,14 @@ impl WorkflowStatus {
     }
 }
 
+impl TryFrom<String> for Severity {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown severity {s:?}"))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workflow {
     pub id: String,

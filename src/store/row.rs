@@ -12,9 +12,13 @@ use serde::Serialize;
 use sqlx::types::Json;
 
 use super::fast::Columns;
-use super::sql::Arg;
+use super::sql::{Arg, Sql};
+use crate::domain::channel::ProviderId;
+use crate::domain::endpoint::EndpointType;
 use crate::domain::job::{DetailStatus, JobStatus};
+use crate::domain::workflow::Severity;
 use crate::domain::Timestamp;
+use crate::domain::{Channel, IntegrationKind};
 
 macro_rules! sql_row {
     (
@@ -157,6 +161,47 @@ pub(crate) fn derive<D, T>(value: &D, f: impl Fn(&D) -> T) -> T {
     f(value)
 }
 
+/// `insert into <table> (<written columns>) values ($1, …)` with `row`'s arguments.
+pub(crate) fn insert<T: Table>(row: &T) -> Result<Sql, serde_json::Error> {
+    let mut q = Sql::new("insert into ");
+    q.push(T::TABLE)
+        .push(" (")
+        .push(&T::WRITTEN.join(", "))
+        .push(") values (");
+    for (i, arg) in row.args()?.into_iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        q.bind(arg);
+    }
+    q.push(")");
+    Ok(q)
+}
+
+/// `update <table> set <column> = $n, …` of every written column but those in `keep` (identity and creation
+/// columns an update never changes); the caller appends its `where`.
+pub(crate) fn update<T: Table>(row: &T, keep: &[&str]) -> Result<Sql, serde_json::Error> {
+    debug_assert!(
+        keep.iter().all(|k| T::WRITTEN.contains(k)),
+        "{keep:?} names a column {} does not write",
+        T::TABLE
+    );
+    let mut q = Sql::new("update ");
+    q.push(T::TABLE).push(" set ");
+    let mut first = true;
+    for (column, arg) in T::WRITTEN.iter().zip(row.args()?) {
+        if keep.contains(column) {
+            continue;
+        }
+        if !first {
+            q.push(", ");
+        }
+        first = false;
+        q.push(column).push(" = ").bind(arg);
+    }
+    Ok(q)
+}
+
 /// How a field is stored in a column whose drivers' type is `S`: loaded back from it, and bound as an
 /// [`Arg`] of the matching kind (so that a NULL is typed as its column on PostgreSQL).
 pub(crate) trait Stored<S>: Sized {
@@ -247,31 +292,34 @@ impl<T: Serialize + DeserializeOwned> Stored<Json<T>> for T {
     }
 }
 
-/// Job statuses are stored as their names ([`JobStatus::as_str`]); an unknown name is a decode error naming it.
-impl Stored<String> for JobStatus {
-    fn load(stored: String) -> Result<Self, String> {
-        Self::try_from(stored)
-    }
-    fn arg(&self) -> Result<Arg, serde_json::Error> {
-        Ok(Arg::Text(self.as_str().to_owned()))
-    }
-    fn null() -> Arg {
-        Arg::OptText(None)
-    }
+/// Domain values stored as their names: read back with `TryFrom<String>` (an unknown name is a decode error
+/// that names it), written with `as_str()`.
+macro_rules! stored_as_names {
+    ($($t:ty),+) => {
+        $(
+            impl Stored<String> for $t {
+                fn load(stored: String) -> Result<Self, String> {
+                    Self::try_from(stored).map_err(|e| e.to_string())
+                }
+                fn arg(&self) -> Result<Arg, serde_json::Error> {
+                    Ok(Arg::Text(self.as_str().to_owned()))
+                }
+                fn null() -> Arg {
+                    Arg::OptText(None)
+                }
+            }
+        )+
+    };
 }
-
-/// Execution-detail statuses are stored as their names ([`DetailStatus::as_str`]), as job statuses are.
-impl Stored<String> for DetailStatus {
-    fn load(stored: String) -> Result<Self, String> {
-        Self::try_from(stored)
-    }
-    fn arg(&self) -> Result<Arg, serde_json::Error> {
-        Ok(Arg::Text(self.as_str().to_owned()))
-    }
-    fn null() -> Arg {
-        Arg::OptText(None)
-    }
-}
+stored_as_names!(
+    JobStatus,
+    DetailStatus,
+    Channel,
+    EndpointType,
+    IntegrationKind,
+    ProviderId,
+    Severity
+);
 
 impl<S, T: Stored<S>> Stored<Option<S>> for Option<T> {
     fn load(stored: Option<S>) -> Result<Self, String> {

@@ -9,16 +9,13 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::fast::{Columns, ReadRow};
-use super::row::sql_row;
-use super::sql::{like_escape, Sql};
+use super::row::{insert, sql_row, table, update, Table};
+use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::id::is_object_id;
-use crate::domain::workflow::{Severity, Step, Workflow, WorkflowStatus};
+use crate::domain::workflow::{Step, Workflow, WorkflowStatus};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::{Error, Result};
-
-const COLUMNS: &str = "id, organization_id, environment_id, workflow_id, name, description, tags, active, critical, \
-    severity, preferences, payload_schema, validate_payload, steps, version, created_at, updated_at";
 
 /// How long [`Store::get_workflow_cached`] reuses a definition it read. Writes through this process clear
 /// the cache at once; another process's change reaches this one within this time.
@@ -62,8 +59,8 @@ impl WorkflowCache {
     }
 }
 
-sql_row! {
-    pub(crate) struct WorkflowRow {
+table! {
+    Workflow => "workflows" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -82,30 +79,9 @@ sql_row! {
         created_at: i64,
         updated_at: i64,
     }
-}
-
-impl ReadRow for WorkflowRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            organization_id: c.get("organization_id")?,
-            environment_id: c.get("environment_id")?,
-            workflow_id: c.get("workflow_id")?,
-            name: c.get("name")?,
-            description: c.get("description")?,
-            tags: c.json("tags")?,
-            active: c.get("active")?,
-            critical: c.get("critical")?,
-            severity: c.get("severity")?,
-            preferences: c.opt_json("preferences")?,
-            payload_schema: c.opt_json("payload_schema")?,
-            validate_payload: c.get("validate_payload")?,
-            steps: c.json("steps")?,
-            version: c.get("version")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
-        })
+    written {
+        // The list's status filter (`ERROR`) reads it.
+        has_issues: bool = |w: &Workflow| w.has_issues(),
     }
 }
 
@@ -144,43 +120,11 @@ pub struct WorkflowListQuery {
     pub statuses: Vec<WorkflowStatus>,
 }
 
-impl From<WorkflowRow> for Workflow {
-    fn from(r: WorkflowRow) -> Self {
-        Workflow {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            workflow_id: r.workflow_id,
-            name: r.name,
-            description: r.description,
-            tags: r.tags.0,
-            active: r.active,
-            critical: r.critical,
-            severity: Severity::parse(&r.severity).unwrap_or(Severity::None),
-            preferences: r.preferences.map(|j| j.0),
-            payload_schema: r.payload_schema.map(|j| j.0),
-            validate_payload: r.validate_payload,
-            steps: r.steps.0,
-            version: r.version,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
-        }
-    }
-}
-
 impl Store {
     /// Inserts a new workflow; `Err(Duplicate)` when its workflowId is taken in the environment.
     pub async fn insert_workflow(&self, w: &Workflow) -> Result<()> {
-        let res = on_db!(self.w(), p => sqlx::query(
-            "insert into workflows (id, organization_id, environment_id, workflow_id, name, description, tags, active,
-               critical, severity, preferences, payload_schema, validate_payload, steps, deleted, version, created_at,
-               updated_at, has_issues)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false, $15, $16, $17, $18)")
-            .bind(&w.id).bind(&w.organization_id).bind(&w.environment_id).bind(&w.workflow_id).bind(&w.name)
-            .bind(&w.description).bind(Json(&w.tags)).bind(w.active).bind(w.critical).bind(w.severity.as_str())
-            .bind(w.preferences.as_ref().map(Json)).bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload)
-            .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0).bind(w.has_issues())
-            .execute(p).await.map(|_| ()));
+        let q = insert(w)?;
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
         self.workflow_cache.clear();
         match res {
             Ok(()) => Ok(()),
@@ -196,7 +140,7 @@ impl Store {
         id_or_identifier: &str,
     ) -> Result<Option<Workflow>> {
         let mut q = Sql::new("select ");
-        q.push(COLUMNS)
+        q.push(Workflow::COLUMNS)
             .push(" from workflows where environment_id = ")
             .bind(env.as_str());
         q.push(" and deleted = false and ");
@@ -214,8 +158,7 @@ impl Store {
             .push(" limit 1");
         // The read pool (inline on SQLite: every trigger reads its workflow); the write connection is kept
         // for writes (updates re-check `version`).
-        let row: Option<WorkflowRow> = self.fetch_rows(q).await?.into_iter().next();
-        Ok(row.map(Into::into))
+        Ok(self.fetch_rows::<Workflow>(q).await?.into_iter().next())
     }
 
     /// [`Store::get_workflow`] through a short-lived cache (see [`WORKFLOW_TTL`]), for the reads every
@@ -289,30 +232,28 @@ impl Store {
 
         let direction = if q.descending { "desc" } else { "asc" };
         let mut select = Sql::new("select ");
-        select.push(COLUMNS).append(&filter);
+        select.push(Workflow::COLUMNS).append(&filter);
         select.push(&format!(
             " order by {} {direction}, id {direction} limit ",
             q.order_by.expression(self.dialect())
         ));
         select.bind(q.limit).push(" offset ").bind(q.offset);
-        let rows: Vec<WorkflowRow> = self.fetch_rows(select).await?;
-        Ok((rows.into_iter().map(Into::into).collect(), total))
+        Ok((self.fetch_rows::<Workflow>(select).await?, total))
     }
 
     /// Writes every mutable field if the stored version is still `expected_version`; `Err(Duplicate)` when
     /// the new workflowId is taken in the environment.
     pub async fn update_workflow(&self, w: &Workflow, expected_version: i64) -> Result<bool> {
-        let res = on_db!(self.w(), p => sqlx::query(
-            "update workflows set workflow_id = $1, name = $2, description = $3, tags = $4, active = $5, critical = $6,
-               severity = $7, preferences = $8, payload_schema = $9, validate_payload = $10, steps = $11,
-               version = $12, updated_at = $13, has_issues = $17
-             where environment_id = $14 and id = $15 and version = $16 and deleted = false")
-            .bind(&w.workflow_id).bind(&w.name).bind(&w.description).bind(Json(&w.tags)).bind(w.active)
-            .bind(w.critical).bind(w.severity.as_str()).bind(w.preferences.as_ref().map(Json))
-            .bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload).bind(Json(&w.steps))
-            .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(&w.id).bind(expected_version)
-            .bind(w.has_issues())
-            .execute(p).await.map(|r| r.rows_affected()));
+        let mut q = update(
+            w,
+            &["id", "organization_id", "environment_id", "created_at"],
+        )?;
+        q.push(" where environment_id = ")
+            .bind(w.environment_id.as_str());
+        q.push(" and id = ").bind(w.id.as_str());
+        q.push(" and version = ").bind(expected_version);
+        q.push(" and deleted = false");
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()));
         self.workflow_cache.clear();
         match res {
             Ok(n) => Ok(n == 1),
