@@ -7,13 +7,13 @@ use super::fast::Columns;
 use super::page::{
     cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader, SortColumn,
 };
-use super::row::sql_row;
-use super::sql::Sql;
+use super::row::{insert, sql_row, table, Table};
+use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, ContextEntry};
 use crate::domain::endpoint::{
-    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
+    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing,
 };
 use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
 use crate::error::Result;
@@ -298,46 +298,25 @@ impl Store {
     }
 }
 
-const ENDPOINT_COLUMNS: &str = "id, organization_id, environment_id, identifier, endpoint_type, endpoint, \
-    integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
-
-sql_row! {
-    pub(crate) struct EndpointRow {
+table! {
+    ChannelEndpoint => "channel_endpoints" {
         id: String,
         organization_id: String,
         environment_id: String,
         identifier: String,
-        endpoint_type: EndpointType as String,
+        endpoint_type: String,
         endpoint: Json<Value>,
         integration_identifier: String,
-        provider_id: ProviderId as String,
-        channel: Channel as String,
+        provider_id: String,
+        channel: String,
         connection_identifier: Option<String>,
         subscriber_id: Option<String>,
         context_keys: Json<Vec<String>>,
         created_at: i64,
         updated_at: i64,
     }
-}
-
-impl From<EndpointRow> for ChannelEndpoint {
-    fn from(r: EndpointRow) -> Self {
-        ChannelEndpoint {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            identifier: r.identifier,
-            endpoint_type: r.endpoint_type,
-            endpoint: r.endpoint.0,
-            integration_identifier: r.integration_identifier,
-            provider_id: r.provider_id,
-            channel: r.channel,
-            connection_identifier: r.connection_identifier,
-            subscriber_id: r.subscriber_id,
-            context_keys: r.context_keys.0,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
-        }
+    written {
+        context_set: String = |e: &ChannelEndpoint| context_set(&e.context_keys),
     }
 }
 
@@ -413,17 +392,8 @@ impl From<EndpointListRow> for EndpointListing {
 
 impl Store {
     pub async fn insert_endpoint(&self, e: &ChannelEndpoint) -> Result<Inserted> {
-        let res = on_db!(self.w(), p => sqlx::query(
-            "insert into channel_endpoints (id, organization_id, environment_id, identifier, endpoint_type, endpoint,
-               integration_identifier, provider_id, channel, connection_identifier, subscriber_id, context_keys,
-               context_set, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)")
-            .bind(&e.id).bind(&e.organization_id).bind(&e.environment_id).bind(&e.identifier)
-            .bind(e.endpoint_type.as_str()).bind(Json(&e.endpoint)).bind(&e.integration_identifier)
-            .bind(e.provider_id.as_str()).bind(e.channel.as_str()).bind(&e.connection_identifier)
-            .bind(&e.subscriber_id).bind(Json(&e.context_keys)).bind(context_set(&e.context_keys))
-            .bind(e.created_at.0).bind(e.updated_at.0)
-            .execute(p).await.map(|_| ()));
+        let q = insert(e)?;
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
         match res {
             Ok(()) => Ok(Inserted::Yes),
             Err(err) if is_unique_violation(&err) => Ok(Inserted::Duplicate),
@@ -436,10 +406,14 @@ impl Store {
         env: &EnvironmentId,
         identifier: &str,
     ) -> Result<Option<ChannelEndpoint>> {
-        let sql = format!("select {ENDPOINT_COLUMNS} from channel_endpoints where environment_id = $1 and identifier = $2");
-        let row: Option<EndpointRow> = on_db!(self.r(), p => sqlx::query_as::<_, EndpointRow>(&sql)
-            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
-        Ok(row.map(Into::into))
+        let sql = format!(
+            "select {} from channel_endpoints where environment_id = $1 and identifier = $2",
+            ChannelEndpoint::COLUMNS
+        );
+        Ok(
+            on_db!(self.r(), p => sqlx::query_as::<_, ChannelEndpoint>(&sql)
+            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?,
+        )
     }
 
     /// Replaces the endpoint data; false when the endpoint does not exist.
@@ -490,7 +464,8 @@ impl Store {
         context_set: &str,
     ) -> Result<Vec<ChannelEndpoint>> {
         let mut q = Sql::new(&format!(
-            "select {ENDPOINT_COLUMNS} from channel_endpoints where environment_id = "
+            "select {} from channel_endpoints where environment_id = ",
+            ChannelEndpoint::COLUMNS
         ));
         q.bind(env.as_str())
             .push(" and subscriber_id = ")
@@ -500,8 +475,9 @@ impl Store {
             q.push(" and integration_identifier = ").bind(i);
         }
         q.push(" order by created_at, id limit 50");
-        let rows: Vec<EndpointRow> = on_db!(self.r(), p => super::sql::bind_args!(sqlx::query_as::<_, EndpointRow>(&q.text), q.args.clone()).fetch_all(p).await)?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        Ok(
+            on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, ChannelEndpoint>(&q.text), q.args.clone()).fetch_all(p).await)?,
+        )
     }
 
     /// Bulk-inserts `count` synthetic `slack_channel` endpoints for tests and the benchmark: endpoint `n`
@@ -583,8 +559,9 @@ mod tests {
             "SEARCH channel_endpoints USING COVERING INDEX channel_endpoints_subscriber (environment_id=? AND subscriber_id=?)"
         );
         let delivery = format!(
-            "select {ENDPOINT_COLUMNS} from channel_endpoints where environment_id = $1 and subscriber_id = $2 \
-             and context_set = $3 and integration_identifier = $4 order by created_at, id limit 50"
+            "select {} from channel_endpoints where environment_id = $1 and subscriber_id = $2 \
+             and context_set = $3 and integration_identifier = $4 order by created_at, id limit 50",
+            ChannelEndpoint::COLUMNS
         );
         assert!(
             plan(&conn, &delivery).contains("USING COVERING INDEX"),

@@ -1,11 +1,11 @@
-//! Row structs read by column name from either driver.
+//! How rows are read and written, declared once.
 //!
-//! `sql_row!` declares a struct and implements `sqlx::FromRow` for SQLite's and PostgreSQL's rows, reading each
-//! field from the column of the same name. It does what `#[derive(sqlx::FromRow)]` did for these structs without
-//! sqlx's proc-macro crate, which compiled a second copy of both drivers (and of SQLite's C source) for the host.
-//! A field written `name: Type as Stored` is read as `Stored` and converted with `TryFrom`.
-
-use std::fmt::Display;
+//! [`table!`] declares how a domain type is stored in its table; everything the store needs to read and write
+//! it derives from that declaration. `sql_row!` declares a projection — a struct read from a `select` that is
+//! not a whole stored type (a view of a few columns, a count) — and implements `sqlx::FromRow` for SQLite's and
+//! PostgreSQL's rows, reading each field from the column of the same name. Both do what
+//! `#[derive(sqlx::FromRow)]` did without sqlx's proc-macro crate, which compiled a second copy of both
+//! drivers (and of SQLite's C source) for the host.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -24,48 +24,27 @@ macro_rules! sql_row {
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty $(as $stored:ty)? ),* $(,)?
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         $vis struct $name {
             $( $(#[$fmeta])* $fvis $field: $fty ),*
         }
-        $crate::store::row::sql_row!(@impl $name, sqlx::sqlite::SqliteRow, $($field $(as $stored)?),*);
-        $crate::store::row::sql_row!(@impl $name, sqlx::postgres::PgRow, $($field $(as $stored)?),*);
+        $crate::store::row::sql_row!(@impl $name, sqlx::sqlite::SqliteRow, $($field),*);
+        $crate::store::row::sql_row!(@impl $name, sqlx::postgres::PgRow, $($field),*);
     };
-    (@impl $name:ident, $row:ty, $($field:ident $(as $stored:ty)?),*) => {
+    (@impl $name:ident, $row:ty, $($field:ident),*) => {
         impl<'r> sqlx::FromRow<'r, $row> for $name {
             fn from_row(row: &'r $row) -> ::std::result::Result<Self, sqlx::Error> {
                 ::std::result::Result::Ok(Self {
-                    $( $field: $crate::store::row::sql_row!(@get row, $field $(as $stored)?) ),*
+                    $( $field: sqlx::Row::try_get(row, stringify!($field))? ),*
                 })
             }
         }
     };
-    (@get $row:ident, $field:ident) => {
-        sqlx::Row::try_get($row, stringify!($field))?
-    };
-    (@get $row:ident, $field:ident as $stored:ty) => {
-        $crate::store::row::convert(
-            sqlx::Row::try_get::<$stored, _>($row, stringify!($field))?,
-            stringify!($field),
-        )?
-    };
 }
 pub(crate) use sql_row;
-
-/// Converts a stored value into its field's type; a value the type rejects is a decode error of its column.
-pub(crate) fn convert<S, T>(stored: S, column: &str) -> Result<T, sqlx::Error>
-where
-    T: TryFrom<S>,
-    T::Error: Display,
-{
-    T::try_from(stored).map_err(|e| sqlx::Error::ColumnDecode {
-        index: column.to_owned(),
-        source: e.to_string().into(),
-    })
-}
 
 /// Declares how a domain type is stored in a table, once: each field with the type the drivers read and
 /// bind for its column (`String`, `i64`, `bool`, `Json<T>`, their `Option`s). A column named otherwise than
@@ -370,56 +349,29 @@ impl<T: DeserializeOwned> Column for Option<Json<T>> {
 mod tests {
     use sqlx::sqlite::SqlitePoolOptions;
 
-    #[derive(Debug, PartialEq, Eq)]
-    struct Even(i64);
-
-    impl TryFrom<i64> for Even {
-        type Error = String;
-        fn try_from(v: i64) -> Result<Self, String> {
-            if v % 2 == 0 {
-                Ok(Even(v))
-            } else {
-                Err(format!("{v} is odd"))
-            }
-        }
-    }
-
     sql_row! {
         #[derive(Debug)]
         struct Sample {
             /// A documented field.
             name: String,
             note: Option<String>,
-            even: Even as i64,
+            count: i64,
         }
     }
 
     #[tokio::test]
-    async fn reads_fields_by_column_name_and_converts_marked_ones() {
+    async fn a_projection_reads_fields_by_column_name() {
         let pool = SqlitePoolOptions::new()
             .connect("sqlite::memory:")
             .await
             .unwrap();
-        let row: Sample = sqlx::query_as("select 4 as even, null as note, 'a' as name")
+        let row: Sample = sqlx::query_as("select 4 as count, null as note, 'a' as name")
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert_eq!(
-            (row.name.as_str(), row.note, row.even),
-            ("a", None, Even(4))
-        );
+        assert_eq!((row.name.as_str(), row.note, row.count), ("a", None, 4));
 
-        let err = sqlx::query_as::<_, Sample>("select 3 as even, 'n' as note, 'a' as name")
-            .fetch_one(&pool)
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&err, sqlx::Error::ColumnDecode { index, .. } if index == "even"),
-            "{err:?}"
-        );
-        assert!(err.to_string().contains("3 is odd"), "{err}");
-
-        let missing = sqlx::query_as::<_, Sample>("select 'a' as name, 2 as even")
+        let missing = sqlx::query_as::<_, Sample>("select 'a' as name, 2 as count")
             .fetch_one(&pool)
             .await
             .unwrap_err();
