@@ -4,9 +4,9 @@
 
 use super::fast::ReadRow;
 use super::page::{cursor_page_with, Listing, Page, PageRequest, Reader, SortColumn};
+use super::row::Table;
 use super::search;
 use super::sql::{glob_escape, like_escape, Sql};
-use super::subscribers::{SubscriberRow, COLUMNS};
 use super::{on_db, Dialect, Store};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::EnvironmentId;
@@ -85,13 +85,13 @@ impl Store {
         let mut scope = Sql::new("environment_id = ");
         scope.bind(env.as_str());
         let listing = Listing {
-            columns: COLUMNS,
+            columns: Subscriber::COLUMNS,
             from: "subscribers",
             filter,
             cursor_scope: scope,
         };
-        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), SubscriberRow::read);
-        let rows = cursor_page_with::<SubscriberRow>(reader, listing, &page.by_column()).await?;
+        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), Subscriber::read);
+        let rows = cursor_page_with::<Subscriber>(reader, listing, &page.by_column()).await?;
         Ok(rows.map(Into::into))
     }
 
