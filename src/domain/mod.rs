@@ -15,7 +15,9 @@ pub mod time;
 pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};
-pub use id::{new_object_id, EnvironmentId, ObjectId, OrganizationId};
+pub use id::{
+    new_object_id, EnvironmentId, JobId, MessageId, NotificationId, ObjectId, OrganizationId,
+};
 pub use time::Timestamp;
 
 /// The environment (and its organization) an API key belongs to. Every tenant-data operation takes one.
