@@ -6,7 +6,7 @@
 use crate::domain::id::is_object_id;
 use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
-use crate::domain::{EnvironmentId, Tenant};
+use crate::domain::{EnvironmentId, NotificationId, Tenant};
 use crate::error::{Error, Result};
 use crate::store::notifications::NotificationFilter;
 use crate::store::page::{Cursor, PageRequest};
@@ -28,14 +28,14 @@ pub trait ActivitySink: Send {
 /// What the queries after the notifications need to know of them.
 #[derive(Default)]
 struct Refs {
-    ids: Vec<String>,
+    ids: Vec<NotificationId>,
     subscribers: Vec<String>,
     workflows: Vec<String>,
 }
 
 impl Refs {
     fn add(&mut self, n: &NotificationView<'_>) {
-        self.ids.push(n.id.to_owned());
+        self.ids.push(n.id.into());
         self.subscribers.push(n.subscriber_ref.to_owned());
         self.workflows.push(n.workflow_ref.to_owned());
     }
@@ -83,14 +83,14 @@ pub struct ActivityQuery {
 pub async fn get(
     store: &Store,
     tenant: &Tenant,
-    id: &str,
+    id: &NotificationId,
     sink: &mut impl ActivitySink,
 ) -> Result<()> {
-    if !is_object_id(id) {
+    if !is_object_id(id.as_str()) {
         return Err(Error::invalid(
             "notificationId",
             "notificationId must be a database id (24 hex characters)",
-            id,
+            id.as_str(),
         ));
     }
     let mut refs = Refs::default();
