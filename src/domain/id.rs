@@ -135,6 +135,20 @@ id_type!(
     ObjectId
 );
 id_type!(
+    /// The internal `_id` of a subscriber (its `_subscriberId` on the wire), not the user-given
+    /// `subscriberId`.
+    SubscriberRef
+);
+id_type!(
+    /// The internal `_id` of a workflow (its `_templateId` on the wire), not the user-given `workflowId`
+    /// identifier it is triggered by.
+    WorkflowRef
+);
+id_type!(
+    /// The internal `_id` of an integration, not its user-given `identifier`.
+    IntegrationId
+);
+id_type!(
     /// Id of a notification: one per trigger and subscriber.
     NotificationId
 );

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::workflow::Step;
-use super::{JobId, MessageId, NotificationId, Timestamp};
+use super::{JobId, MessageId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
 
 /// Job states (Novu's names). A trigger creates the job of every step of its workflow: the first
 /// `queued`, the others `pending` until the chain reaches them (a pending job is never claimed). A queued
@@ -122,9 +122,9 @@ pub struct Notification {
     pub id: NotificationId,
     pub organization_id: String,
     pub environment_id: String,
-    pub subscriber_ref: String,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub workflow_identifier: String,
     pub transaction_id: String,
     pub channels: Vec<String>,
@@ -147,9 +147,9 @@ pub struct Job {
     pub organization_id: String,
     pub environment_id: String,
     pub notification_id: NotificationId,
-    pub subscriber_ref: String,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub transaction_id: String,
     pub step_index: i64,
     pub step: Step,
@@ -289,9 +289,9 @@ pub struct Message {
     pub organization_id: String,
     pub environment_id: String,
     pub notification_id: NotificationId,
-    pub subscriber_ref: String,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub workflow_identifier: String,
     pub job_id: JobId,
     pub transaction_id: String,

@@ -16,7 +16,8 @@ pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};
 pub use id::{
-    new_object_id, EnvironmentId, JobId, MessageId, NotificationId, ObjectId, OrganizationId,
+    new_object_id, EnvironmentId, IntegrationId, JobId, MessageId, NotificationId, ObjectId,
+    OrganizationId, SubscriberRef, WorkflowRef,
 };
 pub use time::Timestamp;
 

@@ -388,7 +388,7 @@ impl Runner {
         };
         let workflow = self
             .store
-            .get_workflow_cached(env, &job.workflow_ref)
+            .get_workflow_cached(env, job.workflow_ref.as_str())
             .await?
             .map_or(Value::Null, |w| workflow_values(&w));
         Ok(template_variables(TemplateInputs {
@@ -451,7 +451,7 @@ impl Runner {
                 let env = EnvironmentId(job.environment_id.clone());
                 let Some(workflow) = self
                     .store
-                    .get_workflow_cached(&env, &job.workflow_ref)
+                    .get_workflow_cached(&env, job.workflow_ref.as_str())
                     .await?
                 else {
                     return Ok(None);

@@ -6,7 +6,7 @@
 use crate::domain::id::is_object_id;
 use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
-use crate::domain::{EnvironmentId, NotificationId, Tenant};
+use crate::domain::{EnvironmentId, NotificationId, SubscriberRef, Tenant, WorkflowRef};
 use crate::error::{Error, Result};
 use crate::store::notifications::NotificationFilter;
 use crate::store::page::{Cursor, PageRequest};
@@ -29,15 +29,15 @@ pub trait ActivitySink: Send {
 #[derive(Default)]
 struct Refs {
     ids: Vec<NotificationId>,
-    subscribers: Vec<String>,
-    workflows: Vec<String>,
+    subscribers: Vec<SubscriberRef>,
+    workflows: Vec<WorkflowRef>,
 }
 
 impl Refs {
     fn add(&mut self, n: &NotificationView<'_>) {
         self.ids.push(n.id.into());
-        self.subscribers.push(n.subscriber_ref.to_owned());
-        self.workflows.push(n.workflow_ref.to_owned());
+        self.subscribers.push(n.subscriber_ref.into());
+        self.workflows.push(n.workflow_ref.into());
     }
 }
 
@@ -56,7 +56,7 @@ async fn assemble(
         .visit_contacts_by_refs(env, &refs.subscribers, |s| sink.subscriber(s))
         .await?;
     for (id, name) in store.workflow_names(env, &refs.workflows).await? {
-        sink.workflow(&id, &name);
+        sink.workflow(id.as_str(), &name);
     }
     store.visit_jobs_of(&refs.ids, |j| sink.job(j)).await?;
     store

@@ -8,7 +8,7 @@ use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::Integration;
-use crate::domain::{Channel, EnvironmentId, IntegrationKind, Timestamp};
+use crate::domain::{Channel, EnvironmentId, IntegrationId, IntegrationKind, Timestamp};
 use crate::error::{Error, Result};
 
 const COLUMNS: &str = "id, organization_id, environment_id, name, identifier, provider_id, channel, kind, credentials, \
@@ -43,7 +43,7 @@ sql_row! {
 impl From<IntegrationRow> for Integration {
     fn from(r: IntegrationRow) -> Self {
         Integration {
-            id: r.id,
+            id: r.id.into(),
             organization_id: r.organization_id,
             environment_id: r.environment_id,
             name: r.name,
@@ -87,11 +87,11 @@ impl Store {
     pub async fn get_integration(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &IntegrationId,
     ) -> Result<Option<Integration>> {
         let sql = format!("select {COLUMNS} from integrations where environment_id = $1 and id = $2 and deleted = false");
         let row: Option<IntegrationRow> = on_db!(self.w(), p => sqlx::query_as::<_, IntegrationRow>(&sql)
-            .bind(env.as_str()).bind(id).fetch_optional(p).await)?;
+            .bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?;
         Ok(row.map(Into::into))
     }
 
@@ -151,7 +151,7 @@ impl Store {
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
         );
         let args = vec![
-            i.id.clone().into(),
+            i.id.as_str().into(),
             i.organization_id.clone().into(),
             i.environment_id.clone().into(),
             i.name.clone().into(),
@@ -204,7 +204,7 @@ impl Store {
             i.version.into(),
             i.updated_at.0.into(),
             i.environment_id.clone().into(),
-            i.id.clone().into(),
+            i.id.as_str().into(),
             expected_version.into(),
         ];
         match on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))
@@ -219,7 +219,7 @@ impl Store {
     pub async fn set_primary_integration(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &IntegrationId,
         channel: Channel,
     ) -> Result<()> {
         let now = Timestamp::now().0;
@@ -228,11 +228,11 @@ impl Store {
             sqlx::query(
                 "update integrations set is_primary = false, version = version + 1, updated_at = $1
                  where environment_id = $2 and channel = $3 and is_primary = true and id <> $4 and deleted = false")
-                .bind(now).bind(env.as_str()).bind(channel.as_str()).bind(id).execute(&mut *tx).await?;
+                .bind(now).bind(env.as_str()).bind(channel.as_str()).bind(id.as_str()).execute(&mut *tx).await?;
             sqlx::query(
                 "update integrations set is_primary = true, active = true, version = version + 1, updated_at = $1
                  where environment_id = $2 and id = $3 and deleted = false")
-                .bind(now).bind(env.as_str()).bind(id).execute(&mut *tx).await?;
+                .bind(now).bind(env.as_str()).bind(id.as_str()).execute(&mut *tx).await?;
             tx.commit().await
         })?;
         Ok(())

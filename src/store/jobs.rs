@@ -289,7 +289,7 @@ impl Store {
             "select count(*) from jobs where notification_id in (select id from notifications
                  where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
                and step_index = $4 and updated_at >= $5 and status in ('completed', 'running')")
-            .bind(&job.environment_id).bind(&job.subscriber_id).bind(&job.workflow_ref).bind(job.step_index).bind(since)
+            .bind(&job.environment_id).bind(&job.subscriber_id).bind(job.workflow_ref.as_str()).bind(job.step_index).bind(since)
             .fetch_one(p).await)?)
     }
 

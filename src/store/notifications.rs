@@ -12,14 +12,14 @@ use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
 };
-use crate::domain::{EnvironmentId, NotificationId, Timestamp};
+use crate::domain::{EnvironmentId, NotificationId, Timestamp, WorkflowRef};
 use crate::error::Result;
 
 /// Filters of `GET /v1/notifications`, combined with AND.
 #[derive(Debug, Clone, Default)]
 pub struct NotificationFilter {
     pub channels: Vec<String>,
-    pub workflow_refs: Vec<String>,
+    pub workflow_refs: Vec<WorkflowRef>,
     pub subscriber_ids: Option<Vec<String>>,
     pub severity: Vec<String>,
     pub transaction_id: Option<String>,

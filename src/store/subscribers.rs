@@ -12,7 +12,7 @@ use super::row::sql_row;
 use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
 use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
 
 pub(super) const COLUMNS: &str = "id, organization_id, environment_id, subscriber_id, first_name, last_name, email, phone, \
@@ -78,7 +78,7 @@ impl Keyed for SubscriberRow {
 impl From<SubscriberRow> for Subscriber {
     fn from(r: SubscriberRow) -> Self {
         Subscriber {
-            id: r.id,
+            id: r.id.into(),
             organization_id: r.organization_id,
             environment_id: r.environment_id,
             subscriber_id: r.subscriber_id,
@@ -247,7 +247,7 @@ impl Store {
             ),
         };
         let mut args = vec![
-            s.id.clone().into(),
+            s.id.as_str().into(),
             s.organization_id.clone().into(),
             s.environment_id.clone().into(),
             s.subscriber_id.clone().into(),
@@ -303,7 +303,7 @@ impl Store {
             s.version.into(),
             s.updated_at.0.into(),
             s.environment_id.clone().into(),
-            s.id.clone().into(),
+            s.id.as_str().into(),
             expected_version.into(),
         ];
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), args).execute(p).await.map(|r| r.rows_affected()))?;
@@ -317,7 +317,7 @@ impl Store {
     pub async fn visit_contacts_by_refs(
         &self,
         env: &EnvironmentId,
-        refs: &[String],
+        refs: &[SubscriberRef],
         visit: impl for<'v> FnMut(SubscriberContact<'v>) + Send,
     ) -> Result<()> {
         if refs.is_empty() {
@@ -653,7 +653,7 @@ mod slot_tests {
             let env = tenant.environment_id.clone();
             async move {
                 store
-                    .visit_subscriber(&env, subscriber_id, |s| s.id.to_owned())
+                    .visit_subscriber(&env, subscriber_id, |s| SubscriberRef::from(s.id))
                     .await
                     .unwrap()
             }
@@ -702,6 +702,6 @@ mod slot_tests {
         assert_eq!(store.seed_subscribers(&tenant, "late", 1).await.unwrap(), 1);
         assert_ne!(seq_of("late1", false).await, squatter);
         assert!(id_of("late1").await.is_some());
-        assert_eq!(id_of("squatter").await.as_deref(), Some("squatter"));
+        assert_eq!(id_of("squatter").await, Some("squatter".into()));
     }
 }

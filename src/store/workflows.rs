@@ -14,7 +14,7 @@ use super::sql::{like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::id::is_object_id;
 use crate::domain::workflow::{Severity, Step, Workflow, WorkflowStatus};
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, Timestamp, WorkflowRef};
 use crate::error::{Error, Result};
 
 const COLUMNS: &str = "id, organization_id, environment_id, workflow_id, name, description, tags, active, critical, \
@@ -147,7 +147,7 @@ pub struct WorkflowListQuery {
 impl From<WorkflowRow> for Workflow {
     fn from(r: WorkflowRow) -> Self {
         Workflow {
-            id: r.id,
+            id: r.id.into(),
             organization_id: r.organization_id,
             environment_id: r.environment_id,
             workflow_id: r.workflow_id,
@@ -176,7 +176,7 @@ impl Store {
                critical, severity, preferences, payload_schema, validate_payload, steps, deleted, version, created_at,
                updated_at, has_issues)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false, $15, $16, $17, $18)")
-            .bind(&w.id).bind(&w.organization_id).bind(&w.environment_id).bind(&w.workflow_id).bind(&w.name)
+            .bind(w.id.as_str()).bind(&w.organization_id).bind(&w.environment_id).bind(&w.workflow_id).bind(&w.name)
             .bind(&w.description).bind(Json(&w.tags)).bind(w.active).bind(w.critical).bind(w.severity.as_str())
             .bind(w.preferences.as_ref().map(Json)).bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload)
             .bind(Json(&w.steps)).bind(w.version).bind(w.created_at.0).bind(w.updated_at.0).bind(w.has_issues())
@@ -310,7 +310,7 @@ impl Store {
             .bind(&w.workflow_id).bind(&w.name).bind(&w.description).bind(Json(&w.tags)).bind(w.active)
             .bind(w.critical).bind(w.severity.as_str()).bind(w.preferences.as_ref().map(Json))
             .bind(w.payload_schema.as_ref().map(Json)).bind(w.validate_payload).bind(Json(&w.steps))
-            .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(&w.id).bind(expected_version)
+            .bind(w.version).bind(w.updated_at.0).bind(&w.environment_id).bind(w.id.as_str()).bind(expected_version)
             .bind(w.has_issues())
             .execute(p).await.map(|r| r.rows_affected()));
         self.workflow_cache.clear();
@@ -322,11 +322,11 @@ impl Store {
     }
 
     /// Soft delete (the trigger identifier becomes free).
-    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &str) -> Result<bool> {
+    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &WorkflowRef) -> Result<bool> {
         let n = on_db!(self.w(), p => sqlx::query(
             "update workflows set deleted = true, version = version + 1, updated_at = $1
              where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()));
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).execute(p).await.map(|r| r.rows_affected()));
         self.workflow_cache.clear();
         Ok(n? == 1)
     }
@@ -338,8 +338,8 @@ impl Store {
     pub async fn workflow_names(
         &self,
         env: &EnvironmentId,
-        ids: &[String],
-    ) -> Result<Vec<(String, String)>> {
+        ids: &[WorkflowRef],
+    ) -> Result<Vec<(WorkflowRef, String)>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -347,7 +347,7 @@ impl Store {
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
         let rows: Vec<WorkflowNameRow> = self.fetch_rows(q).await?;
-        Ok(rows.into_iter().map(|r| (r.id, r.name)).collect())
+        Ok(rows.into_iter().map(|r| (r.id.into(), r.name)).collect())
     }
 }
 

@@ -101,12 +101,12 @@ impl From<Message> for MessageOut {
         };
         Self {
             id: m.id.into(),
-            template_id: Some(m.workflow_ref),
+            template_id: Some(m.workflow_ref.into()),
             environment_id: m.environment_id,
             message_template_id: Some(None),
             organization_id: m.organization_id,
             notification_id: m.notification_id.into(),
-            subscriber_ref: m.subscriber_ref,
+            subscriber_ref: m.subscriber_ref.into(),
             feed_id: None,
             subscriber_id: m.subscriber_id,
             template_identifier: m.workflow_identifier,
