@@ -52,20 +52,37 @@ pub fn new_identifier(prefix: &str) -> String {
     out
 }
 
+/// An entity id: a string that names one kind of row. The store keeps every id in a TEXT column
+/// (`store::row` implements its `Stored<String>` once for every `Id`), so this module stays free of SQL.
+pub trait Id: From<String> + AsRef<str> {}
+
+/// Declares an id newtype (as svix's `create_id_type!`): a distinct type per entity, so a job id cannot be
+/// passed where a notification id is expected. Serialized as the bare string (`serde(transparent)`), so the
+/// wire and the stored JSON are unchanged. No `Deref<Target = str>`: a place that wants the text says
+/// `.as_str()`, and a place that wants the id cannot be handed any other string by accident.
 macro_rules! id_type {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(
+            Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+        )]
+        #[serde(transparent)]
         pub struct $name(pub String);
 
         impl $name {
+            /// A new id in the ObjectId layout.
             pub fn new() -> Self {
                 Self(new_object_id())
             }
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+            pub fn into_string(self) -> String {
+                self.0
+            }
         }
+
+        impl Id for $name {}
 
         impl Default for $name {
             fn default() -> Self {
@@ -76,6 +93,30 @@ macro_rules! id_type {
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                Self(s)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self(s.to_owned())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
             }
         }
     };
@@ -93,6 +134,32 @@ id_type!(
     /// Id of any other stored document.
     ObjectId
 );
+id_type!(
+    /// The internal `_id` of a subscriber (its `_subscriberId` on the wire), not the user-given
+    /// `subscriberId`.
+    SubscriberRef
+);
+id_type!(
+    /// The internal `_id` of a workflow (its `_templateId` on the wire), not the user-given `workflowId`
+    /// identifier it is triggered by.
+    WorkflowRef
+);
+id_type!(
+    /// The internal `_id` of an integration, not its user-given `identifier`.
+    IntegrationId
+);
+id_type!(
+    /// Id of a notification: one per trigger and subscriber.
+    NotificationId
+);
+id_type!(
+    /// Id of a job: one per notification step.
+    JobId
+);
+id_type!(
+    /// Id of a message a job produced (in-app or channel delivery).
+    MessageId
+);
 
 #[cfg(test)]
 mod tests {
@@ -108,6 +175,15 @@ mod tests {
         assert_ne!(new_object_id(), new_object_id());
         assert!(!is_object_id("xyz"));
         assert!(!is_object_id("5f000000000000000000000g"));
+    }
+
+    #[test]
+    fn ids_serialize_as_their_text() {
+        let id = JobId::from("6b05edefbd5e51c18e7ee068");
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"6b05edefbd5e51c18e7ee068\"");
+        assert_eq!(serde_json::from_str::<JobId>(&json).unwrap(), id);
+        assert!(is_object_id(JobId::new().as_str()));
     }
 
     #[test]

@@ -3,11 +3,11 @@
 use serde_json::Value;
 
 use super::channel::{Channel, IntegrationKind, ProviderGroup, ProviderId};
-use super::Timestamp;
+use super::{IntegrationId, Timestamp};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Integration {
-    pub id: String,
+    pub id: IntegrationId,
     pub organization_id: String,
     pub environment_id: String,
     pub name: String,

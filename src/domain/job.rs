@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::workflow::Step;
-use super::Timestamp;
+use super::{JobId, MessageId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
 
 /// Job states (Novu's names). A trigger creates the job of every step of its workflow: the first
 /// `queued`, the others `pending` until the chain reaches them (a pending job is never claimed). A queued
@@ -119,12 +119,12 @@ impl TryFrom<String> for DetailStatus {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notification {
-    pub id: String,
+    pub id: NotificationId,
     pub organization_id: String,
     pub environment_id: String,
-    pub subscriber_ref: String,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub workflow_identifier: String,
     pub transaction_id: String,
     pub channels: Vec<String>,
@@ -136,20 +136,20 @@ pub struct Notification {
     pub severity: String,
     pub critical: bool,
     pub context_keys: Vec<String>,
-    pub digested_notification_id: Option<String>,
+    pub digested_notification_id: Option<NotificationId>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    pub id: String,
+    pub id: JobId,
     pub organization_id: String,
     pub environment_id: String,
-    pub notification_id: String,
-    pub subscriber_ref: String,
+    pub notification_id: NotificationId,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub transaction_id: String,
     pub step_index: i64,
     pub step: Step,
@@ -198,8 +198,8 @@ pub struct NotificationView<'a> {
 /// A job's state as [`Store::jobs_of`](crate::store::Store::jobs_of) reads it.
 #[derive(Debug, Clone)]
 pub struct JobSummary {
-    pub id: String,
-    pub notification_id: String,
+    pub id: JobId,
+    pub notification_id: NotificationId,
     pub step_index: i64,
     pub status: JobStatus,
     pub provider_id: String,
@@ -212,8 +212,8 @@ impl TryFrom<JobView<'_>> for JobSummary {
 
     fn try_from(v: JobView<'_>) -> Result<Self, String> {
         Ok(Self {
-            id: v.id.to_owned(),
-            notification_id: v.notification_id.to_owned(),
+            id: v.id.into(),
+            notification_id: v.notification_id.into(),
             step_index: v.step_index,
             status: JobStatus::try_from(v.status.to_owned())?,
             provider_id: v.provider_id.to_owned(),
@@ -261,7 +261,7 @@ pub struct DetailView<'a> {
 
 impl Job {
     /// The dedupe key of the job for step `index` of a notification: a retried step never makes a second job.
-    pub fn dedupe(notification_id: &str, index: i64) -> String {
+    pub fn dedupe(notification_id: &NotificationId, index: i64) -> String {
         format!("{notification_id}:{index}")
     }
 }
@@ -270,8 +270,8 @@ impl Job {
 pub struct ExecutionDetail {
     pub id: String,
     pub environment_id: String,
-    pub job_id: String,
-    pub notification_id: String,
+    pub job_id: JobId,
+    pub notification_id: NotificationId,
     pub status: DetailStatus,
     pub detail: String,
     /// `Credentials`, `Internal`, `Payload`, `Webhook`.
@@ -285,15 +285,15 @@ pub struct ExecutionDetail {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
-    pub id: String,
+    pub id: MessageId,
     pub organization_id: String,
     pub environment_id: String,
-    pub notification_id: String,
-    pub subscriber_ref: String,
+    pub notification_id: NotificationId,
+    pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    pub workflow_ref: String,
+    pub workflow_ref: WorkflowRef,
     pub workflow_identifier: String,
-    pub job_id: String,
+    pub job_id: JobId,
     pub transaction_id: String,
     pub channel: String,
     pub subject: Option<String>,
@@ -327,7 +327,7 @@ impl Message {
     pub fn of_job(job: &Job, n: &Notification, channel: super::Channel) -> Self {
         let now = Timestamp::now();
         Message {
-            id: super::new_object_id(),
+            id: MessageId::new(),
             organization_id: job.organization_id.clone(),
             environment_id: job.environment_id.clone(),
             notification_id: job.notification_id.clone(),

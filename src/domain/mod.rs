@@ -15,7 +15,10 @@ pub mod time;
 pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};
-pub use id::{new_object_id, EnvironmentId, ObjectId, OrganizationId};
+pub use id::{
+    new_object_id, EnvironmentId, IntegrationId, JobId, MessageId, NotificationId, ObjectId,
+    OrganizationId, SubscriberRef, WorkflowRef,
+};
 pub use time::Timestamp;
 
 /// The environment (and its organization) an API key belongs to. Every tenant-data operation takes one.

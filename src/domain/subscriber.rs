@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Timestamp;
+use super::{IntegrationId, SubscriberRef, Timestamp};
 use crate::error::Validation;
 
 /// Most device tokens one subscriber channel may hold.
@@ -41,12 +41,12 @@ pub struct ChannelSettings {
     pub integration_identifier: Option<String>,
     pub credentials: ChannelCredentials,
     #[serde(rename = "_integrationId")]
-    pub integration_id: String,
+    pub integration_id: IntegrationId,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
-    pub id: String,
+    pub id: SubscriberRef,
     pub organization_id: String,
     pub environment_id: String,
     pub subscriber_id: String,
@@ -144,7 +144,7 @@ fn dedupe(tokens: impl IntoIterator<Item = String>) -> Vec<String> {
 pub fn upsert_channel(
     channels: &mut Vec<ChannelSettings>,
     provider_id: &str,
-    integration_id: &str,
+    integration_id: &IntegrationId,
     integration_identifier: Option<&str>,
     incoming: ChannelCredentials,
     mode: TokenMode,
@@ -152,7 +152,7 @@ pub fn upsert_channel(
     let incoming_tokens = incoming.device_tokens.clone().map(dedupe);
     let pos = channels
         .iter()
-        .position(|c| c.provider_id == provider_id && c.integration_id == integration_id);
+        .position(|c| c.provider_id == provider_id && c.integration_id == *integration_id);
     let merged = match pos.map(|i| &channels[i].credentials) {
         None => ChannelCredentials {
             device_tokens: incoming_tokens,
@@ -190,7 +190,7 @@ pub fn upsert_channel(
         provider_id: provider_id.to_owned(),
         integration_identifier: integration_identifier.map(str::to_owned),
         credentials: merged,
-        integration_id: integration_id.to_owned(),
+        integration_id: integration_id.clone(),
     };
     match pos {
         Some(i) => {
@@ -257,7 +257,15 @@ mod tests {
             webhook_url: Some("https://hook".into()),
             ..creds(&["a", "b", "a"])
         };
-        upsert_channel(&mut ch, "fcm", "int1", None, first, TokenMode::Replace).unwrap();
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            &"int1".into(),
+            None,
+            first,
+            TokenMode::Replace,
+        )
+        .unwrap();
         assert_eq!(
             ch[0].credentials.device_tokens,
             Some(vec!["a".into(), "b".into()])
@@ -265,7 +273,7 @@ mod tests {
         upsert_channel(
             &mut ch,
             "fcm",
-            "int1",
+            &"int1".into(),
             None,
             creds(&["c"]),
             TokenMode::Replace,
@@ -277,7 +285,15 @@ mod tests {
             ch[0].credentials.webhook_url.as_deref(),
             Some("https://hook")
         );
-        upsert_channel(&mut ch, "fcm", "int1", None, creds(&[]), TokenMode::Replace).unwrap();
+        upsert_channel(
+            &mut ch,
+            "fcm",
+            &"int1".into(),
+            None,
+            creds(&[]),
+            TokenMode::Replace,
+        )
+        .unwrap();
         assert_eq!(ch[0].credentials.device_tokens, Some(vec![]));
     }
 
@@ -287,7 +303,7 @@ mod tests {
         upsert_channel(
             &mut ch,
             "fcm",
-            "int1",
+            &"int1".into(),
             None,
             creds(&["a"]),
             TokenMode::Append,
@@ -296,7 +312,7 @@ mod tests {
         upsert_channel(
             &mut ch,
             "fcm",
-            "int1",
+            &"int1".into(),
             None,
             creds(&["b", "a"]),
             TokenMode::Append,
@@ -309,7 +325,7 @@ mod tests {
         upsert_channel(
             &mut ch,
             "fcm",
-            "int2",
+            &"int2".into(),
             Some("fcm-2"),
             creds(&["z"]),
             TokenMode::Append,
@@ -328,7 +344,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            upsert_channel(&mut ch, "fcm", "i", None, c, TokenMode::Replace),
+            upsert_channel(&mut ch, "fcm", &"i".into(), None, c, TokenMode::Replace),
             Err(TooManyTokens(101))
         );
         assert!(ch.is_empty());

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Channel, Timestamp};
+use super::{Channel, Timestamp, WorkflowRef};
 use crate::error::Validation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -202,7 +202,7 @@ impl TryFrom<String> for Severity {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workflow {
-    pub id: String,
+    pub id: WorkflowRef,
     pub organization_id: String,
     pub environment_id: String,
     /// The trigger identifier.

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
-use crate::domain::{new_object_id, EnvironmentId, Timestamp};
+use crate::domain::{new_object_id, EnvironmentId, JobId, NotificationId, Timestamp};
 use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
@@ -298,7 +298,7 @@ pub fn job_for_step(
     now: Timestamp,
 ) -> Job {
     let mut job = Job {
-        id: new_object_id(),
+        id: JobId::new(),
         organization_id: n.organization_id.clone(),
         environment_id: n.environment_id.clone(),
         notification_id: n.id.clone(),
@@ -534,7 +534,7 @@ pub fn spawn_workers(
         while loops.join_next().await.is_some() {}
         // Jobs handed over but not started go back to the queue for another process (or the next start).
         wakeup.handoff().stop_handing_jobs(&worker);
-        let left: Vec<String> = take_handed(&handed, usize::MAX)
+        let left: Vec<JobId> = take_handed(&handed, usize::MAX)
             .into_iter()
             .map(|(job, _)| job.id)
             .collect();
@@ -607,7 +607,7 @@ async fn worker_loop(
         let claim_due = claimed_at.is_none_or(|at| at.elapsed() >= CLAIM_EVERY);
         let room = if claim_due { batch - batch / 4 } else { batch };
         let taken = take_handed(&handed, room as usize);
-        let mut notifications: HashMap<String, Notification> = HashMap::new();
+        let mut notifications: HashMap<NotificationId, Notification> = HashMap::new();
         let mut jobs: Vec<Job> = Vec::with_capacity(taken.len());
         for (job, notification) in taken {
             notifications.insert(notification.id.clone(), notification);
@@ -624,7 +624,7 @@ async fn worker_loop(
             match store.claim_jobs(&worker, left, lease_ms, reclaim).await {
                 Ok(claimed) => {
                     // Their notifications in one query (a job whose notification is missing reads it).
-                    let keys: Vec<(String, String)> = claimed
+                    let keys: Vec<(String, NotificationId)> = claimed
                         .iter()
                         .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
                         .collect();
@@ -673,7 +673,7 @@ async fn worker_loop(
         // And its subscribers, one query per environment (`None`: each job reads its own).
         let subscribers = prefetch_subscribers(&store, &jobs).await;
         // Run the batch concurrently, then complete it in one transaction.
-        let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
             let runner = runner.clone();

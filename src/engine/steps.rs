@@ -8,7 +8,7 @@ use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
-use crate::domain::{skip, Channel, EnvironmentId, Timestamp};
+use crate::domain::{skip, Channel, EnvironmentId, JobId, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
     context_values, environment_values, subscriber_values, template_variables, workflow_values,
@@ -388,7 +388,7 @@ impl Runner {
         };
         let workflow = self
             .store
-            .get_workflow_cached(env, &job.workflow_ref)
+            .get_workflow_cached(env, job.workflow_ref.as_str())
             .await?
             .map_or(Value::Null, |w| workflow_values(&w));
         Ok(template_variables(TemplateInputs {
@@ -451,7 +451,7 @@ impl Runner {
                 let env = EnvironmentId(job.environment_id.clone());
                 let Some(workflow) = self
                     .store
-                    .get_workflow_cached(&env, &job.workflow_ref)
+                    .get_workflow_cached(&env, job.workflow_ref.as_str())
                     .await?
                 else {
                     return Ok(None);
@@ -739,7 +739,7 @@ fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
         .filter(|_| next.status == JobStatus::Merged)
         .and_then(|d| d.get("mergedInto"))
         .and_then(Value::as_str)
-        .map(str::to_owned);
+        .map(JobId::from);
     let text = match &open {
         Some(open) => format!("Event added to the open digest of job {open}"),
         None if next.run_at.0 > Timestamp::now().0 => {

@@ -6,7 +6,7 @@
 use crate::domain::id::is_object_id;
 use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
-use crate::domain::{EnvironmentId, Tenant};
+use crate::domain::{EnvironmentId, NotificationId, SubscriberRef, Tenant, WorkflowRef};
 use crate::error::{Error, Result};
 use crate::store::notifications::NotificationFilter;
 use crate::store::page::{Cursor, PageRequest};
@@ -28,16 +28,16 @@ pub trait ActivitySink: Send {
 /// What the queries after the notifications need to know of them.
 #[derive(Default)]
 struct Refs {
-    ids: Vec<String>,
-    subscribers: Vec<String>,
-    workflows: Vec<String>,
+    ids: Vec<NotificationId>,
+    subscribers: Vec<SubscriberRef>,
+    workflows: Vec<WorkflowRef>,
 }
 
 impl Refs {
     fn add(&mut self, n: &NotificationView<'_>) {
-        self.ids.push(n.id.to_owned());
-        self.subscribers.push(n.subscriber_ref.to_owned());
-        self.workflows.push(n.workflow_ref.to_owned());
+        self.ids.push(n.id.into());
+        self.subscribers.push(n.subscriber_ref.into());
+        self.workflows.push(n.workflow_ref.into());
     }
 }
 
@@ -56,7 +56,7 @@ async fn assemble(
         .visit_contacts_by_refs(env, &refs.subscribers, |s| sink.subscriber(s))
         .await?;
     for (id, name) in store.workflow_names(env, &refs.workflows).await? {
-        sink.workflow(&id, &name);
+        sink.workflow(id.as_str(), &name);
     }
     store.visit_jobs_of(&refs.ids, |j| sink.job(j)).await?;
     store
@@ -83,14 +83,14 @@ pub struct ActivityQuery {
 pub async fn get(
     store: &Store,
     tenant: &Tenant,
-    id: &str,
+    id: &NotificationId,
     sink: &mut impl ActivitySink,
 ) -> Result<()> {
-    if !is_object_id(id) {
+    if !is_object_id(id.as_str()) {
         return Err(Error::invalid(
             "notificationId",
             "notificationId must be a database id (24 hex characters)",
-            id,
+            id.as_str(),
         ));
     }
     let mut refs = Refs::default();

@@ -10,7 +10,7 @@ use crate::domain::job::{DetailStatus, Notification};
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::{StepType, Workflow};
-use crate::domain::{new_object_id, Tenant, Timestamp};
+use crate::domain::{NotificationId, Tenant, Timestamp};
 use crate::engine::{detail, jobs_for_trigger, provider_for, TriggerWriter};
 use crate::error::{Error, Result, Validation};
 use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
@@ -358,7 +358,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     for (i, (r, given)) in recipients.iter().zip(&recipient_channels).enumerate() {
         let s = resolve_recipient(store, tenant, r, given, &channels_field(&input, i)).await?;
         let n = Notification {
-            id: new_object_id(),
+            id: NotificationId::new(),
             organization_id: tenant.organization_id.0.clone(),
             environment_id: tenant.environment_id.0.clone(),
             subscriber_ref: s.id.clone(),

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
-use crate::domain::{Channel, Tenant};
+use crate::domain::{Channel, MessageId, Tenant};
 use crate::error::{Error, Result, Validation};
 use crate::store::messages::{MarkAs, MessageFilter};
 use crate::store::Store;
@@ -104,15 +104,15 @@ pub async fn mark_as(
     mark_as: &str,
 ) -> Result<Vec<Message>> {
     let mut v = Validation::new();
-    let ids: Option<Vec<String>> = match message_id {
-        Value::String(s) => Some(vec![s.clone()]),
+    let ids: Option<Vec<MessageId>> = match message_id {
+        Value::String(s) => Some(vec![MessageId::from(s.as_str())]),
         Value::Array(items) => items
             .iter()
-            .map(|i| i.as_str().map(str::to_owned))
+            .map(|i| i.as_str().map(MessageId::from))
             .collect(),
         _ => None,
     };
-    let ids = ids.filter(|ids| !ids.is_empty() && ids.iter().all(|id| is_object_id(id)));
+    let ids = ids.filter(|ids| !ids.is_empty() && ids.iter().all(|id| is_object_id(id.as_str())));
     if ids.is_none() {
         v.add(
             "messageId",
@@ -152,7 +152,7 @@ pub async fn mark_all(
         .await
 }
 
-pub async fn delete(store: &Store, tenant: &Tenant, message_id: &str) -> Result<()> {
+pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {
     if store
         .delete_message(&tenant.environment_id, message_id)
         .await?

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::OPTIMISTIC_RETRIES;
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::{check_provider_channel, generated_identifier, Integration};
-use crate::domain::{new_object_id, Channel, IntegrationKind, Tenant, Timestamp};
+use crate::domain::{Channel, IntegrationId, IntegrationKind, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::Store;
 
@@ -288,7 +288,7 @@ pub async fn create(
     };
     let now = Timestamp::now();
     let integration = Integration {
-        id: new_object_id(),
+        id: IntegrationId::new(),
         organization_id: tenant.organization_id.0.clone(),
         environment_id: tenant.environment_id.0.clone(),
         name,
@@ -326,14 +326,14 @@ fn identifier_taken(e: Error, identifier: &str) -> Error {
     }
 }
 
-fn not_found(id: &str) -> Error {
+fn not_found(id: &IntegrationId) -> Error {
     Error::NotFound(format!("Integration with id {id} not found"))
 }
 
 pub async fn update(
     store: &Store,
     tenant: &Tenant,
-    id: &str,
+    id: &IntegrationId,
     mut input: IntegrationUpdate,
 ) -> Result<Integration> {
     let mut v = Validation::new();
@@ -382,7 +382,7 @@ pub async fn update(
 }
 
 /// Soft delete: `deleted`, `deletedAt`; the integration leaves every list.
-pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<Integration> {
+pub async fn delete(store: &Store, tenant: &Tenant, id: &IntegrationId) -> Result<Integration> {
     modify(store, tenant, id, |i| {
         i.deleted = true;
         i.deleted_at = Some(Timestamp::now());
@@ -394,7 +394,11 @@ pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<Integrat
 }
 
 /// Makes the integration the primary (and active) one of its channel; the previous primary loses the flag.
-pub async fn set_primary(store: &Store, tenant: &Tenant, id: &str) -> Result<Integration> {
+pub async fn set_primary(
+    store: &Store,
+    tenant: &Tenant,
+    id: &IntegrationId,
+) -> Result<Integration> {
     let integration = store
         .get_integration(&tenant.environment_id, id)
         .await?
@@ -419,7 +423,7 @@ pub async fn set_primary(store: &Store, tenant: &Tenant, id: &str) -> Result<Int
 async fn modify(
     store: &Store,
     tenant: &Tenant,
-    id: &str,
+    id: &IntegrationId,
     mut change: impl FnMut(&mut Integration) -> Result<()>,
 ) -> Result<Integration> {
     for _ in 0..OPTIMISTIC_RETRIES {

@@ -9,7 +9,7 @@ use crate::domain::subscriber::{
     upsert_channel, validate_profile, ChannelCredentials, Subscriber, SubscriberView, TokenMode,
     TooManyTokens, MAX_DEVICE_TOKENS,
 };
-use crate::domain::{new_object_id, Tenant, Timestamp};
+use crate::domain::{SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::page::{Page, PageRequest};
 use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
@@ -120,7 +120,7 @@ pub async fn create(
 
     let now = Timestamp::now();
     let mut s = Subscriber {
-        id: new_object_id(),
+        id: SubscriberRef::new(),
         organization_id: tenant.organization_id.0.clone(),
         environment_id: tenant.environment_id.0.clone(),
         subscriber_id: subscriber_id.clone(),

@@ -11,7 +11,7 @@ use crate::domain::workflow::{
     is_identifier, slugify, validate_controls, validate_preferences, ContentIssue, IssueType,
     Severity, Step, StepIssues, StepType, Workflow,
 };
-use crate::domain::{filters, new_object_id, skip, Tenant, Timestamp};
+use crate::domain::{filters, new_object_id, skip, Tenant, Timestamp, WorkflowRef};
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::email_body_template;
 use crate::render::{RenderError, Renderer};
@@ -288,7 +288,7 @@ pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Res
     let (workflow_id, severity, steps) = build(&input, None)?;
     let now = Timestamp::now();
     let w = Workflow {
-        id: new_object_id(),
+        id: WorkflowRef::new(),
         organization_id: tenant.organization_id.0.clone(),
         environment_id: tenant.environment_id.0.clone(),
         workflow_id,

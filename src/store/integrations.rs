@@ -8,7 +8,7 @@ use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::Integration;
-use crate::domain::{Channel, EnvironmentId, Timestamp};
+use crate::domain::{Channel, EnvironmentId, IntegrationId, Timestamp};
 use crate::error::{Error, Result};
 
 table! {
@@ -58,14 +58,14 @@ impl Store {
     pub async fn get_integration(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &IntegrationId,
     ) -> Result<Option<Integration>> {
         let sql = format!(
             "select {} from integrations where environment_id = $1 and id = $2 and deleted = false",
             Integration::COLUMNS
         );
         Ok(on_db!(self.w(), p => sqlx::query_as::<_, Integration>(&sql)
-            .bind(env.as_str()).bind(id).fetch_optional(p).await)?)
+            .bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?)
     }
 
     /// A non-deleted integration by `identifier`.
@@ -159,7 +159,7 @@ impl Store {
     pub async fn set_primary_integration(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &IntegrationId,
         channel: Channel,
     ) -> Result<()> {
         let now = Timestamp::now().0;
@@ -168,11 +168,11 @@ impl Store {
             sqlx::query(
                 "update integrations set is_primary = false, version = version + 1, updated_at = $1
                  where environment_id = $2 and channel = $3 and is_primary = true and id <> $4 and deleted = false")
-                .bind(now).bind(env.as_str()).bind(channel.as_str()).bind(id).execute(&mut *tx).await?;
+                .bind(now).bind(env.as_str()).bind(channel.as_str()).bind(id.as_str()).execute(&mut *tx).await?;
             sqlx::query(
                 "update integrations set is_primary = true, active = true, version = version + 1, updated_at = $1
                  where environment_id = $2 and id = $3 and deleted = false")
-                .bind(now).bind(env.as_str()).bind(id).execute(&mut *tx).await?;
+                .bind(now).bind(env.as_str()).bind(id.as_str()).execute(&mut *tx).await?;
             tx.commit().await
         })?;
         Ok(())

@@ -10,7 +10,7 @@ use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Message};
 use crate::domain::workflow::Step;
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, JobId, NotificationId, Timestamp};
 use crate::error::Result;
 
 table! {
@@ -61,7 +61,7 @@ pub struct JobOutcome {
     /// the job was created with.
     pub provider_id: Option<String>,
     /// A digest job that absorbs this job's event instead of running it separately.
-    pub merge_into: Option<(String, Value)>,
+    pub merge_into: Option<(JobId, Value)>,
     /// Instead of finishing, the job goes back to the queue (a provider retry or failover): its details are
     /// written and it runs again at `run_at` with this delivery state.
     pub retry: Option<Requeue>,
@@ -77,7 +77,7 @@ pub struct Requeue {
 impl Store {
     /// Gives back jobs `worker` holds but will not run (a stopping process): queued again at once, their
     /// claim not counted as an attempt.
-    pub async fn release_jobs(&self, worker: &str, ids: &[String]) -> Result<u64> {
+    pub async fn release_jobs(&self, worker: &str, ids: &[JobId]) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -162,7 +162,7 @@ impl Store {
     }
 
     /// Extends the leases `worker` holds on `ids` to `lease_ms` from now (jobs still running under it).
-    pub async fn renew_leases(&self, worker: &str, ids: &[String], lease_ms: i64) -> Result<u64> {
+    pub async fn renew_leases(&self, worker: &str, ids: &[JobId], lease_ms: i64) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -219,7 +219,7 @@ impl Store {
                 let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
                 owned.extend(ids);
             }
-            let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(&j.id)).map(|(j, o)| (*j, *o)).collect();
+            let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(j.id.as_str())).map(|(j, o)| (*j, *o)).collect();
             // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and
             // the detail and digest event that came with its activation are not written either.
             let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
@@ -228,7 +228,7 @@ impl Store {
                 let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
                 activated.extend(ids);
             }
-            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(&n.id));
+            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(n.id.as_str()));
             let details: Vec<&ExecutionDetail> = done.iter()
                 .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
                 .collect();
@@ -241,14 +241,17 @@ impl Store {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             // By digest job, as in `Store::record_triggers`.
-            let mut merges: Vec<&(String, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
+            let mut merges: Vec<&(JobId, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
             merges.sort_by(|a, b| a.0.cmp(&b.0));
             for (digest_job, event) in merges {
-                append_digest_event!(&mut *tx, dialect, digest_job, event, now);
+                append_digest_event!(&mut *tx, dialect, digest_job.as_str(), event, now);
             }
             tx.commit().await.map(|_| owned)
         })?;
-        Ok(items.iter().map(|(j, _)| owned.contains(&j.id)).collect())
+        Ok(items
+            .iter()
+            .map(|(j, _)| owned.contains(j.id.as_str()))
+            .collect())
     }
 
     /// A job by its dedupe key (`Job::dedupe`: a notification's step).
@@ -259,10 +262,11 @@ impl Store {
     }
 
     /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
-    pub async fn open_digest_job(&self, digest_key: &str) -> Result<Option<String>> {
-        Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
+    pub async fn open_digest_job(&self, digest_key: &str) -> Result<Option<JobId>> {
+        let id = on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
             "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1")
-            .bind(digest_key).fetch_optional(p).await)?)
+            .bind(digest_key).fetch_optional(p).await)?;
+        Ok(id.map(JobId::from))
     }
 
     /// Whether a digest job for `digest_key` was created since `since` (backoff digests).
@@ -285,7 +289,7 @@ impl Store {
             "select count(*) from jobs where notification_id in (select id from notifications
                  where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
                and step_index = $4 and updated_at >= $5 and status in ('completed', 'running')")
-            .bind(&job.environment_id).bind(&job.subscriber_id).bind(&job.workflow_ref).bind(job.step_index).bind(since)
+            .bind(&job.environment_id).bind(&job.subscriber_id).bind(job.workflow_ref.as_str()).bind(job.step_index).bind(since)
             .fetch_one(p).await)?)
     }
 
@@ -308,8 +312,8 @@ impl Store {
                 let d = ExecutionDetail {
                     id: crate::domain::new_object_id(),
                     environment_id: env.0.clone(),
-                    job_id: id.clone(),
-                    notification_id: notification_id.clone(),
+                    job_id: JobId::from(id.as_str()),
+                    notification_id: NotificationId::from(notification_id.as_str()),
                     status: DetailStatus::Warning,
                     detail: "Canceled by DELETE /v1/events/trigger/{transactionId}".into(),
                     source: "Internal".into(),
@@ -341,7 +345,7 @@ impl Store {
         let n = on_db!(self.w(), p => sqlx::query(
             "update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = $1, updated_at = $2
              where id = $3 and status = 'running' and locked_by = $4")
-            .bind(run_at).bind(Timestamp::now().0).bind(&job.id).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
+            .bind(run_at).bind(Timestamp::now().0).bind(job.id.as_str()).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }
 }
@@ -379,12 +383,12 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
     groups.sort_unstable_by_key(|&(s, p)| (s.as_str(), p));
     groups.dedup();
     for (status, provider) in groups {
-        let ids: Vec<String> = items
+        let ids: Vec<&JobId> = items
             .iter()
             .filter(|(_, o)| {
                 o.status == status && o.provider_id.as_deref() == provider && o.retry.is_none()
             })
-            .map(|(j, _)| j.id.clone())
+            .map(|(j, _)| &j.id)
             .collect();
         let mut q = Sql::new("update jobs set status = ");
         q.bind(status.as_str());

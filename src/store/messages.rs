@@ -10,7 +10,7 @@ use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
 use super::{on_db, Store};
 use crate::domain::job::{Message, MessageDelivery};
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, MessageId, Timestamp};
 use crate::error::Result;
 
 table! {
@@ -144,7 +144,7 @@ impl Store {
         &self,
         env: &EnvironmentId,
         subscriber_id: &str,
-        ids: &[String],
+        ids: &[MessageId],
         mark: MarkAs,
     ) -> Result<Vec<Message>> {
         if ids.is_empty() {
@@ -206,10 +206,10 @@ impl Store {
     }
 
     /// Soft-deletes a message; false when there is none.
-    pub async fn delete_message(&self, env: &EnvironmentId, id: &str) -> Result<bool> {
+    pub async fn delete_message(&self, env: &EnvironmentId, id: &MessageId) -> Result<bool> {
         let n = on_db!(self.w(), p => sqlx::query(
             "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()))?;
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }
 }

@@ -12,14 +12,14 @@ use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
 };
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, NotificationId, Timestamp, WorkflowRef};
 use crate::error::Result;
 
 /// Filters of `GET /v1/notifications`, combined with AND.
 #[derive(Debug, Clone, Default)]
 pub struct NotificationFilter {
     pub channels: Vec<String>,
-    pub workflow_refs: Vec<String>,
+    pub workflow_refs: Vec<WorkflowRef>,
     pub subscriber_ids: Option<Vec<String>>,
     pub severity: Vec<String>,
     pub transaction_id: Option<String>,
@@ -204,13 +204,16 @@ impl ViewRow for DetailViewRow {
 
 impl Store {
     /// The notifications of a batch of claimed jobs, in one query.
-    pub async fn get_notifications(&self, keys: &[(String, String)]) -> Result<Vec<Notification>> {
+    pub async fn get_notifications(
+        &self,
+        keys: &[(String, NotificationId)],
+    ) -> Result<Vec<Notification>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
         // By primary key, with each row's environment checked against its job's: a tenant condition in
         // the SQL (`environment_id in (…)`) lets SQLite pick a tenant index and scan the environment.
-        let ids: Vec<String> = keys.iter().map(|(_, id)| id.clone()).collect();
+        let ids: Vec<&NotificationId> = keys.iter().map(|(_, id)| id).collect();
         let mut q = Sql::new("select ");
         q.push(Notification::COLUMNS)
             .push(" from notifications where true");
@@ -228,7 +231,7 @@ impl Store {
     pub async fn get_notification(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &NotificationId,
     ) -> Result<Option<Notification>> {
         let mut q = Sql::new("select ");
         q.push(Notification::COLUMNS)
@@ -242,7 +245,7 @@ impl Store {
     pub async fn visit_notification(
         &self,
         env: &EnvironmentId,
-        id: &str,
+        id: &NotificationId,
         visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
     ) -> Result<()> {
         let mut q = Sql::new("select ");
@@ -321,7 +324,7 @@ impl Store {
     /// and all, through a sorter, so the caller orders what it keeps.
     pub async fn visit_jobs_of(
         &self,
-        notification_ids: &[String],
+        notification_ids: &[NotificationId],
         visit: impl for<'v> FnMut(JobView<'v>) + Send,
     ) -> Result<()> {
         if notification_ids.is_empty() {
@@ -334,7 +337,7 @@ impl Store {
     }
 
     /// The jobs of several notifications, each notification's in step order (then creation order).
-    pub async fn jobs_of(&self, notification_ids: &[String]) -> Result<Vec<JobSummary>> {
+    pub async fn jobs_of(&self, notification_ids: &[NotificationId]) -> Result<Vec<JobSummary>> {
         let mut read: Vec<std::result::Result<JobSummary, String>> = Vec::new();
         self.visit_jobs_of(notification_ids, |j| read.push(j.try_into()))
             .await?;
@@ -356,7 +359,7 @@ impl Store {
     /// `visit`, in no particular order (see [`Store::visit_jobs_of`]).
     pub async fn visit_details_of(
         &self,
-        notification_ids: &[String],
+        notification_ids: &[NotificationId],
         visit: impl for<'v> FnMut(DetailView<'v>) + Send,
     ) -> Result<()> {
         if notification_ids.is_empty() {

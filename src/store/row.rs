@@ -15,6 +15,7 @@ use super::fast::Columns;
 use super::sql::{Arg, Sql};
 use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::EndpointType;
+use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
 use crate::domain::Timestamp;
@@ -271,6 +272,19 @@ impl<T: Serialize + DeserializeOwned> Stored<Json<T>> for T {
     }
 }
 
+/// Ids are stored as their text.
+impl<T: Id> Stored<String> for T {
+    fn load(stored: String) -> Result<Self, String> {
+        Ok(T::from(stored))
+    }
+    fn arg(&self) -> Result<Arg, serde_json::Error> {
+        Ok(Arg::Text(self.as_ref().to_owned()))
+    }
+    fn null() -> Arg {
+        Arg::OptText(None)
+    }
+}
+
 /// Domain values stored as their names: read back with `TryFrom<String>` (an unknown name is a decode error
 /// that names it), written with `as_str()`.
 macro_rules! stored_as_names {
@@ -514,5 +528,23 @@ mod tests {
         );
         let bad = <JobStatus as Stored<String>>::load("done".to_owned()).unwrap_err();
         assert!(bad.contains("\"done\""), "{bad}");
+    }
+
+    #[test]
+    fn ids_are_stored_and_bound_as_their_text() {
+        use super::{Arg, Stored};
+        use crate::domain::JobId;
+
+        let id = JobId::from("6b05edefbd5e51c18e7ee068");
+        assert_eq!(
+            <JobId as Stored<String>>::arg(&id).unwrap(),
+            Arg::Text(id.as_str().to_owned())
+        );
+        assert_eq!(Arg::from(&id), Arg::Text(id.as_str().to_owned()));
+        assert_eq!(JobId::load(id.as_str().to_owned()), Ok(id));
+        assert_eq!(
+            <Option<JobId> as Stored<Option<String>>>::arg(&None).unwrap(),
+            Arg::OptText(None)
+        );
     }
 }

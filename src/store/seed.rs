@@ -75,10 +75,10 @@ impl Store {
         let n = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let n = sqlx::query(&notifications).bind(count).bind(&salt).bind(tenant.organization_id.as_str())
-                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(&workflow.id)
+                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(workflow.id.as_str())
                 .bind(&workflow.workflow_id).bind(now).execute(&mut *tx).await?.rows_affected();
             sqlx::query(&jobs).bind(count).bind(&salt).bind(tenant.organization_id.as_str())
-                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(&workflow.id)
+                .bind(tenant.environment_id.as_str()).bind(prefix).bind(subscribers.max(1)).bind(workflow.id.as_str())
                 .bind(Json(step)).bind(now).execute(&mut *tx).await?;
             for (kind, status, text) in [("2", DetailStatus::Pending, "Step queued"), ("3", DetailStatus::Success, "In-app message created")] {
                 sqlx::query(&details).bind(count).bind(&salt).bind(kind).bind(tenant.environment_id.as_str())

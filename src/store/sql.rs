@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::domain::id::Id;
+
 /// A value to bind. Every variant encodes on both SQLite and PostgreSQL.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg {
@@ -30,6 +32,12 @@ impl From<String> for Arg {
 impl From<&String> for Arg {
     fn from(s: &String) -> Self {
         Arg::Text(s.clone())
+    }
+}
+/// Ids are bound as their text.
+impl<T: Id> From<&T> for Arg {
+    fn from(id: &T) -> Self {
+        Arg::Text(id.as_ref().to_owned())
     }
 }
 impl From<Option<String>> for Arg {
@@ -96,13 +104,13 @@ impl Sql {
     }
 
     /// Appends ` and <column> in ($n, …)` with one placeholder per value.
-    pub fn push_in(&mut self, column: &str, values: &[String]) -> &mut Self {
+    pub fn push_in(&mut self, column: &str, values: &[impl AsRef<str>]) -> &mut Self {
         self.push(" and ").push(column).push(" in (");
         for (i, v) in values.iter().enumerate() {
             if i > 0 {
                 self.push(", ");
             }
-            self.bind(v);
+            self.bind(v.as_ref());
         }
         self.push(")")
     }

@@ -12,7 +12,7 @@ use super::row::{sql_row, table, update, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
 use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
 
 table! {
@@ -45,7 +45,7 @@ table! {
 
 impl Keyed for Subscriber {
     fn key(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 }
 
@@ -234,7 +234,7 @@ impl Store {
     pub async fn visit_contacts_by_refs(
         &self,
         env: &EnvironmentId,
-        refs: &[String],
+        refs: &[SubscriberRef],
         visit: impl for<'v> FnMut(SubscriberContact<'v>) + Send,
     ) -> Result<()> {
         if refs.is_empty() {
@@ -568,7 +568,7 @@ mod slot_tests {
             let env = tenant.environment_id.clone();
             async move {
                 store
-                    .visit_subscriber(&env, subscriber_id, |s| s.id.to_owned())
+                    .visit_subscriber(&env, subscriber_id, |s| SubscriberRef::from(s.id))
                     .await
                     .unwrap()
             }
@@ -617,6 +617,6 @@ mod slot_tests {
         assert_eq!(store.seed_subscribers(&tenant, "late", 1).await.unwrap(), 1);
         assert_ne!(seq_of("late1", false).await, squatter);
         assert!(id_of("late1").await.is_some());
-        assert_eq!(id_of("squatter").await.as_deref(), Some("squatter"));
+        assert_eq!(id_of("squatter").await, Some("squatter".into()));
     }
 }

@@ -14,7 +14,7 @@ use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Dialect, Store};
 use crate::domain::id::is_object_id;
 use crate::domain::workflow::{Step, Workflow, WorkflowStatus};
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::{EnvironmentId, Timestamp, WorkflowRef};
 use crate::error::{Error, Result};
 
 /// How long [`Store::get_workflow_cached`] reuses a definition it read. Writes through this process clear
@@ -263,11 +263,11 @@ impl Store {
     }
 
     /// Soft delete (the trigger identifier becomes free).
-    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &str) -> Result<bool> {
+    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &WorkflowRef) -> Result<bool> {
         let n = on_db!(self.w(), p => sqlx::query(
             "update workflows set deleted = true, version = version + 1, updated_at = $1
              where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id).execute(p).await.map(|r| r.rows_affected()));
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).execute(p).await.map(|r| r.rows_affected()));
         self.workflow_cache.clear();
         Ok(n? == 1)
     }
@@ -279,8 +279,8 @@ impl Store {
     pub async fn workflow_names(
         &self,
         env: &EnvironmentId,
-        ids: &[String],
-    ) -> Result<Vec<(String, String)>> {
+        ids: &[WorkflowRef],
+    ) -> Result<Vec<(WorkflowRef, String)>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -288,7 +288,7 @@ impl Store {
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
         let rows: Vec<WorkflowNameRow> = self.fetch_rows(q).await?;
-        Ok(rows.into_iter().map(|r| (r.id, r.name)).collect())
+        Ok(rows.into_iter().map(|r| (r.id.into(), r.name)).collect())
     }
 }
 

@@ -123,7 +123,7 @@ async fn set_primary(app: &TestApp, id: &str) -> (StatusCode, Value) {
 async fn stored_credentials(app: &TestApp, id: &str) -> Value {
     let stored = app
         .store
-        .get_integration(&app.tenant.environment_id, id)
+        .get_integration(&app.tenant.environment_id, &id.into())
         .await
         .expect("read integration")
         .unwrap_or_else(|| panic!("integration {id} not stored"));

@@ -12,7 +12,7 @@ use crate::api::extract::{AppJson, AppPath};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::integration::Integration;
-use crate::domain::{Channel, IntegrationKind, Tenant};
+use crate::domain::{Channel, IntegrationId, IntegrationKind, Tenant};
 use crate::service::integrations::{self as service, IntegrationUpdate, NewIntegration};
 
 /// Integration (spec §2.5), without `credentials`.
@@ -54,7 +54,7 @@ pub struct IntegrationOut {
 impl From<Integration> for IntegrationOut {
     fn from(i: Integration) -> Self {
         Self {
-            id: i.id,
+            id: i.id.into(),
             environment_id: i.environment_id,
             organization_id: i.organization_id,
             name: i.name,
@@ -175,7 +175,7 @@ pub async fn create_integration(
 pub async fn update_integration(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(id): AppPath<String>,
+    AppPath(id): AppPath<IntegrationId>,
     AppJson(body): AppJson<IntegrationPut>,
 ) -> ApiResult<Response> {
     let input = IntegrationUpdate {
@@ -197,7 +197,7 @@ pub async fn update_integration(
 pub async fn delete_integration(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(id): AppPath<String>,
+    AppPath(id): AppPath<IntegrationId>,
 ) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &id).await?;
     Ok(Reply::ok(list_out(service::list(&state.store, &tenant, false).await?)).into_response())
@@ -211,7 +211,7 @@ pub async fn delete_integration(
 pub async fn set_primary_integration(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(id): AppPath<String>,
+    AppPath(id): AppPath<IntegrationId>,
 ) -> ApiResult<Response> {
     let updated = service::set_primary(&state.store, &tenant, &id).await?;
     Ok(Reply::ok(IntegrationOut::from(updated)).into_response())

@@ -12,7 +12,7 @@ use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::job::Message;
-use crate::domain::{Channel, Tenant};
+use crate::domain::{Channel, MessageId, Tenant};
 use crate::error::Validation;
 use crate::service::inbox as service;
 use crate::store::messages::MessageFilter;
@@ -100,13 +100,13 @@ impl From<Message> for MessageOut {
                 .collect()
         };
         Self {
-            id: m.id,
-            template_id: Some(m.workflow_ref),
+            id: m.id.into(),
+            template_id: Some(m.workflow_ref.into()),
             environment_id: m.environment_id,
             message_template_id: Some(None),
             organization_id: m.organization_id,
-            notification_id: m.notification_id,
-            subscriber_ref: m.subscriber_ref,
+            notification_id: m.notification_id.into(),
+            subscriber_ref: m.subscriber_ref.into(),
             feed_id: None,
             subscriber_id: m.subscriber_id,
             template_identifier: m.workflow_identifier,
@@ -152,7 +152,7 @@ pub struct FeedItemOut {
 
 impl From<Message> for FeedItemOut {
     fn from(m: Message) -> Self {
-        let (job_id, archived) = (m.job_id.clone(), m.archived);
+        let (job_id, archived) = (m.job_id.clone().into(), m.archived);
         let mut message = MessageOut::from(m);
         message.message_template_id = None;
         Self {
@@ -348,7 +348,7 @@ pub struct MessageDeletedOut {
 pub async fn delete_message(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(id): AppPath<String>,
+    AppPath(id): AppPath<MessageId>,
 ) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &id).await?;
     Ok(Reply::ok(MessageDeletedOut {

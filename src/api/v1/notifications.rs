@@ -15,7 +15,7 @@ use crate::api::v1::activity_json::ActivityJson;
 use crate::api::wire::{raw_reply, IsoTime, Shape, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
-use crate::domain::{Tenant, Timestamp};
+use crate::domain::{NotificationId, Tenant, Timestamp, WorkflowRef};
 use crate::error::{Error, Validation};
 use crate::service::activity::{self as service, ActivityQuery};
 use crate::store::notifications::NotificationFilter;
@@ -250,7 +250,11 @@ pub async fn list_notifications(
     let query = ActivityQuery {
         filter: NotificationFilter {
             channels,
-            workflow_refs: q.list("templates"),
+            workflow_refs: q
+                .list("templates")
+                .into_iter()
+                .map(WorkflowRef::from)
+                .collect(),
             subscriber_ids: None,
             severity,
             transaction_id: q.string("transactionId"),
@@ -281,7 +285,7 @@ pub async fn list_notifications(
 pub async fn get_notification(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(id): AppPath<String>,
+    AppPath(id): AppPath<NotificationId>,
 ) -> ApiResult<Response> {
     let mut sink = ActivityJson::new(&tenant);
     service::get(&state.store, &tenant, &id, &mut sink).await?;

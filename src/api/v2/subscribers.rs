@@ -66,7 +66,7 @@ impl From<ChannelSettings> for ChannelSettingsOut {
             provider_id: WireName::from(c.provider_id),
             integration_identifier: c.integration_identifier,
             credentials: c.credentials,
-            integration_id: c.integration_id,
+            integration_id: c.integration_id.into(),
         }
     }
 }
@@ -74,7 +74,7 @@ impl From<ChannelSettings> for ChannelSettingsOut {
 impl From<Subscriber> for SubscriberOut {
     fn from(s: Subscriber) -> Self {
         Self {
-            id: s.id,
+            id: s.id.into(),
             first_name: s.first_name,
             last_name: s.last_name,
             email: s.email,
@@ -385,7 +385,7 @@ mod tests {
         channels: &'a str,
     ) -> SubscriberView<'a> {
         SubscriberView {
-            id: &s.id,
+            id: s.id.as_str(),
             organization_id: &s.organization_id,
             environment_id: &s.environment_id,
             subscriber_id: &s.subscriber_id,

@@ -182,7 +182,7 @@ fn step_out(s: Step, w: &Workflow) -> StepOut {
         should_stop_on_fail: s.should_stop_on_fail,
         origin: WireName("svc-cloud".into()),
         workflow_id: w.workflow_id.clone(),
-        workflow_database_id: w.id.clone(),
+        workflow_database_id: w.id.as_str().to_owned(),
         issues: s.issues,
     }
 }
@@ -215,7 +215,7 @@ impl From<Workflow> for WorkflowOut {
             slug: w.workflow_id.clone(),
             status,
             preferences: preferences_out(w.preferences.as_ref()),
-            id: w.id,
+            id: w.id.into(),
             workflow_id: w.workflow_id,
             name: w.name,
             description: w.description,
@@ -292,7 +292,7 @@ impl From<Workflow> for WorkflowListItemOut {
                 })
                 .collect(),
             slug: w.workflow_id.clone(),
-            id: w.id,
+            id: w.id.into(),
             workflow_id: w.workflow_id,
             name: w.name,
             tags: w.tags,

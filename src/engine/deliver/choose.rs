@@ -37,7 +37,7 @@ pub(super) fn candidates(
     Ok(state
         .integrations
         .iter()
-        .map(|id| active.iter().find(|i| &i.id == id).cloned())
+        .map(|id| active.iter().find(|i| i.id.as_str() == id).cloned())
         .collect())
 }
 
@@ -45,7 +45,10 @@ pub(super) fn candidates(
 pub(super) fn ids(candidates: &[Option<Integration>]) -> Vec<String> {
     candidates
         .iter()
-        .map(|c| c.as_ref().map_or_else(String::new, |i| i.id.clone()))
+        .map(|c| {
+            c.as_ref()
+                .map_or_else(String::new, |i| i.id.as_str().to_owned())
+        })
         .collect()
 }
 
