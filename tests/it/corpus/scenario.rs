@@ -28,13 +28,24 @@ pub struct World {
 }
 
 pub async fn run(rec: &mut Recorder<'_>) {
-    let closed_port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
+    let smtp = SmtpServer::start().await;
+    let receiver = Receiver::start().await;
+    // Picked after the listeners started, and never one of theirs: the system may hand a port it just
+    // released to the next listener, and a closed port shared with a listener would both deliver and shift
+    // the ports' numbering in the recording.
+    let closed_port = loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if port != smtp.port && !receiver.url.contains(&format!(":{port}")) {
+            break port;
+        }
     };
     let mut world = World {
-        smtp: SmtpServer::start().await,
-        receiver: Receiver::start().await,
+        smtp,
+        receiver,
         closed_port,
         integrations: HashMap::new(),
     };
