@@ -492,11 +492,7 @@ impl Store {
         contexts: i64,
     ) -> Result<u64> {
         let now = Timestamp::now().0;
-        let salt = format!(
-            "{:08x}{:06x}",
-            now / 1000,
-            rand::random::<u32>() & 0x00ff_ffff
-        );
+        let salt = super::seed::id_head(now);
         let sql = match self.dialect() {
             Dialect::Sqlite => {
                 "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)

@@ -21,11 +21,7 @@ impl Store {
         subscribers: i64,
     ) -> Result<u64> {
         let now = Timestamp::now().0;
-        let salt = format!(
-            "{:08x}{:06x}",
-            now / 1000,
-            rand::random::<u32>() & 0x00ff_ffff
-        );
+        let salt = id_head(now);
         let step = workflow
             .steps
             .first()
@@ -93,11 +89,7 @@ impl Store {
     pub async fn seed_subscribers(&self, tenant: &Tenant, prefix: &str, count: i64) -> Result<u64> {
         let now = Timestamp::now().0;
         // Ids keep the ObjectId layout: 8 hex of seconds, 6 hex of salt, then a 10-hex sequence.
-        let secs = format!(
-            "{:08x}{:06x}",
-            now / 1000,
-            rand::random::<u32>() & 0x00ff_ffff
-        );
+        let secs = id_head(now);
         let (sql, slots) = match self.dialect() {
             // Each subscriber at its slot (see `slot`), inserted in slot order so that the table is written
             // front to back. A slot that a row already holds, or that an earlier subscriber of this batch
@@ -185,4 +177,14 @@ mod tests {
         assert_eq!(numbers, (1..=1000).collect::<Vec<_>>());
         assert_eq!(list[0].1, Some(slot(ENV, &format!("bench{}", list[0].0))));
     }
+}
+
+/// The first 14 hex digits of the ids a seed writes: the ObjectId layout's 8 of seconds and 6 of random
+/// salt (the seeds append a 10-hex sequence).
+pub(super) fn id_head(now: i64) -> String {
+    format!(
+        "{:08x}{:06x}",
+        now / 1000,
+        rand::random::<u32>() & 0x00ff_ffff
+    )
 }
