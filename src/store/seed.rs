@@ -158,6 +158,16 @@ fn seed_slots(environment_id: &str, prefix: &str, count: i64) -> String {
     serde_json::to_string(&list).expect("integers serialize")
 }
 
+/// The first 14 hex digits of the ids a seed writes: the ObjectId layout's 8 of seconds and 6 of random
+/// salt (the seeds append a 10-hex sequence).
+pub(super) fn id_head(now: i64) -> String {
+    format!(
+        "{:08x}{:06x}",
+        now / 1000,
+        rand::random::<u32>() & 0x00ff_ffff
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,14 +187,4 @@ mod tests {
         assert_eq!(numbers, (1..=1000).collect::<Vec<_>>());
         assert_eq!(list[0].1, Some(slot(ENV, &format!("bench{}", list[0].0))));
     }
-}
-
-/// The first 14 hex digits of the ids a seed writes: the ObjectId layout's 8 of seconds and 6 of random
-/// salt (the seeds append a 10-hex sequence).
-pub(super) fn id_head(now: i64) -> String {
-    format!(
-        "{:08x}{:06x}",
-        now / 1000,
-        rand::random::<u32>() & 0x00ff_ffff
-    )
 }
