@@ -472,17 +472,9 @@ fn merge_records(records: &[MessageDelivery]) -> MessageDelivery {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{integration, step_job};
+    use super::super::fixtures::{ms, NO_JITTER};
     use super::*;
     use crate::providers::Failure;
-
-    const NO_JITTER: Backoff = Backoff {
-        base: Duration::from_millis(100),
-        draw: 0.0,
-    };
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
 
     /// (index, attempt, failing over, is a retry) of each turn.
     fn plan(candidates: &[Option<Integration>], state: &State) -> Vec<(usize, u32, bool, bool)> {

@@ -1,5 +1,7 @@
 //! Values the phases' unit tests start from.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use crate::domain::channel::ProviderId;
@@ -132,4 +134,14 @@ pub(super) fn integration(id: &str, provider_id: &str, created: i64) -> Integrat
         created_at: Timestamp(created),
         updated_at: Timestamp(created),
     }
+}
+
+/// A backoff whose jitter draw is zero: waits are exactly the base doubled per attempt.
+pub const NO_JITTER: super::retry::Backoff = super::retry::Backoff {
+    base: Duration::from_millis(100),
+    draw: 0.0,
+};
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }

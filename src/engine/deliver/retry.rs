@@ -69,16 +69,8 @@ pub(super) fn retry(tries: u32, failure: Failure, text: &str, backoff: Backoff) 
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{ms, NO_JITTER};
     use super::*;
-
-    const NO_JITTER: Backoff = Backoff {
-        base: Duration::from_millis(100),
-        draw: 0.0,
-    };
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
 
     #[test]
     fn backoff_doubles_with_jitter_and_honours_retry_after_up_to_an_hour() {
