@@ -123,12 +123,7 @@ impl Store {
                         };
                         filter.push(&index).push(" match ");
                         filter.bind(query).push(")");
-                        filter
-                            .push(" and instr(")
-                            .push(column)
-                            .push(", ")
-                            .bind(term)
-                            .push(") > 0");
+                        push_instr(filter, column, term);
                     }
                     None => {
                         filter
@@ -139,14 +134,7 @@ impl Store {
                     }
                 }
             }
-            Dialect::Sqlite => {
-                filter
-                    .push(" and instr(")
-                    .push(column)
-                    .push(", ")
-                    .bind(term)
-                    .push(") > 0");
-            }
+            Dialect::Sqlite => push_instr(filter, column, term),
             // PostgreSQL: GIN pg_trgm indexes serve LIKE; LIKE itself is case-sensitive.
             Dialect::Postgres => {
                 filter.push(" and ").push(column).push(" like ");
@@ -206,4 +194,14 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// SQLite: ` and instr(<column>, <term>) > 0`, the exact (case-sensitive) substring check.
+fn push_instr(filter: &mut Sql, column: &str, term: &str) {
+    filter
+        .push(" and instr(")
+        .push(column)
+        .push(", ")
+        .bind(term)
+        .push(") > 0");
 }
