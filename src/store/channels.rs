@@ -3,13 +3,10 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::Columns;
-use super::page::{
-    cursor_page, cursor_page_with, Keyed, Listing, Page, PageRequest, Reader, SortColumn,
-};
+use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::{insert, sql_row, table, Table};
 use super::sql::{bind_args, Sql};
-use super::{is_unique_violation, on_db, Dialect, Store};
+use super::{is_unique_violation, on_db, Cost, Dialect, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, ContextEntry};
 use crate::domain::endpoint::{
@@ -172,10 +169,11 @@ impl Store {
             let Some((kind, id)) = key.split_once(':') else {
                 continue;
             };
-            let row: Option<(Option<Json<Value>>,)> = on_db!(self.r(), p => sqlx::query_as(
-                "select data from contexts where environment_id = $1 and context_type = $2 and context_id = $3")
-                .bind(env.as_str()).bind(kind).bind(id).fetch_optional(p).await)?;
-            if let Some((data,)) = row {
+            let mut q = Sql::new("select data from contexts where environment_id = ");
+            q.bind(env.as_str()).push(" and context_type = ").bind(kind);
+            q.push(" and context_id = ").bind(id);
+            let row: Option<ContextData> = self.row(Cost::Point, q).await?;
+            if let Some(ContextData { data }) = row {
                 out.push(ContextEntry {
                     kind: kind.to_owned(),
                     id: id.to_owned(),
@@ -229,9 +227,13 @@ impl Store {
         env: &EnvironmentId,
         identifier: &str,
     ) -> Result<Option<ChannelConnection>> {
-        let sql = format!("select {CONNECTION_COLUMNS} from channel_connections where environment_id = $1 and identifier = $2");
-        let row: Option<ConnectionRow> = on_db!(self.r(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
-            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?;
+        let mut q = Sql::new(&format!(
+            "select {CONNECTION_COLUMNS} from channel_connections where environment_id = "
+        ));
+        q.bind(env.as_str())
+            .push(" and identifier = ")
+            .bind(identifier);
+        let row: Option<ConnectionRow> = self.row(Cost::Point, q).await?;
         row.map(|r| self.connection_from_row(r)).transpose()
     }
 
@@ -247,7 +249,9 @@ impl Store {
             filter: filter.to_sql(env, false),
             cursor_scope: scope(env),
         };
-        let rows = cursor_page::<ConnectionRow>(self.r(), listing, &page.by_column()).await?;
+        let rows = self
+            .cursor_page::<ConnectionRow>(listing, &page.by_column())
+            .await?;
         let Page {
             data,
             next,
@@ -329,6 +333,12 @@ const ENDPOINT_LIST_COLUMNS_PG: &str =
     channel, connection_identifier, subscriber_id, context_keys::text as context_keys, created_at, updated_at";
 
 sql_row! {
+    struct ContextData {
+        data: Option<Json<Value>>,
+    }
+}
+
+sql_row! {
     pub(crate) struct EndpointListRow {
         id: String,
         identifier: String,
@@ -342,26 +352,6 @@ sql_row! {
         context_keys: String,
         created_at: i64,
         updated_at: i64,
-    }
-}
-
-impl EndpointListRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            identifier: c.get("identifier")?,
-            endpoint_type: c.get("endpoint_type")?,
-            endpoint: c.get("endpoint")?,
-            integration_identifier: c.get("integration_identifier")?,
-            provider_id: c.get("provider_id")?,
-            channel: c.get("channel")?,
-            connection_identifier: c.get("connection_identifier")?,
-            subscriber_id: c.get("subscriber_id")?,
-            context_keys: c.get("context_keys")?,
-            created_at: c.get("created_at")?,
-            updated_at: c.get("updated_at")?,
-        })
     }
 }
 
@@ -406,14 +396,14 @@ impl Store {
         env: &EnvironmentId,
         identifier: &str,
     ) -> Result<Option<ChannelEndpoint>> {
-        let sql = format!(
-            "select {} from channel_endpoints where environment_id = $1 and identifier = $2",
+        let mut q = Sql::new(&format!(
+            "select {} from channel_endpoints where environment_id = ",
             ChannelEndpoint::COLUMNS
-        );
-        Ok(
-            on_db!(self.r(), p => sqlx::query_as::<_, ChannelEndpoint>(&sql)
-            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?,
-        )
+        ));
+        q.bind(env.as_str())
+            .push(" and identifier = ")
+            .bind(identifier);
+        self.row(Cost::Point, q).await
     }
 
     /// Replaces the endpoint data; false when the endpoint does not exist.
@@ -446,12 +436,10 @@ impl Store {
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
         };
-        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), EndpointListRow::read);
-        Ok(
-            cursor_page_with::<EndpointListRow>(reader, listing, &page.by_column())
-                .await?
-                .map(Into::into),
-        )
+        Ok(self
+            .cursor_page::<EndpointListRow>(listing, &page.by_column())
+            .await?
+            .map(Into::into))
     }
 
     /// The endpoints a chat or SMS delivery through `integration_identifier` goes to: the subscriber's, for
@@ -475,9 +463,7 @@ impl Store {
             q.push(" and integration_identifier = ").bind(i);
         }
         q.push(" order by created_at, id limit 50");
-        Ok(
-            on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, ChannelEndpoint>(&q.text), q.args.clone()).fetch_all(p).await)?,
-        )
+        self.rows(Cost::Point, q).await
     }
 
     /// Bulk-inserts `count` synthetic `slack_channel` endpoints for tests and the benchmark: endpoint `n`

@@ -5,7 +5,7 @@ use sqlx::types::Json;
 
 use super::row::{insert, table, update, Table};
 use super::sql::{bind_args, Sql};
-use super::{is_unique_violation, on_db, Store};
+use super::{is_unique_violation, on_db, Cost, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::Integration;
 use crate::domain::{Channel, EnvironmentId, IntegrationId, Timestamp};
@@ -43,15 +43,17 @@ impl Store {
         env: &EnvironmentId,
         active_only: bool,
     ) -> Result<Vec<Integration>> {
-        let sql = format!(
-            "select {} from integrations where environment_id = $1 and deleted = false {} \
-             order by created_at, id",
-            Integration::COLUMNS,
-            if active_only { "and active = true" } else { "" }
-        );
-        Ok(
-            on_db!(self.r(), p => sqlx::query_as::<_, Integration>(&sql).bind(env.as_str()).fetch_all(p).await)?,
-        )
+        let mut q = Sql::new("select ");
+        q.push(Integration::COLUMNS)
+            .push(" from integrations where environment_id = ")
+            .bind(env.as_str())
+            .push(" and deleted = false");
+        if active_only {
+            q.push(" and active = true");
+        }
+        q.push(" order by created_at, id");
+        // An environment has a handful of integrations: read by key.
+        self.rows(Cost::Point, q).await
     }
 
     /// A non-deleted integration by `_id`.
@@ -74,12 +76,14 @@ impl Store {
         env: &EnvironmentId,
         identifier: &str,
     ) -> Result<Option<Integration>> {
-        let sql = format!(
-            "select {} from integrations where environment_id = $1 and identifier = $2 and deleted = false",
-            Integration::COLUMNS
-        );
-        Ok(on_db!(self.r(), p => sqlx::query_as::<_, Integration>(&sql)
-            .bind(env.as_str()).bind(identifier).fetch_optional(p).await)?)
+        let mut q = Sql::new("select ");
+        q.push(Integration::COLUMNS)
+            .push(" from integrations where environment_id = ")
+            .bind(env.as_str());
+        q.push(" and identifier = ")
+            .bind(identifier)
+            .push(" and deleted = false");
+        self.row(Cost::Point, q).await
     }
 
     /// The newest active integration for a provider (and identifier, when given).
@@ -100,9 +104,7 @@ impl Store {
             q.push(" and identifier = ").bind(identifier);
         }
         q.push(" order by created_at desc, id desc limit 1");
-        Ok(
-            on_db!(self.r(), p => bind_args!(sqlx::query_as::<_, Integration>(&q.text), q.args.clone()).fetch_optional(p).await)?,
-        )
+        self.row(Cost::Point, q).await
     }
 
     /// Counts non-deleted integrations on a channel.

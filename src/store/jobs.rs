@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use super::insert::{activate_jobs, append_digest_event, batched, insert_details, insert_messages};
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
-use super::{on_db, Dialect, Store};
+use super::{on_db, Cost, Dialect, Store};
 use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Message};
 use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, JobId, NotificationId, Timestamp};
@@ -179,8 +179,12 @@ impl Store {
 
     /// The earliest `run_at` of a queued job, to know how long a worker may sleep.
     pub async fn next_job_due(&self) -> Result<Option<i64>> {
-        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, Option<i64>>(
-            "select min(run_at) from jobs where status = 'queued'").fetch_one(p).await)?)
+        let q = Sql::new("select min(run_at) from jobs where status = 'queued'");
+        // One end of the `(status, run_at)` index.
+        Ok(self
+            .row::<(Option<i64>,)>(Cost::Point, q)
+            .await?
+            .and_then(|(at,)| at))
     }
 
     /// Finishes a job this worker holds, with everything it produced, atomically. False when the lease was
@@ -256,9 +260,11 @@ impl Store {
 
     /// A job by its dedupe key (`Job::dedupe`: a notification's step).
     pub async fn get_job_by_dedupe(&self, dedupe_key: &str) -> Result<Option<Job>> {
-        let sql = format!("select {} from jobs where dedupe_key = $1", Job::COLUMNS);
-        Ok(on_db!(self.r(), p => sqlx::query_as::<_, Job>(&sql)
-            .bind(dedupe_key).fetch_optional(p).await)?)
+        let mut q = Sql::new("select ");
+        q.push(Job::COLUMNS)
+            .push(" from jobs where dedupe_key = ")
+            .bind(dedupe_key);
+        self.row(Cost::Point, q).await
     }
 
     /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
@@ -285,12 +291,21 @@ impl Store {
     /// read every job of the environment. `workflow_ref || ''` keeps SQLite off the workflow index, which
     /// would read every notification of a busy workflow instead of one subscriber's.
     pub async fn count_recent_jobs(&self, job: &Job, since: i64) -> Result<i64> {
-        Ok(on_db!(self.r(), p => sqlx::query_scalar::<_, i64>(
-            "select count(*) from jobs where notification_id in (select id from notifications
-                 where environment_id = $1 and subscriber_id = $2 and workflow_ref || '' = $3)
-               and step_index = $4 and updated_at >= $5 and status in ('completed', 'running')")
-            .bind(&job.environment_id).bind(&job.subscriber_id).bind(job.workflow_ref.as_str()).bind(job.step_index).bind(since)
-            .fetch_one(p).await)?)
+        let mut q = Sql::new(
+            "select count(*) from jobs where notification_id in (select id from notifications \
+             where environment_id = ",
+        );
+        q.bind(job.environment_id.as_str())
+            .push(" and subscriber_id = ")
+            .bind(job.subscriber_id.as_str());
+        q.push(" and workflow_ref || '' = ")
+            .bind(job.workflow_ref.as_str());
+        q.push(") and step_index = ")
+            .bind(job.step_index)
+            .push(" and updated_at >= ")
+            .bind(since);
+        q.push(" and status in ('completed', 'running')");
+        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
     /// Cancels the queued and pending jobs of a transaction (steps not run yet); returns how many.

@@ -4,11 +4,11 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::ReadRow;
 use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
-use super::{on_db, Store};
+use super::sqlite::rows::ReadRow;
+use super::{on_db, Cost, Store};
 use crate::domain::job::{Message, MessageDelivery};
 use crate::domain::{EnvironmentId, MessageId, Timestamp};
 use crate::error::Result;
@@ -102,7 +102,7 @@ pub enum MarkAs {
 
 /// Runs `q` (a select without ordering) as page `page` of `limit` rows, newest first; `has_more` is exact
 /// (reads `limit + 1`).
-async fn newest_first_page<R: PortableRow + ReadRow + Into<T>, T>(
+async fn newest_first_page<R: PortableRow + ReadRow + Into<T> + 'static, T>(
     store: &Store,
     mut q: Sql,
     page: i64,
@@ -113,7 +113,7 @@ async fn newest_first_page<R: PortableRow + ReadRow + Into<T>, T>(
         .push(" offset ")
         .bind(page * limit);
     let mut rows: Vec<T> = store
-        .fetch_rows::<R>(q)
+        .rows::<R>(Cost::Scan, q)
         .await?
         .into_iter()
         .map(Into::into)
@@ -179,7 +179,7 @@ impl Store {
 impl Store {
     /// Counts the messages matching `f` (capped like cursor totals).
     pub async fn count_messages(&self, env: &EnvironmentId, f: &MessageFilter) -> Result<i64> {
-        super::page::count_capped(self.r(), "messages", &f.to_sql(env)).await
+        self.count_capped("messages", &f.to_sql(env)).await
     }
 
     /// Marks every message of the subscriber on `channel`; returns how many changed.

@@ -3,10 +3,7 @@
 //! times, JSON as TEXT/JSONB) and run on either pool through [`on_db!`]. Where the dialects must differ the
 //! code says so in an explicit two-arm `match`.
 
-mod batched;
 pub mod channels;
-mod checkpoint;
-mod fast;
 pub mod idempotency;
 mod insert;
 pub mod integrations;
@@ -18,6 +15,7 @@ mod row;
 pub mod search;
 mod seed;
 pub mod sql;
+pub(crate) mod sqlite;
 pub mod subscriber_search;
 pub mod subscribers;
 pub mod tenants;
@@ -37,6 +35,8 @@ use sqlx::sqlite::{
 
 use crate::crypto::Cipher;
 use crate::error::{Error, Result};
+pub(crate) use sqlite::rows::ReadRow;
+pub(crate) use sqlite::Cost;
 
 /// Runs one expression against whichever pool `$db` holds; the expression compiles once per driver.
 macro_rules! on_db {
@@ -146,22 +146,24 @@ impl StoreOptions {
 /// refreshes — belongs to the engine and the runtime (`engine::TriggerWriter`, `background`).
 #[derive(Debug, Clone)]
 pub struct Store {
-    /// Reads (and, on PostgreSQL, writes).
-    read: Db,
+    /// Reads: the SQLite file's reader (see `sqlite`), or the PostgreSQL pool.
+    read: Reads,
     /// Writes. On SQLite a single connection, so writers queue in-process instead of fighting for the lock.
     write: Db,
     /// Shared: every request clones the store, so clones are reference counts, not copies.
     cipher: std::sync::Arc<Cipher>,
-    /// SQLite only: the database file, for inline reads (see `fast`).
-    sqlite_path: Option<std::sync::Arc<std::path::Path>>,
     /// Workflow definitions read by triggers and workers (see `workflows`).
     workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
-    /// SQLite file only: the queue and connection of the point reads served in batches (see `batched`).
-    batch_reader: Option<std::sync::Arc<batched::BatchReader>>,
-    /// SQLite file only: the thread that checkpoints the write-ahead log, stopped with the last clone.
-    _checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
+    /// SQLite only: the thread that checkpoints the write-ahead log, stopped with the last clone.
+    _checkpointer: Option<std::sync::Arc<sqlite::checkpoint::Checkpointer>>,
+}
+
+#[derive(Debug, Clone)]
+enum Reads {
+    Sqlite(std::sync::Arc<sqlite::SqliteReader>),
+    Postgres(PgPool),
 }
 
 impl Store {
@@ -170,15 +172,12 @@ impl Store {
             Dialect::Sqlite => {
                 let connect = sqlite_options(&opts.url)?;
                 let file = connect.get_filename().to_path_buf();
-                let sqlite_path = (!file.as_os_str().is_empty() && file.as_os_str() != ":memory:")
-                    .then_some(file);
-                // Readers beyond a few per core only add memory (each has its own page cache).
-                let read = SqlitePoolOptions::new()
-                    .test_before_acquire(false)
-                    .max_connections(opts.max_connections.clamp(2, 8))
-                    .min_connections(1)
-                    .connect_with(connect.clone().read_only(false))
-                    .await?;
+                if file.as_os_str().is_empty() || file.as_os_str() == ":memory:" {
+                    return Err(Error::Internal(anyhow::anyhow!(
+                        "SQLite needs a database file (sqlite://path/to/file.db): the readers open their \
+                         own connections, which an in-memory database does not share"
+                    )));
+                }
                 let write = SqlitePoolOptions::new()
                     .test_before_acquire(false)
                     .max_connections(1)
@@ -189,19 +188,15 @@ impl Store {
                             .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES),
                     )
                     .await?;
-                let checkpointer = sqlite_path
-                    .as_deref()
-                    .and_then(checkpoint::start)
-                    .map(std::sync::Arc::new);
+                // Scans beyond a few per core only add memory (each connection has its own page cache).
+                let max_scans = opts.max_connections.clamp(2, 8) as usize;
                 Ok(Self {
-                    read: Db::Sqlite(read),
+                    read: Reads::Sqlite(std::sync::Arc::new(sqlite::SqliteReader::new(
+                        &file, max_scans,
+                    ))),
                     write: Db::Sqlite(write),
                     cipher: std::sync::Arc::new(cipher),
-                    _checkpointer: checkpointer,
-                    batch_reader: sqlite_path
-                        .as_deref()
-                        .map(|p| std::sync::Arc::new(batched::BatchReader::new(p))),
-                    sqlite_path: sqlite_path.map(std::sync::Arc::from),
+                    _checkpointer: sqlite::checkpoint::start(&file).map(std::sync::Arc::new),
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
                 })
@@ -229,11 +224,9 @@ impl Store {
                     .connect_with(connect)
                     .await?;
                 Ok(Self {
-                    read: Db::Postgres(pool.clone()),
+                    read: Reads::Postgres(pool.clone()),
                     write: Db::Postgres(pool),
                     cipher: std::sync::Arc::new(cipher),
-                    sqlite_path: None,
-                    batch_reader: None,
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
                     _checkpointer: None,
@@ -256,7 +249,7 @@ impl Store {
     }
 
     pub fn dialect(&self) -> Dialect {
-        match self.read {
+        match self.write {
             Db::Sqlite(_) => Dialect::Sqlite,
             Db::Postgres(_) => Dialect::Postgres,
         }
@@ -266,13 +259,13 @@ impl Store {
         &self.cipher
     }
 
-    pub(crate) fn r(&self) -> &Db {
-        &self.read
-    }
-
-    /// The SQLite file's batch reader (see `batched`); `None` when this store is not on a SQLite file.
-    pub(crate) fn batch_reader(&self) -> Option<&batched::BatchReader> {
-        self.batch_reader.as_deref()
+    /// The SQLite file's reader, for the reads written for SQLite alone (the subscriber lookup at its slot);
+    /// `None` on PostgreSQL.
+    pub(crate) fn sqlite_reader(&self) -> Option<&sqlite::SqliteReader> {
+        match &self.read {
+            Reads::Sqlite(reader) => Some(reader),
+            Reads::Postgres(_) => None,
+        }
     }
 
     pub(crate) fn w(&self) -> &Db {
@@ -288,10 +281,11 @@ impl Store {
         Ok(())
     }
 
-    /// Cheap liveness probe used by the health check.
+    /// Cheap liveness probe used by the health check: a point read.
     pub async fn ping(&self) -> Result<()> {
-        on_db!(&self.read, p => sqlx::query("select 1").execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(())
+        self.rows::<(i64,)>(Cost::Point, sql::Sql::new("select cast(1 as bigint)"))
+            .await
+            .map(drop)
     }
 
     /// SQLite: copies the write-ahead log into the database and truncates it. Readers look every page up in
@@ -307,7 +301,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        on_db!(&self.read, p => p.close().await);
+        if let Reads::Sqlite(reader) = &self.read {
+            reader.close();
+        }
         on_db!(&self.write, p => p.close().await);
     }
 }
@@ -350,25 +346,68 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 impl Store {
-    /// The rows of a select on the read side: inline on SQLite (through sqlx every row would cost a thread
-    /// hand-off), from the pool on PostgreSQL.
-    pub(crate) async fn fetch_rows<R: page::PortableRow + fast::ReadRow>(
+    /// The rows of a select on the read side: on SQLite where `cost` says (see `sqlite`), from the pool on
+    /// PostgreSQL.
+    pub(crate) async fn rows<R: page::PortableRow + ReadRow + 'static>(
         &self,
+        cost: Cost,
         q: sql::Sql,
     ) -> Result<Vec<R>> {
-        if let Some(path) = self.sqlite_path.as_deref() {
-            return fast::query_inline(path, &q, R::read);
+        match &self.read {
+            Reads::Sqlite(reader) => {
+                reader
+                    .run(cost, move |c| {
+                        Ok(sqlite::rows::query(c, &q).map_err(anyhow::Error::from)?)
+                    })
+                    .await
+            }
+            Reads::Postgres(p) => Ok(sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
+                .fetch_all(p)
+                .await?),
         }
-        self.fetch_from_pool(&q).await
     }
 
-    /// The rows of a select, through the read pool.
-    async fn fetch_from_pool<R: page::PortableRow>(&self, q: &sql::Sql) -> Result<Vec<R>> {
-        Ok(
-            on_db!(self.r(), p => sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone())
-            .fetch_all(p)
-            .await)?,
-        )
+    /// The first row of a select on the read side, if any.
+    pub(crate) async fn row<R: page::PortableRow + ReadRow + 'static>(
+        &self,
+        cost: Cost,
+        q: sql::Sql,
+    ) -> Result<Option<R>> {
+        Ok(self.rows(cost, q).await?.into_iter().next())
+    }
+
+    /// Hands each row of a select to `visit` as a borrowed view, with `state` (returned at the end): on
+    /// SQLite while the row is current (no owned copy of it is made), on PostgreSQL after the rows arrived.
+    pub(crate) async fn visit_rows<R: ViewRow + 'static, S: Send + 'static>(
+        &self,
+        cost: Cost,
+        q: sql::Sql,
+        mut state: S,
+        visit: fn(&mut S, R::View<'_>),
+    ) -> Result<S> {
+        match &self.read {
+            Reads::Sqlite(reader) => {
+                reader
+                    .run(cost, move |c| {
+                        sqlite::rows::visit(c, &q, |row| {
+                            visit(&mut state, R::view_inline(row)?);
+                            Ok(())
+                        })
+                        .map_err(anyhow::Error::from)?;
+                        Ok(state)
+                    })
+                    .await
+            }
+            Reads::Postgres(p) => {
+                let rows: Vec<R> = sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
+                    .fetch_all(p)
+                    .await?;
+                for r in &rows {
+                    visit(&mut state, r.view());
+                }
+                Ok(state)
+            }
+        }
     }
 }
 
@@ -380,27 +419,6 @@ pub(crate) trait ViewRow: page::PortableRow {
     fn view(&self) -> Self::View<'_>;
 
     fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<Self::View<'a>>;
-}
-
-impl Store {
-    /// Hands each row of a select to `visit` as a borrowed view: inline on SQLite, while the row is current
-    /// (no owned copy of it is made); from the pool on PostgreSQL, after the rows arrived.
-    pub(crate) async fn visit_rows<R: ViewRow>(
-        &self,
-        q: sql::Sql,
-        mut visit: impl for<'v> FnMut(R::View<'v>) + Send,
-    ) -> Result<()> {
-        if let Some(path) = self.sqlite_path.as_deref() {
-            return fast::visit_inline(path, &q, |row| {
-                visit(R::view_inline(row)?);
-                Ok(())
-            });
-        }
-        for r in &self.fetch_from_pool::<R>(&q).await? {
-            visit(r.view());
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -473,7 +491,7 @@ pub(crate) mod plans {
         let mut stmt = conn
             .prepare(&format!(
                 "explain query plan {}",
-                super::fast::numbered(sql)
+                super::sqlite::rows::numbered(sql)
             ))
             .unwrap();
         // Unbound parameters are NULL: the plan does not depend on their values.

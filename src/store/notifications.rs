@@ -4,10 +4,10 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::Columns;
 use super::row::{sql_row, table, Table};
 use super::sql::Sql;
-use super::{Store, ViewRow};
+use super::sqlite::rows::Columns;
+use super::{Cost, Store, ViewRow};
 use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
@@ -218,7 +218,7 @@ impl Store {
         q.push(Notification::COLUMNS)
             .push(" from notifications where true");
         q.push_in("id", &ids);
-        let rows = self.fetch_rows::<Notification>(q).await?;
+        let rows = self.rows::<Notification>(Cost::Point, q).await?;
         Ok(rows
             .into_iter()
             .filter(|n| {
@@ -238,41 +238,45 @@ impl Store {
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(self.fetch_rows::<Notification>(q).await?.into_iter().next())
+        self.row(Cost::Point, q).await
     }
 
-    /// One notification as the activity feed shows it, handed to `visit` (not called when there is none).
-    pub async fn visit_notification(
+    /// One notification as the activity feed shows it, handed to `visit` with `state` (not called when there
+    /// is none); returns the state.
+    pub async fn visit_notification<S: Send + 'static>(
         &self,
         env: &EnvironmentId,
         id: &NotificationId,
-        visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
-    ) -> Result<()> {
+        state: S,
+        visit: fn(&mut S, NotificationView<'_>),
+    ) -> Result<S> {
         let mut q = Sql::new("select ");
         q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        self.visit_rows::<NotificationViewRow>(q, visit).await
+        self.visit_rows::<NotificationViewRow, _>(Cost::Point, q, state, visit)
+            .await
     }
 
-    /// A page of notifications as the activity feed shows them, newest first, each handed to `visit`;
-    /// returns whether more follow (exact: reads `limit + 1`).
-    pub async fn visit_notifications(
+    /// A page of notifications as the activity feed shows them, newest first, each handed to `visit` with
+    /// `state`; returns the state and whether more follow (exact: reads `limit + 1`).
+    pub async fn visit_notifications<S: Send + 'static>(
         &self,
         env: &EnvironmentId,
         f: &NotificationFilter,
         page: i64,
         limit: i64,
-        mut visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
-    ) -> Result<bool> {
+        state: S,
+        visit: fn(&mut S, NotificationView<'_>),
+    ) -> Result<(S, bool)> {
         let mut q = Sql::new("select ");
         q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         if let Some(ids) = &f.subscriber_ids {
             if ids.is_empty() {
-                return Ok(false);
+                return Ok((state, false));
             }
             q.push_in("subscriber_id", ids);
         }
@@ -308,38 +312,55 @@ impl Store {
             .bind(limit + 1)
             .push(" offset ")
             .bind(page * limit);
-        let mut seen = 0;
-        self.visit_rows::<NotificationViewRow>(q, |n| {
-            seen += 1;
-            if seen <= limit {
-                visit(n);
-            }
-        })
-        .await?;
-        Ok(seen > limit)
+        /// The page's rows are handed on; the one past it only tells that more follow.
+        struct Counted<S> {
+            state: S,
+            visit: fn(&mut S, NotificationView<'_>),
+            seen: i64,
+            limit: i64,
+        }
+        let counted = Counted {
+            state,
+            visit,
+            seen: 0,
+            limit,
+        };
+        let counted = self
+            .visit_rows::<NotificationViewRow, _>(Cost::Scan, q, counted, |c, n| {
+                c.seen += 1;
+                if c.seen <= c.limit {
+                    (c.visit)(&mut c.state, n);
+                }
+            })
+            .await?;
+        Ok((counted.state, counted.seen > limit))
     }
 
     /// The jobs of several notifications (one query for a whole page), each handed to `visit`, in no
     /// particular order: an `order by` over the page's rows makes the database copy every row, JSON columns
     /// and all, through a sorter, so the caller orders what it keeps.
-    pub async fn visit_jobs_of(
+    pub async fn visit_jobs_of<S: Send + 'static>(
         &self,
         notification_ids: &[NotificationId],
-        visit: impl for<'v> FnMut(JobView<'v>) + Send,
-    ) -> Result<()> {
+        state: S,
+        visit: fn(&mut S, JobView<'_>),
+    ) -> Result<S> {
         if notification_ids.is_empty() {
-            return Ok(());
+            return Ok(state);
         }
         let mut q = Sql::new("select ");
         q.push(JOB_VIEW_COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        self.visit_rows::<JobViewRow>(q, visit).await
+        self.visit_rows::<JobViewRow, _>(Cost::Point, q, state, visit)
+            .await
     }
 
     /// The jobs of several notifications, each notification's in step order (then creation order).
     pub async fn jobs_of(&self, notification_ids: &[NotificationId]) -> Result<Vec<JobSummary>> {
-        let mut read: Vec<std::result::Result<JobSummary, String>> = Vec::new();
-        self.visit_jobs_of(notification_ids, |j| read.push(j.try_into()))
+        let read: Vec<std::result::Result<JobSummary, String>> = self
+            .visit_jobs_of(notification_ids, Vec::new(), |read, j| {
+                read.push(j.try_into())
+            })
             .await?;
         let mut jobs: Vec<JobSummary> = read
             .into_iter()
@@ -357,19 +378,21 @@ impl Store {
 
     /// The execution details of several notifications (one query for a whole page), each handed to
     /// `visit`, in no particular order (see [`Store::visit_jobs_of`]).
-    pub async fn visit_details_of(
+    pub async fn visit_details_of<S: Send + 'static>(
         &self,
         notification_ids: &[NotificationId],
-        visit: impl for<'v> FnMut(DetailView<'v>) + Send,
-    ) -> Result<()> {
+        state: S,
+        visit: fn(&mut S, DetailView<'_>),
+    ) -> Result<S> {
         if notification_ids.is_empty() {
-            return Ok(());
+            return Ok(state);
         }
         let mut q = Sql::new("select ");
         q.push(DETAIL_VIEW_COLUMNS)
             .push(" from execution_details where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        self.visit_rows::<DetailViewRow>(q, visit).await
+        self.visit_rows::<DetailViewRow, _>(Cost::Point, q, state, visit)
+            .await
     }
 }
 

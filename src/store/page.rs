@@ -4,10 +4,8 @@
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use std::path::Path;
-
-use super::sql::{bind_args, Arg, Sql};
-use super::{on_db, Db};
+use super::sql::{Arg, Sql};
+use super::{Cost, ReadRow, Store};
 use crate::error::Result;
 
 /// Counting stops here; a count that reaches it is reported as [`TOTAL_COUNT_CAP`] with the capped flag.
@@ -111,151 +109,107 @@ pub struct Listing<'a> {
     pub cursor_scope: Sql,
 }
 
-/// How a list reads its rows: through the pool, or — SQLite — inline on this thread (see `store::fast`)
-/// with a function reading one row.
-#[derive(Clone, Copy)]
-pub struct Reader<'a, R> {
-    pub db: &'a Db,
-    pub inline: Option<(&'a Path, RowFn<R>)>,
-}
+impl Store {
+    /// Reads one page.
+    pub(crate) async fn cursor_page<R: PortableRow + ReadRow + Keyed + 'static>(
+        &self,
+        listing: Listing<'_>,
+        req: &PageRequest,
+    ) -> Result<Page<R>> {
+        let sort_col = match req.sort {
+            SortColumn::Id => "id",
+            SortColumn::Int(c) => c,
+        };
 
-/// Reads one row of an inline (rusqlite) query.
-pub type RowFn<R> = fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>;
-
-impl<'a, R> Reader<'a, R> {
-    pub fn pool(db: &'a Db) -> Self {
-        Self { db, inline: None }
-    }
-
-    /// Inline when the store is a SQLite file, else the pool.
-    pub fn new(db: &'a Db, sqlite_path: Option<&'a Path>, map: RowFn<R>) -> Self {
-        Self {
-            db,
-            inline: sqlite_path.map(|p| (p, map)),
-        }
-    }
-
-    fn path(&self) -> Option<&'a Path> {
-        self.inline.map(|(p, _)| p)
-    }
-}
-
-/// Reads one page.
-pub async fn cursor_page<R: PortableRow + Keyed>(
-    db: &Db,
-    listing: Listing<'_>,
-    req: &PageRequest,
-) -> Result<Page<R>> {
-    cursor_page_with(Reader::pool(db), listing, req).await
-}
-
-/// Reads one page through `reader`.
-pub async fn cursor_page_with<R: PortableRow + Keyed>(
-    reader: Reader<'_, R>,
-    listing: Listing<'_>,
-    req: &PageRequest,
-) -> Result<Page<R>> {
-    let db = reader.db;
-    let path = reader.path();
-    let sort_col = match req.sort {
-        SortColumn::Id => "id",
-        SortColumn::Int(c) => c,
-    };
-
-    // The cursor row's sort key; an unknown cursor gives an empty page.
-    let (backward, anchor) = match &req.cursor {
-        None => (false, None),
-        Some(c) => {
-            let (backward, id) = match c {
-                Cursor::After(id) => (false, id),
-                Cursor::Before(id) => (true, id),
-            };
-            match cursor_anchor(db, path, &listing, req.sort, id).await? {
-                Some(v) => (backward, Some((v, id.clone()))),
-                None => return Ok(Page::empty()),
-            }
-        }
-    };
-
-    // Scan direction: forward pages follow the requested order; backward pages run against it.
-    let scan_desc = req.descending != backward;
-    let mut q = Sql::new("select ");
-    q.push(listing.columns)
-        .push(" from ")
-        .push(listing.from)
-        .push(" where ");
-    q.append(&listing.filter);
-    if let Some((value, id)) = &anchor {
-        q.push(" and ");
-        push_keyset(
-            &mut q,
-            sort_col,
-            req.sort,
-            value,
-            id,
-            scan_desc,
-            req.include_cursor,
-        );
-    }
-    push_order(&mut q, sort_col, req.sort, scan_desc);
-    q.push(" limit ").bind(req.limit + 1);
-    let mut rows: Vec<R> = match reader.inline {
-        Some((path, map)) => super::fast::query_inline(path, &q, map)?,
-        None => fetch_all(db, q).await?,
-    };
-    let more_in_scan = rows.len() as i64 > req.limit;
-    // A first page that holds every matching row is its own count; otherwise count (capped).
-    let total = if anchor.is_none() && !more_in_scan {
-        rows.len() as i64
-    } else {
-        match path {
-            Some(path) => count_capped_inline(path, listing.from, &listing.filter)?,
-            None => count_capped(db, listing.from, &listing.filter).await?,
-        }
-    };
-    rows.truncate(req.limit as usize);
-    if backward {
-        rows.reverse();
-    }
-
-    // Is there anything on the other side of the cursor? (only when a cursor was given)
-    let other_side = match &anchor {
-        Some(_) if !rows.is_empty() => {
-            let edge =
-                if backward { rows.last() } else { rows.first() }.map(|r| r.key().to_owned());
-            match edge {
-                Some(edge_id) => {
-                    exists_beyond(db, path, &listing, sort_col, req.sort, &edge_id, !scan_desc)
-                        .await?
+        // The cursor row's sort key; an unknown cursor gives an empty page.
+        let (backward, anchor) = match &req.cursor {
+            None => (false, None),
+            Some(c) => {
+                let (backward, id) = match c {
+                    Cursor::After(id) => (false, id),
+                    Cursor::Before(id) => (true, id),
+                };
+                match self.cursor_anchor(&listing, req.sort, id).await? {
+                    Some(v) => (backward, Some((v, id.clone()))),
+                    None => return Ok(Page::empty()),
                 }
-                None => false,
             }
-        }
-        _ => false,
-    };
+        };
 
-    let (has_next, has_prev) = if backward {
-        (other_side, more_in_scan)
-    } else {
-        (more_in_scan, other_side)
-    };
-    let next = if has_next {
-        rows.last().map(|r| r.key().to_owned())
-    } else {
-        None
-    };
-    let previous = if has_prev {
-        rows.first().map(|r| r.key().to_owned())
-    } else {
-        None
-    };
-    Ok(Page {
-        data: rows,
-        next,
-        previous,
-        total_count: total.min(TOTAL_COUNT_CAP),
-        total_count_capped: total >= COUNT_LIMIT,
-    })
+        // Scan direction: forward pages follow the requested order; backward pages run against it.
+        let scan_desc = req.descending != backward;
+        let mut q = Sql::new("select ");
+        q.push(listing.columns)
+            .push(" from ")
+            .push(listing.from)
+            .push(" where ");
+        q.append(&listing.filter);
+        if let Some((value, id)) = &anchor {
+            q.push(" and ");
+            push_keyset(
+                &mut q,
+                sort_col,
+                req.sort,
+                value,
+                id,
+                scan_desc,
+                req.include_cursor,
+            );
+        }
+        push_order(&mut q, sort_col, req.sort, scan_desc);
+        q.push(" limit ").bind(req.limit + 1);
+        let mut rows: Vec<R> = self.rows(Cost::Scan, q).await?;
+        let more_in_scan = rows.len() as i64 > req.limit;
+        // A first page that holds every matching row is its own count; otherwise count (capped).
+        let total = if anchor.is_none() && !more_in_scan {
+            rows.len() as i64
+        } else {
+            self.count_capped(listing.from, &listing.filter).await?
+        };
+        rows.truncate(req.limit as usize);
+        if backward {
+            rows.reverse();
+        }
+
+        // Is there anything on the other side of the cursor? (only when a cursor was given)
+        let other_side = match &anchor {
+            Some(_) if !rows.is_empty() => {
+                let edge =
+                    if backward { rows.last() } else { rows.first() }.map(|r| r.key().to_owned());
+                match edge {
+                    Some(edge_id) => {
+                        self.exists_beyond(&listing, sort_col, req.sort, &edge_id, !scan_desc)
+                            .await?
+                    }
+                    None => false,
+                }
+            }
+            _ => false,
+        };
+
+        let (has_next, has_prev) = if backward {
+            (other_side, more_in_scan)
+        } else {
+            (more_in_scan, other_side)
+        };
+        let next = if has_next {
+            rows.last().map(|r| r.key().to_owned())
+        } else {
+            None
+        };
+        let previous = if has_prev {
+            rows.first().map(|r| r.key().to_owned())
+        } else {
+            None
+        };
+        Ok(Page {
+            data: rows,
+            next,
+            previous,
+            total_count: total.min(TOTAL_COUNT_CAP),
+            total_count_capped: total >= COUNT_LIMIT,
+        })
+    }
 }
 
 /// `select count(*) from (select 1 … limit 50001)`.
@@ -266,79 +220,63 @@ fn count_query(from: &str, filter: &Sql) -> Sql {
     q
 }
 
-/// The capped count of the rows of `from` matching `filter`.
-pub async fn count_capped(db: &Db, from: &str, filter: &Sql) -> Result<i64> {
-    let q = count_query(from, filter);
-    let n: i64 = on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i64>(&q.text), q.args.clone()).fetch_one(p).await)?;
-    Ok(n)
-}
-
-fn count_capped_inline(path: &Path, from: &str, filter: &Sql) -> Result<i64> {
-    Ok(super::fast::scalar_inline::<i64>(path, &count_query(from, filter))?.unwrap_or(0))
-}
-
-async fn fetch_all<R: PortableRow>(db: &Db, q: Sql) -> Result<Vec<R>> {
-    Ok(
-        on_db!(db, p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args.clone()).fetch_all(p).await)?,
-    )
-}
-
-async fn cursor_anchor(
-    db: &Db,
-    inline: Option<&Path>,
-    listing: &Listing<'_>,
-    sort: SortColumn,
-    id: &str,
-) -> Result<Option<Arg>> {
-    let mut q = Sql::new("select ");
-    match sort {
-        SortColumn::Id => q.push("id"),
-        SortColumn::Int(c) => q.push(c),
-    };
-    q.push(" from ")
-        .push(listing.from)
-        .push(" where ")
-        .append(&listing.cursor_scope);
-    q.push(" and id = ").bind(id);
-    if let Some(path) = inline {
-        return Ok(match sort {
-            SortColumn::Id => super::fast::scalar_inline::<String>(path, &q)?.map(Arg::Text),
-            SortColumn::Int(_) => super::fast::scalar_inline::<i64>(path, &q)?.map(Arg::Int),
-        });
+impl Store {
+    /// The capped count of the rows of `from` matching `filter`.
+    pub(crate) async fn count_capped(&self, from: &str, filter: &Sql) -> Result<i64> {
+        let counted = self.row::<(i64,)>(Cost::Scan, count_query(from, filter));
+        Ok(counted.await?.map_or(0, |(n,)| n))
     }
-    Ok(match sort {
-        SortColumn::Id => on_db!(db, p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_optional(p).await)?
-            .map(Arg::Text),
-        SortColumn::Int(_) => on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i64>(&q.text), q.args.clone()).fetch_optional(p).await)?
-            .map(Arg::Int),
-    })
-}
 
-/// Is there a row past `edge_id` (exclusive) when scanning in direction `desc`?
-async fn exists_beyond(
-    db: &Db,
-    inline: Option<&Path>,
-    listing: &Listing<'_>,
-    sort_col: &str,
-    sort: SortColumn,
-    edge_id: &str,
-    desc: bool,
-) -> Result<bool> {
-    let Some(value) = cursor_anchor(db, inline, listing, sort, edge_id).await? else {
-        return Ok(false);
-    };
-    let mut q = Sql::new("select 1 from ");
-    q.push(listing.from)
-        .push(" where ")
-        .append(&listing.filter)
-        .push(" and ");
-    push_keyset(&mut q, sort_col, sort, &value, edge_id, desc, false);
-    q.push(" limit 1");
-    if let Some(path) = inline {
-        return Ok(super::fast::scalar_inline::<i32>(path, &q)?.is_some());
+    /// The sort key of the row `id` in the list's scope, if there is one.
+    async fn cursor_anchor(
+        &self,
+        listing: &Listing<'_>,
+        sort: SortColumn,
+        id: &str,
+    ) -> Result<Option<Arg>> {
+        let mut q = Sql::new("select ");
+        match sort {
+            SortColumn::Id => q.push("id"),
+            SortColumn::Int(c) => q.push(c),
+        };
+        q.push(" from ")
+            .push(listing.from)
+            .push(" where ")
+            .append(&listing.cursor_scope);
+        q.push(" and id = ").bind(id);
+        Ok(match sort {
+            SortColumn::Id => self
+                .row::<(String,)>(Cost::Point, q)
+                .await?
+                .map(|(v,)| Arg::Text(v)),
+            SortColumn::Int(_) => self
+                .row::<(i64,)>(Cost::Point, q)
+                .await?
+                .map(|(v,)| Arg::Int(v)),
+        })
     }
-    let found: Option<i32> = on_db!(db, p => bind_args!(sqlx::query_scalar::<_, i32>(&q.text), q.args.clone()).fetch_optional(p).await)?;
-    Ok(found.is_some())
+
+    /// Is there a row past `edge_id` (exclusive) when scanning in direction `desc`?
+    async fn exists_beyond(
+        &self,
+        listing: &Listing<'_>,
+        sort_col: &str,
+        sort: SortColumn,
+        edge_id: &str,
+        desc: bool,
+    ) -> Result<bool> {
+        let Some(value) = self.cursor_anchor(listing, sort, edge_id).await? else {
+            return Ok(false);
+        };
+        let mut q = Sql::new("select 1 from ");
+        q.push(listing.from)
+            .push(" where ")
+            .append(&listing.filter)
+            .push(" and ");
+        push_keyset(&mut q, sort_col, sort, &value, edge_id, desc, false);
+        q.push(" limit 1");
+        Ok(self.row::<(i32,)>(Cost::Scan, q).await?.is_some())
+    }
 }
 
 fn push_keyset(

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sqlx::types::Json;
 
-use super::fast::Columns;
 use super::sql::{Arg, Sql};
+use super::sqlite::rows::Columns;
 use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::EndpointType;
 use crate::domain::id::Id;
@@ -34,6 +34,16 @@ macro_rules! sql_row {
         }
         $crate::store::row::sql_row!(@impl $name, sqlx::sqlite::SqliteRow, $($field),*);
         $crate::store::row::sql_row!(@impl $name, sqlx::postgres::PgRow, $($field),*);
+        impl $crate::store::sqlite::rows::ReadRow for $name {
+            fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                let mut c = $crate::store::sqlite::rows::Columns::new(r);
+                // Fields are evaluated in the order written, which must be the order of the select list
+                // (checked by name in debug builds).
+                ::std::result::Result::Ok(Self {
+                    $( $field: <$fty as $crate::store::row::Column>::read(&mut c, stringify!($field))? ),*
+                })
+            }
+        }
     };
     (@impl $name:ident, $row:ty, $($field:ident),*) => {
         impl<'r> sqlx::FromRow<'r, $row> for $name {
@@ -93,9 +103,9 @@ macro_rules! table {
         $crate::store::row::table!(@sqlx sqlx::postgres::PgRow, $domain { $($field $(as $column)?: $sty),+ }
             $( $group: $gty { $($nfield: $nsty),+ } )?);
 
-        impl $crate::store::fast::ReadRow for $domain {
+        impl $crate::store::sqlite::rows::ReadRow for $domain {
             fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-                let mut c = $crate::store::fast::Columns::new(r);
+                let mut c = $crate::store::sqlite::rows::Columns::new(r);
                 // Fields are evaluated in the order written, which is the order of the columns.
                 ::std::result::Result::Ok($domain {
                     $( $field: c.stored::<$sty, _>($crate::store::row::table!(@column $field $(as $column)?))?, )+
@@ -345,7 +355,18 @@ macro_rules! plain_columns {
         )*
     };
 }
-plain_columns!(String, Option<String>, i64, Option<i64>, bool, Option<bool>);
+plain_columns!(
+    String,
+    Option<String>,
+    i64,
+    Option<i64>,
+    i32,
+    Option<i32>,
+    bool,
+    Option<bool>,
+    Vec<u8>,
+    Option<Vec<u8>>
+);
 
 impl<T: DeserializeOwned> Column for Json<T> {
     fn read(c: &mut Columns<'_, '_>, name: &str) -> rusqlite::Result<Self> {
@@ -447,9 +468,9 @@ mod tests {
     #[tokio::test]
     async fn a_declared_table_writes_and_reads_back_through_both_libraries() {
         use super::Table;
-        use crate::store::fast::ReadRow;
         use crate::store::insert::insert_declared;
         use crate::store::sql::bind_args;
+        use crate::store::sqlite::rows::ReadRow;
         use declared::{Inner, Thing};
 
         assert_eq!(

@@ -2,12 +2,11 @@
 //! email, phone and name, served by trigram indexes (FTS5 on SQLite, steered by the statistics of `search`;
 //! pg_trgm on PostgreSQL).
 
-use super::fast::ReadRow;
-use super::page::{cursor_page_with, Listing, Page, PageRequest, Reader, SortColumn};
+use super::page::{Listing, Page, PageRequest, SortColumn};
 use super::row::Table;
 use super::search;
 use super::sql::{glob_escape, like_escape, Sql};
-use super::{on_db, Dialect, Store};
+use super::{Cost, Dialect, Store};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::EnvironmentId;
 use crate::error::Result;
@@ -90,8 +89,9 @@ impl Store {
             filter,
             cursor_scope: scope,
         };
-        let reader = Reader::new(self.r(), self.sqlite_path.as_deref(), Subscriber::read);
-        let rows = cursor_page_with::<Subscriber>(reader, listing, &page.by_column()).await?;
+        let rows = self
+            .cursor_page::<Subscriber>(listing, &page.by_column())
+            .await?;
         Ok(rows.map(Into::into))
     }
 
@@ -167,13 +167,15 @@ impl Store {
 
     async fn read_search_stats(&self) -> Result<search::Frequencies> {
         let mut table = search::Frequencies {
-            rows: on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from subscribers").fetch_one(p).await)?,
+            rows: self
+                .row::<(i64,)>(Cost::Scan, Sql::new("select count(*) from subscribers"))
+                .await?
+                .map_or(0, |(n,)| n),
             ..Default::default()
         };
         for column in ["email", "phone", "full_name"] {
-            let sql = format!("select term, doc from subscribers_{column}_vocab");
-            let rows: Vec<(String, i64)> =
-                on_db!(self.r(), p => sqlx::query_as(&sql).fetch_all(p).await)?;
+            let q = Sql::new(&format!("select term, doc from subscribers_{column}_vocab"));
+            let rows: Vec<(String, i64)> = self.rows(Cost::Scan, q).await?;
             table.grams.extend(
                 rows.into_iter()
                     .map(|(term, doc)| ((column.to_owned(), term), doc)),

@@ -6,11 +6,11 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{Columns, ReadRow};
 use super::page::Keyed;
 use super::row::{sql_row, table, update, Table};
 use super::sql::{bind_args, Arg, Sql};
-use super::{is_unique_violation, on_db, Dialect, Store, ViewRow};
+use super::sqlite::rows::{Columns, ReadRow};
+use super::{is_unique_violation, on_db, Cost, Dialect, Store, ViewRow};
 use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
 use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
@@ -60,7 +60,7 @@ static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| {
 /// [`SUBSCRIBER_BY_ID`] in SQLite's numbered form, formatted once: the inline reads' statement cache looks
 /// it up on every request.
 static SUBSCRIBER_BY_ID_SQLITE: LazyLock<String> =
-    LazyLock::new(|| super::fast::numbered(&SUBSCRIBER_BY_ID));
+    LazyLock::new(|| super::sqlite::rows::numbered(&SUBSCRIBER_BY_ID));
 
 /// SQLite: [`SUBSCRIBER_BY_ID`] read at the subscriber's [`slot`] (`?3`) only: one descent of the table's b-tree.
 static SUBSCRIBER_AT_SLOT_SQLITE: LazyLock<String> = LazyLock::new(|| {
@@ -137,25 +137,32 @@ impl Store {
         env: &EnvironmentId,
         subscriber_id: &str,
     ) -> Result<Option<Subscriber>> {
-        if let Some(path) = &self.sqlite_path {
-            return get_subscriber_inline(path, env, subscriber_id);
+        if let Some(reader) = self.sqlite_reader() {
+            let (env, id) = (env.clone(), subscriber_id.to_owned());
+            return reader
+                .run(Cost::Point, move |c| {
+                    // `Subscriber::read` checks each column's name against the select list in debug builds.
+                    Ok(read_subscriber_inline(c, &env, &id, Subscriber::read)
+                        .map_err(anyhow::Error::from)?)
+                })
+                .await;
         }
-        subscriber_on(self.r(), env, subscriber_id).await
+        subscriber_on(self.w(), env, subscriber_id).await
     }
 
     /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
-    /// none. On a SQLite file the read joins a batch (see `batched`) and `visit` runs on the task that
-    /// runs the batch, while the row is current.
+    /// none. On SQLite `visit` runs while the row is current, on the task that runs the read's batch (see
+    /// `store::sqlite`).
     pub async fn visit_subscriber<T: Send + 'static>(
         &self,
         env: &EnvironmentId,
         subscriber_id: &str,
         visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
     ) -> Result<Option<T>> {
-        if let Some(reader) = self.batch_reader() {
+        if let Some(reader) = self.sqlite_reader() {
             let (env, id) = (env.clone(), subscriber_id.to_owned());
             return reader
-                .run(move |c| {
+                .run(Cost::Point, move |c| {
                     read_subscriber_inline(c, &env, &id, |row| {
                         SubscriberViewRow::view_inline(row).map(visit)
                     })
@@ -163,7 +170,8 @@ impl Store {
                 })
                 .await;
         }
-        let row: Option<SubscriberViewRow> = on_db!(self.r(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_BY_ID)
+        // On PostgreSQL the write pool is the read pool.
+        let row: Option<SubscriberViewRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_BY_ID)
             .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
         Ok(row.map(|r| visit(r.view())))
     }
@@ -231,21 +239,23 @@ impl Store {
 impl Store {
     /// What activity records show of subscribers, by `_id`, deleted ones included (activity records
     /// outlive them), each handed to `visit`. One query.
-    pub async fn visit_contacts_by_refs(
+    pub async fn visit_contacts_by_refs<S: Send + 'static>(
         &self,
         env: &EnvironmentId,
         refs: &[SubscriberRef],
-        visit: impl for<'v> FnMut(SubscriberContact<'v>) + Send,
-    ) -> Result<()> {
+        state: S,
+        visit: fn(&mut S, SubscriberContact<'_>),
+    ) -> Result<S> {
         if refs.is_empty() {
-            return Ok(());
+            return Ok(state);
         }
         let mut q = Sql::new(
             "select id, subscriber_id, first_name, last_name, email, phone from subscribers where true",
         );
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
-        self.visit_rows::<ContactRow>(q, visit).await
+        self.visit_rows::<ContactRow, _>(Cost::Point, q, state, visit)
+            .await
     }
 
     /// The environment's current (not deleted) subscribers among `subscriber_ids`, in one query: what the
@@ -259,7 +269,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let q = subscribers_by_ids_sql(self.dialect(), env, subscriber_ids);
-        self.fetch_rows::<Subscriber>(q).await
+        self.rows(Cost::Point, q).await
     }
 
     /// subscriberIds of the environment's subscribers whose email is one of `emails` (exact).
@@ -274,9 +284,9 @@ impl Store {
         let mut q = Sql::new("select subscriber_id from subscribers where environment_id = ");
         q.bind(env.as_str()).push(" and deleted = false");
         q.push_in("email", emails);
-        Ok(
-            on_db!(self.r(), p => bind_args!(sqlx::query_scalar::<_, String>(&q.text), q.args.clone()).fetch_all(p).await)?,
-        )
+        // Many subscribers may share an email: not a read by key.
+        let rows: Vec<(String,)> = self.rows(Cost::Scan, q).await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 }
 
@@ -333,18 +343,6 @@ impl ViewRow for ContactRow {
             phone: c.opt_str("phone")?,
         })
     }
-}
-
-fn get_subscriber_inline(
-    path: &std::path::Path,
-    env: &EnvironmentId,
-    subscriber_id: &str,
-) -> Result<Option<Subscriber>> {
-    // `Subscriber::read` checks each column's name against the select list in debug builds.
-    Ok(super::fast::with_reader(path, |c| {
-        read_subscriber_inline(c, env, subscriber_id, Subscriber::read)
-    })
-    .map_err(anyhow::Error::from)?)
 }
 
 sql_row! {
@@ -555,7 +553,7 @@ mod slot_tests {
             .bind(env.clone())
             .bind(subscriber_id.to_owned())
             .bind(deleted);
-            let db = store.r().clone();
+            let db = store.w().clone();
             async move {
                 match db {
                     super::super::Db::Sqlite(p) => q.fetch_one(&p).await.unwrap(),

@@ -1,7 +1,8 @@
 //! Organizations, environments and API keys.
 
 use super::row::sql_row;
-use super::{on_db, Store};
+use super::sql::Sql;
+use super::{on_db, Cost, Store};
 use crate::crypto::sha256_hex;
 use crate::domain::{EnvironmentId, OrganizationId, Tenant, Timestamp};
 use crate::error::Result;
@@ -31,9 +32,8 @@ impl Store {
     }
 
     pub async fn count_environments(&self) -> Result<i64> {
-        Ok(
-            on_db!(self.r(), p => sqlx::query_scalar::<_, i64>("select count(*) from environments").fetch_one(p).await)?,
-        )
+        let q = Sql::new("select count(*) from environments");
+        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
     pub async fn get_environment_by_name(
@@ -48,9 +48,9 @@ impl Store {
 
     /// The environment's name (`None` when there is no such environment).
     pub async fn environment_name(&self, env: &EnvironmentId) -> Result<Option<String>> {
-        Ok(on_db!(self.r(), p => sqlx::query_scalar(
-            "select name from environments where id = $1")
-            .bind(env.as_str()).fetch_optional(p).await)?)
+        let mut q = Sql::new("select name from environments where id = ");
+        q.bind(env.as_str());
+        Ok(self.row::<(String,)>(Cost::Point, q).await?.map(|(n,)| n))
     }
 
     pub async fn insert_environment(
@@ -68,9 +68,10 @@ impl Store {
 
     /// Every environment, oldest first.
     pub async fn list_environments(&self) -> Result<Vec<EnvironmentRow>> {
-        Ok(on_db!(self.r(), p => sqlx::query_as::<_, EnvironmentRow>(
-            "select id, organization_id, name, created_at from environments order by created_at, id")
-            .fetch_all(p).await)?)
+        let q = Sql::new(
+            "select id, organization_id, name, created_at from environments order by created_at, id",
+        );
+        self.rows(Cost::Scan, q).await
     }
 
     /// Replaces every API key of the tenant's environment with `key`, in one transaction: no moment has
@@ -110,9 +111,10 @@ impl Store {
 
     /// The tenant an API key belongs to.
     pub async fn find_tenant_by_key_hash(&self, key_hash: &str) -> Result<Option<Tenant>> {
-        let row: Option<(String, String)> = on_db!(self.r(), p => sqlx::query_as(
-            "select organization_id, environment_id from api_keys where key_hash = $1")
-            .bind(key_hash).fetch_optional(p).await)?;
+        let mut q =
+            Sql::new("select organization_id, environment_id from api_keys where key_hash = ");
+        q.bind(key_hash);
+        let row: Option<(String, String)> = self.row(Cost::Point, q).await?;
         Ok(row.map(|(org, env)| Tenant {
             organization_id: OrganizationId(org),
             environment_id: EnvironmentId(env),
@@ -121,10 +123,10 @@ impl Store {
 
     /// The environment's first API key, decrypted (used to sign `svc-signature`).
     pub async fn first_api_key(&self, env: &EnvironmentId) -> Result<Option<String>> {
-        let sealed: Option<String> = on_db!(self.r(), p => sqlx::query_scalar(
-            "select key_encrypted from api_keys where environment_id = $1 order by created_at, id limit 1")
-            .bind(env.as_str()).fetch_optional(p).await)?;
-        match sealed {
+        let mut q = Sql::new("select key_encrypted from api_keys where environment_id = ");
+        q.bind(env.as_str())
+            .push(" order by created_at, id limit 1");
+        match self.row::<(String,)>(Cost::Point, q).await?.map(|(s,)| s) {
             Some(s) => Ok(Some(
                 self.cipher()
                     .decrypt_string(&s)

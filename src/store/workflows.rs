@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::{Columns, ReadRow};
 use super::row::{insert, sql_row, table, update, Table};
 use super::sql::{bind_args, like_escape, Sql};
-use super::{is_unique_violation, on_db, Dialect, Store};
+use super::{is_unique_violation, on_db, Cost, Dialect, Store};
 use crate::domain::id::is_object_id;
 use crate::domain::workflow::{Step, Workflow, WorkflowStatus};
 use crate::domain::{EnvironmentId, Timestamp, WorkflowRef};
@@ -156,9 +155,9 @@ impl Store {
         q.push(" order by workflow_id = ")
             .bind(id_or_identifier)
             .push(" limit 1");
-        // The read pool (inline on SQLite: every trigger reads its workflow); the write connection is kept
-        // for writes (updates re-check `version`).
-        Ok(self.fetch_rows::<Workflow>(q).await?.into_iter().next())
+        // The read side (every trigger reads its workflow); the write connection is kept for writes (updates
+        // re-check `version`).
+        self.row(Cost::Point, q).await
     }
 
     /// [`Store::get_workflow`] through a short-lived cache (see [`WORKFLOW_TTL`]), for the reads every
@@ -227,7 +226,7 @@ impl Store {
         }
         let mut count = Sql::new("select count(*) as n");
         count.append(&filter);
-        let counted: Vec<CountRow> = self.fetch_rows(count).await?;
+        let counted: Vec<CountRow> = self.rows(Cost::Scan, count).await?;
         let total = counted.first().map_or(0, |c| c.n);
 
         let direction = if q.descending { "desc" } else { "asc" };
@@ -238,7 +237,7 @@ impl Store {
             q.order_by.expression(self.dialect())
         ));
         select.bind(q.limit).push(" offset ").bind(q.offset);
-        Ok((self.fetch_rows::<Workflow>(select).await?, total))
+        Ok((self.rows(Cost::Scan, select).await?, total))
     }
 
     /// Writes every mutable field if the stored version is still `expected_version`; `Err(Duplicate)` when
@@ -287,7 +286,7 @@ impl Store {
         let mut q = Sql::new("select id, name from workflows where true");
         q.push_in("id", ids);
         q.push_tenant_check("environment_id", env.as_str());
-        let rows: Vec<WorkflowNameRow> = self.fetch_rows(q).await?;
+        let rows: Vec<WorkflowNameRow> = self.rows(Cost::Point, q).await?;
         Ok(rows.into_iter().map(|r| (r.id.into(), r.name)).collect())
     }
 }
@@ -298,26 +297,9 @@ sql_row! {
     }
 }
 
-impl ReadRow for CountRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self { n: c.get("n")? })
-    }
-}
-
 sql_row! {
     struct WorkflowNameRow {
         id: String,
         name: String,
-    }
-}
-
-impl ReadRow for WorkflowNameRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let mut c = Columns::new(r);
-        Ok(Self {
-            id: c.get("id")?,
-            name: c.get("name")?,
-        })
     }
 }

@@ -17,6 +17,7 @@ mod preview;
 mod providers_chat;
 mod providers_email;
 mod providers_sms_push;
+mod reads;
 mod rendering;
 mod subscribers;
 mod workflows;

@@ -1,7 +1,7 @@
 //! SQLite: point reads in batches, one read transaction per batch. A request queues its read, lets the other
 //! requests that are ready on its worker queue theirs, and then runs everything queued unless another task is
 //! already doing so (flat combining); the reads of the other tasks are answered through their channels.
-//! Compared with reading inline, each request on its own (see `fast`), a batch pays the WAL read lock, the
+//! Compared with reading inline, each request on its own, a batch pays the WAL read lock, the
 //! file-size check and the shared-memory mutex once instead of once per read, and the two workers never contend
 //! for that mutex. Compared with a read thread of its own (the previous design), no read waits for a thread to
 //! be woken and no answer needs one woken (docs/decisions.md).
@@ -105,7 +105,7 @@ impl BatchReader {
 
     fn run_batch(&self, conn: &mut Option<Connection>, batch: Vec<Job>) {
         if conn.is_none() {
-            match super::fast::open(&self.path) {
+            match super::open(&self.path) {
                 Ok(c) => *conn = Some(c),
                 Err(e) => {
                     // Dropping the jobs answers each of them with an error; the next batch tries again.

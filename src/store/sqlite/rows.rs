@@ -1,108 +1,35 @@
-//! SQLite point reads on the hot path, run inline. sqlx hands every SQLite statement to a connection's
-//! worker thread and back, which costs more than the lookup itself; for single-row reads by an indexed key
-//! (a subscriber by id) this module runs the statement on the calling thread with a read-only rusqlite
-//! connection kept per thread and database. WAL mode lets these readers run beside the writer; each
-//! statement sees the latest committed data. Everything else goes through sqlx.
+//! Statements of the [`Sql`](crate::store::sql::Sql) builder on a rusqlite connection, and the positional
+//! row readers ([`ReadRow`], [`Columns`]) the SQLite reads use.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use rusqlite::Connection;
 
-use rusqlite::{Connection, OpenFlags};
+use crate::store::sql::{Arg, Sql};
 
-/// Databases a thread keeps a connection to before it drops them all (tests open many).
-const MAX_PER_THREAD: usize = 8;
-
-thread_local! {
-    static CONNECTIONS: RefCell<HashMap<PathBuf, Connection>> = RefCell::new(HashMap::new());
+/// Runs a statement of the [`Sql`] builder, each row handed to `visit` while it is current (nothing is
+/// copied out of it unless `visit` copies). `$n` placeholders become SQLite's numbered `?n`, and every
+/// [`Arg`] is bound as sqlx would bind it (booleans as integers, JSON as text).
+pub(crate) fn visit(
+    c: &Connection,
+    q: &Sql,
+    mut visit: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let mut stmt = c.prepare_cached(&numbered(&q.text))?;
+    bind_all(&mut stmt, &q.args)?;
+    let mut rows = stmt.raw_query();
+    while let Some(row) = rows.next()? {
+        visit(row)?;
+    }
+    Ok(())
 }
 
-/// A read-only connection as the readers keep them.
-pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI,
-    )?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)?;
-    Ok(conn)
-}
-
-/// Page cache of each reader connection, KiB: SQLite's default. 16 MB cut the pages a by-id lookup over a
-/// million subscribers reads from the OS from 2.7 to 1.8, but the bigger cache's own lookups ate the saving
-/// (docs/decisions.md).
-const READER_CACHE_KIB: i64 = 2000;
-
-/// Runs `f` with this thread's read-only connection to the database at `path`.
-pub(crate) fn with_reader<T>(
-    path: &Path,
-    f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-) -> rusqlite::Result<T> {
-    CONNECTIONS.with(|cell| {
-        let mut conns = cell.borrow_mut();
-        if !conns.contains_key(path) {
-            if conns.len() >= MAX_PER_THREAD {
-                conns.clear();
-            }
-            conns.insert(path.to_path_buf(), open(path)?);
-        }
-        let conn = conns.get(path).expect("inserted above");
-        let result = f(conn);
-        if result.is_err() {
-            // A broken connection (e.g. the file was replaced) is reopened next time.
-            conns.remove(path);
-        }
-        result
-    })
-}
-
-/// A statement of the [`Sql`](super::sql::Sql) builder run inline: `$n` placeholders become SQLite's
-/// numbered `?n`, and every [`Arg`](super::sql::Arg) is bound as sqlx would bind it (booleans as integers,
-/// JSON as text). `map` reads one row.
-pub(crate) fn query_inline<R>(
-    path: &Path,
-    q: &super::sql::Sql,
-    map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<R>,
-) -> crate::error::Result<Vec<R>> {
+/// The rows of a statement, each read by `R`.
+pub(crate) fn query<R: ReadRow>(c: &Connection, q: &Sql) -> rusqlite::Result<Vec<R>> {
     let mut out = Vec::new();
-    visit_inline(path, q, |row| {
-        out.push(map(row)?);
+    visit(c, q, |row| {
+        out.push(R::read(row)?);
         Ok(())
     })?;
     Ok(out)
-}
-
-/// A statement of the [`Sql`](super::sql::Sql) builder run inline, each row handed to `visit` while it is
-/// current (nothing is copied out of it unless `visit` copies).
-pub(crate) fn visit_inline(
-    path: &Path,
-    q: &super::sql::Sql,
-    mut visit: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
-) -> crate::error::Result<()> {
-    let text = numbered(&q.text);
-    with_reader(path, |c| {
-        let mut stmt = c.prepare_cached(&text)?;
-        bind_all(&mut stmt, &q.args)?;
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next()? {
-            visit(row)?;
-        }
-        Ok(())
-    })
-    .map_err(|e| anyhow::Error::from(e).into())
-}
-
-/// The first column of the first row of an inline statement, if any.
-pub(crate) fn scalar_inline<T: rusqlite::types::FromSql>(
-    path: &Path,
-    q: &super::sql::Sql,
-) -> crate::error::Result<Option<T>> {
-    Ok(query_inline(path, q, |r| r.get::<_, T>(0))?
-        .into_iter()
-        .next())
 }
 
 /// `$1` → `?1` (outside quoted strings). Byte by byte: `$`, `'` and digits are ASCII, so every other byte
@@ -125,8 +52,7 @@ pub(crate) fn numbered(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
-fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[super::sql::Arg]) -> rusqlite::Result<()> {
-    use super::sql::Arg;
+fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[Arg]) -> rusqlite::Result<()> {
     for (i, a) in args.iter().enumerate() {
         let at = i + 1;
         match a {
@@ -147,6 +73,20 @@ fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[super::sql::Arg]) -> rus
 /// A row type that can also be read inline from a rusqlite row (see [`Columns`]).
 pub(crate) trait ReadRow: Sized {
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+/// A single column (a count, an id): the row type of scalar selects, as sqlx reads them on PostgreSQL.
+impl<T: rusqlite::types::FromSql> ReadRow for (T,) {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        r.get(0).map(|v| (v,))
+    }
+}
+
+/// Two columns (a term and its count).
+impl<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql> ReadRow for (A, B) {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((r.get(0)?, r.get(1)?))
+    }
 }
 
 /// Reads a row's columns in `select` order. Looking a column up by name costs a scan of the statement's
@@ -181,8 +121,8 @@ impl<'a, 'r> Columns<'a, 'r> {
     }
 
     /// The next column, read as its drivers' type `S` and loaded into the field type `T` (see
-    /// [`Stored`](super::row::Stored)).
-    pub fn stored<S: super::row::Column, T: super::row::Stored<S>>(
+    /// [`Stored`](crate::store::row::Stored)).
+    pub fn stored<S: crate::store::row::Column, T: crate::store::row::Stored<S>>(
         &mut self,
         name: &str,
     ) -> rusqlite::Result<T> {
