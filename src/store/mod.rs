@@ -488,12 +488,7 @@ pub(crate) mod plans {
 
     /// The plan's steps, joined with "; ".
     pub fn plan(conn: &rusqlite::Connection, sql: &str) -> String {
-        let mut stmt = conn
-            .prepare(&format!(
-                "explain query plan {}",
-                super::sqlite::rows::numbered(sql)
-            ))
-            .unwrap();
+        let mut stmt = conn.prepare(&format!("explain query plan {sql}")).unwrap();
         // Unbound parameters are NULL: the plan does not depend on their values.
         let mut rows = stmt.raw_query();
         let mut steps = Vec::new();

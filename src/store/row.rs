@@ -2,8 +2,9 @@
 //!
 //! [`table!`] declares how a domain type is stored in its table; everything the store needs to read and write
 //! it derives from that declaration. `sql_row!` declares a projection — a struct read from a `select` that is
-//! not a whole stored type (a view of a few columns, a count) — and implements `sqlx::FromRow` for SQLite's and
-//! PostgreSQL's rows, reading each field from the column of the same name. Both do what
+//! not a whole stored type (a view of a few columns, a count) — and implements `sqlx::FromRow` for PostgreSQL's
+//! and SQLite's sqlx rows, reading each field from the column of the same name, and the positional rusqlite
+//! reader ([`ReadRow`](super::ReadRow)) the SQLite reads use, its fields in `select` order. Both do what
 //! `#[derive(sqlx::FromRow)]` did without sqlx's proc-macro crate, which compiled a second copy of both
 //! drivers (and of SQLite's C source) for the host.
 

@@ -57,11 +57,6 @@ static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// [`SUBSCRIBER_BY_ID`] in SQLite's numbered form, formatted once: the inline reads' statement cache looks
-/// it up on every request.
-static SUBSCRIBER_BY_ID_SQLITE: LazyLock<String> =
-    LazyLock::new(|| super::sqlite::rows::numbered(&SUBSCRIBER_BY_ID));
-
 /// SQLite: [`SUBSCRIBER_BY_ID`] read at the subscriber's [`slot`] (`?3`) only: one descent of the table's b-tree.
 static SUBSCRIBER_AT_SLOT_SQLITE: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -111,7 +106,7 @@ fn read_subscriber_inline<T>(
         return read(row).map(Some);
     }
     drop(rows);
-    let mut statement = c.prepare_cached(&SUBSCRIBER_BY_ID_SQLITE)?;
+    let mut statement = c.prepare_cached(&SUBSCRIBER_BY_ID)?;
     let mut rows = statement.query(rusqlite::params![env.as_str(), subscriber_id])?;
     match rows.next()? {
         Some(row) => read(row).map(Some),

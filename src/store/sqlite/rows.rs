@@ -6,14 +6,14 @@ use rusqlite::Connection;
 use crate::store::sql::{Arg, Sql};
 
 /// Runs a statement of the [`Sql`] builder, each row handed to `visit` while it is current (nothing is
-/// copied out of it unless `visit` copies). `$n` placeholders become SQLite's numbered `?n`, and every
-/// [`Arg`] is bound as sqlx would bind it (booleans as integers, JSON as text).
+/// copied out of it unless `visit` copies). Every [`Arg`] is bound as sqlx would bind it (booleans as
+/// integers, JSON as text).
 pub(crate) fn visit(
     c: &Connection,
     q: &Sql,
     mut visit: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<()> {
-    let mut stmt = c.prepare_cached(&numbered(&q.text))?;
+    let mut stmt = c.prepare_cached(&q.text)?;
     bind_all(&mut stmt, &q.args)?;
     let mut rows = stmt.raw_query();
     while let Some(row) = rows.next()? {
@@ -32,29 +32,17 @@ pub(crate) fn query<R: ReadRow>(c: &Connection, q: &Sql) -> rusqlite::Result<Vec
     Ok(out)
 }
 
-/// `$1` → `?1` (outside quoted strings). Byte by byte: `$`, `'` and digits are ASCII, so every other byte
-/// (of any UTF-8 sequence) is copied as it is.
-pub(crate) fn numbered(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut quoted = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        if b == b'\'' {
-            quoted = !quoted;
-        }
-        if b == b'$' && !quoted && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
-            out.push(b'?');
-        } else {
-            out.push(b);
-        }
-    }
-    // Only ASCII bytes were replaced by ASCII bytes.
-    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
-}
-
+/// Binds `args` by position. SQLite reads the builder's `$n` as a named parameter and numbers parameters in
+/// the order they first appear, which the builder keeps equal to `n` (checked in debug builds).
 fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[Arg]) -> rusqlite::Result<()> {
     for (i, a) in args.iter().enumerate() {
         let at = i + 1;
+        debug_assert!(
+            stmt.parameter_name(at)
+                .is_some_and(|name| name[1..] == at.to_string()),
+            "parameter {at} of {:?}",
+            stmt.expanded_sql()
+        );
         match a {
             Arg::Text(v) => stmt.raw_bind_parameter(at, v)?,
             Arg::OptText(v) => stmt.raw_bind_parameter(at, v)?,
@@ -177,19 +165,4 @@ fn parse_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Text, Box::new(e))
         })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn placeholders_become_numbered_outside_strings() {
-        assert_eq!(
-            super::numbered("select '$1', x from t where a = $1 and b in ($2, $10)"),
-            "select '$1', x from t where a = ?1 and b in (?2, ?10)"
-        );
-        assert_eq!(
-            super::numbered("select 'é$1', 'ü' || $2 from t where a = $1"),
-            "select 'é$1', 'ü' || ?2 from t where a = ?1"
-        );
-    }
 }
