@@ -593,92 +593,168 @@ async fn worker_loop(
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) {
-    let Claims {
-        worker,
-        batch,
-        lease,
-    } = claims;
-    let lease_ms = lease.as_millis() as i64;
-    let mut reclaimed_at: Option<std::time::Instant> = None;
-    let mut claimed_at: Option<std::time::Instant> = None;
+    let mut claimer = Claimer {
+        store: store.clone(),
+        claims,
+        handed,
+        reclaimed_at: None,
+        claimed_at: None,
+    };
     while !shutdown.is_cancelled() {
-        // Jobs the trigger writer handed over come first; while they keep coming, the database is still
-        // asked at least every CLAIM_EVERY, with room for a quarter of a batch (delays, next steps).
-        let claim_due = claimed_at.is_none_or(|at| at.elapsed() >= CLAIM_EVERY);
-        let room = if claim_due { batch - batch / 4 } else { batch };
-        let taken = take_handed(&handed, room as usize);
-        let mut notifications: HashMap<NotificationId, Notification> = HashMap::new();
-        let mut jobs: Vec<Job> = Vec::with_capacity(taken.len());
-        for (job, notification) in taken {
-            notifications.insert(notification.id.clone(), notification);
-            jobs.push(job);
-        }
-        if jobs.is_empty() || claim_due {
-            claimed_at = Some(std::time::Instant::now());
-            // Expired leases are looked for at most every RECLAIM_EVERY: a claim is then one statement.
-            let reclaim = reclaimed_at.is_none_or(|at| at.elapsed() >= RECLAIM_EVERY);
-            if reclaim {
-                reclaimed_at = Some(std::time::Instant::now());
+        match claimer.next_batch().await {
+            Next::Batch(batch) => batch.run(&store, &runner, &running, &claimer.claims).await,
+            Next::ClaimFailed => {
+                let pause = tokio::time::sleep(Duration::from_secs(1));
+                if shutdown.run_until_cancelled(pause).await.is_none() {
+                    break;
+                }
             }
-            let left = batch - jobs.len() as i64;
-            match store.claim_jobs(&worker, left, lease_ms, reclaim).await {
-                Ok(claimed) => {
-                    // Their notifications in one query (a job whose notification is missing reads it).
-                    let keys: Vec<(String, NotificationId)> = claimed
-                        .iter()
-                        .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
-                        .collect();
-                    match store.get_notifications(&keys).await {
-                        Ok(list) => {
-                            notifications.extend(list.into_iter().map(|n| (n.id.clone(), n)))
-                        }
-                        Err(e) => tracing::warn!(error = ?e, "prefetching notifications failed"),
-                    }
-                    jobs.extend(claimed);
+            Next::Nothing => {
+                if !claimer.wait_for_work(&wakeup, &shutdown).await {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What a claim loop found to do.
+enum Next {
+    Batch(Batch),
+    /// Claiming failed and no handed job waits: try again shortly.
+    ClaimFailed,
+    Nothing,
+}
+
+/// Jobs to run together, with the notifications already read for them.
+struct Batch {
+    jobs: Vec<Job>,
+    notifications: HashMap<NotificationId, Notification>,
+}
+
+/// Where a claim loop takes its jobs from: handed over by the trigger writer, or claimed from the database.
+struct Claimer {
+    store: Store,
+    claims: Claims,
+    handed: Handed,
+    reclaimed_at: Option<std::time::Instant>,
+    claimed_at: Option<std::time::Instant>,
+}
+
+impl Claimer {
+    /// Jobs the trigger writer handed over come first; while they keep coming, the database is still asked
+    /// at least every CLAIM_EVERY, with room for a quarter of a batch (delays, next steps).
+    async fn next_batch(&mut self) -> Next {
+        let batch = self.claims.batch;
+        let claim_due = self.claimed_at.is_none_or(|at| at.elapsed() >= CLAIM_EVERY);
+        let room = if claim_due { batch - batch / 4 } else { batch };
+        let mut found = Batch {
+            jobs: Vec::new(),
+            notifications: HashMap::new(),
+        };
+        for (job, notification) in take_handed(&self.handed, room as usize) {
+            found
+                .notifications
+                .insert(notification.id.clone(), notification);
+            found.jobs.push(job);
+        }
+        if found.jobs.is_empty() || claim_due {
+            let left = batch - found.jobs.len() as i64;
+            match self.claim(left).await {
+                Ok((claimed, notifications)) => {
+                    found.notifications.extend(notifications);
+                    found.jobs.extend(claimed);
                 }
                 Err(e) => {
                     tracing::warn!(error = ?e, "claiming jobs failed");
-                    if jobs.is_empty() {
-                        if shutdown
-                            .run_until_cancelled(tokio::time::sleep(Duration::from_secs(1)))
-                            .await
-                            .is_none()
-                        {
-                            break;
-                        }
-                        continue;
+                    if found.jobs.is_empty() {
+                        return Next::ClaimFailed;
                     }
                 }
             }
         }
-        if jobs.is_empty() {
-            let wait = match store.next_job_due().await {
-                Ok(Some(due)) => (due - Timestamp::now().0).clamp(5, 1000) as u64,
-                _ => 1000,
-            };
-            // Listen before looking at the hand-over once more: a trigger hands its jobs over, then wakes us.
-            let notified = wakeup.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if has_handed(&handed) {
-                continue;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = notified => {},
-                _ = tokio::time::sleep(Duration::from_millis(wait)) => {},
-            }
-            continue;
+        if found.jobs.is_empty() {
+            Next::Nothing
+        } else {
+            Next::Batch(found)
         }
+    }
+
+    /// Up to `most` due jobs from the database, with their notifications read in one query (a job whose
+    /// notification is missing reads it itself).
+    async fn claim(
+        &mut self,
+        most: i64,
+    ) -> crate::error::Result<(Vec<Job>, Vec<(NotificationId, Notification)>)> {
+        self.claimed_at = Some(std::time::Instant::now());
+        // Expired leases are looked for at most every RECLAIM_EVERY: a claim is then one statement.
+        let reclaim = self
+            .reclaimed_at
+            .is_none_or(|at| at.elapsed() >= RECLAIM_EVERY);
+        if reclaim {
+            self.reclaimed_at = Some(std::time::Instant::now());
+        }
+        let lease_ms = self.claims.lease.as_millis() as i64;
+        let claimed = self
+            .store
+            .claim_jobs(&self.claims.worker, most, lease_ms, reclaim)
+            .await?;
+        let keys: Vec<(String, NotificationId)> = claimed
+            .iter()
+            .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
+            .collect();
+        let notifications = match self.store.get_notifications(&keys).await {
+            Ok(list) => list.into_iter().map(|n| (n.id.clone(), n)).collect(),
+            Err(e) => {
+                tracing::warn!(error = ?e, "prefetching notifications failed");
+                Vec::new()
+            }
+        };
+        Ok((claimed, notifications))
+    }
+
+    /// Sleeps until a job is due, a trigger hands one over, or at most a second; false when shut down.
+    async fn wait_for_work(&self, wakeup: &Wakeup, shutdown: &CancellationToken) -> bool {
+        let wait = match self.store.next_job_due().await {
+            Ok(Some(due)) => (due - Timestamp::now().0).clamp(5, 1000) as u64,
+            _ => 1000,
+        };
+        // Listen before looking at the hand-over once more: a trigger hands its jobs over, then wakes us.
+        let notified = wakeup.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if has_handed(&self.handed) {
+            return true;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            _ = notified => true,
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => true,
+        }
+    }
+}
+
+impl Batch {
+    /// Runs the batch's jobs concurrently (at most `running` at a time in the process), renewing their
+    /// leases meanwhile, then completes them in one transaction.
+    async fn run(
+        self,
+        store: &Store,
+        runner: &Arc<steps::Runner>,
+        running: &Arc<tokio::sync::Semaphore>,
+        claims: &Claims,
+    ) {
+        let Batch {
+            jobs,
+            mut notifications,
+        } = self;
         // And its subscribers, one query per environment (`None`: each job reads its own).
-        let subscribers = prefetch_subscribers(&store, &jobs).await;
-        // Run the batch concurrently, then complete it in one transaction.
+        let subscribers = prefetch_subscribers(store, &jobs).await;
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
-            let runner = runner.clone();
-            let worker = worker.clone();
-            let running = running.clone();
+            let (runner, worker, running) =
+                (runner.clone(), claims.worker.clone(), running.clone());
             let notification = notifications
                 .remove(&job.notification_id)
                 .filter(|n| n.environment_id == job.environment_id);
@@ -697,34 +773,9 @@ async fn worker_loop(
                 (job, outcome)
             });
         }
-        let mut finished = Vec::new();
-        let mut renew =
-            tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
-        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let result = tokio::select! {
-                result = set.join_next() => match result {
-                    Some(result) => result,
-                    None => break,
-                },
-                _ = renew.tick() => {
-                    // Jobs already finished are renewed too: they are still `running` until completed.
-                    if let Err(e) = store.renew_leases(&worker, &ids, lease_ms).await {
-                        tracing::warn!(error = ?e, "renewing leases failed");
-                    }
-                    continue;
-                }
-            };
-            match result {
-                Ok((job, Some(outcome))) => finished.push((job, outcome)),
-                Ok((_, None)) => {}
-                Err(e) => {
-                    tracing::error!(error = ?e, "a job task panicked; its lease will expire")
-                }
-            }
-        }
+        let finished = finish_renewing(store, set, claims, &ids).await;
         let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
-        match store.complete_jobs(&worker, &items).await {
+        match store.complete_jobs(&claims.worker, &items).await {
             Ok(owned) => {
                 for ((job, _), ok) in finished.iter().zip(owned) {
                     if !ok {
@@ -735,6 +786,41 @@ async fn worker_loop(
             Err(e) => {
                 tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")
             }
+        }
+    }
+}
+
+/// The outcomes of a batch's running jobs as they finish, renewing the leases of `ids` every third of a
+/// lease meanwhile.
+async fn finish_renewing(
+    store: &Store,
+    mut set: tokio::task::JoinSet<(Job, Option<JobOutcome>)>,
+    claims: &Claims,
+    ids: &[JobId],
+) -> Vec<(Job, JobOutcome)> {
+    let lease = claims.lease;
+    let mut finished = Vec::new();
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let result = tokio::select! {
+            result = set.join_next() => match result {
+                Some(result) => result,
+                None => return finished,
+            },
+            _ = renew.tick() => {
+                // Jobs already finished are renewed too: they are still `running` until completed.
+                let lease_ms = lease.as_millis() as i64;
+                if let Err(e) = store.renew_leases(&claims.worker, ids, lease_ms).await {
+                    tracing::warn!(error = ?e, "renewing leases failed");
+                }
+                continue;
+            }
+        };
+        match result {
+            Ok((job, Some(outcome))) => finished.push((job, outcome)),
+            Ok((_, None)) => {}
+            Err(e) => tracing::error!(error = ?e, "a job task panicked; its lease will expire"),
         }
     }
 }

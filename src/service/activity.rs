@@ -1,8 +1,7 @@
 //! The activity feed: notifications with their subscriber, workflow, jobs and execution details. A page
 //! is read in a fixed number of queries (notifications, subscribers, workflows, jobs, details), each row
 //! handed to an [`ActivitySink`] as a borrowed view while it is current: the API layer writes the response
-//! from the views without an owned copy of every row. The sink goes into each read and comes back out of it
-//! (on SQLite a read may run on another thread, see `store::sqlite`).
+//! from the views without an owned copy of every row.
 
 use crate::domain::id::is_object_id;
 use crate::domain::job::{DetailView, JobView, NotificationView};
@@ -17,7 +16,7 @@ use crate::store::Store;
 /// Receives the rows of an activity page in this order: the notifications (page order), then the known
 /// subscribers and the workflows among them, then their jobs, then the jobs' execution details (jobs and
 /// details in no particular order).
-pub trait ActivitySink: Send + 'static {
+pub trait ActivitySink: Send {
     fn notification(&mut self, n: NotificationView<'_>);
     fn subscriber(&mut self, s: SubscriberContact<'_>);
     /// A workflow's `_id` and name.
@@ -34,47 +33,36 @@ struct Refs {
     workflows: Vec<WorkflowRef>,
 }
 
-/// The sink, and what the notifications handed to it refer to.
-struct Reading<S> {
-    refs: Refs,
-    sink: S,
-}
-
-impl<S: ActivitySink> Reading<S> {
-    fn new(sink: S) -> Self {
-        Self {
-            refs: Refs::default(),
-            sink,
-        }
-    }
-
-    fn notification(&mut self, n: NotificationView<'_>) {
-        self.refs.ids.push(n.id.into());
-        self.refs.subscribers.push(n.subscriber_ref.into());
-        self.refs.workflows.push(n.workflow_ref.into());
-        self.sink.notification(n);
+impl Refs {
+    fn add(&mut self, n: &NotificationView<'_>) {
+        self.ids.push(n.id.into());
+        self.subscribers.push(n.subscriber_ref.into());
+        self.workflows.push(n.workflow_ref.into());
     }
 }
 
-/// Reads the subscribers, workflows, jobs and details of the notifications read into the sink.
-async fn assemble<S: ActivitySink>(
+/// Reads the subscribers, workflows, jobs and details of the notifications in `refs` into `sink`.
+async fn assemble(
     store: &Store,
     env: &EnvironmentId,
-    read: Reading<S>,
-) -> Result<S> {
-    let Reading { mut refs, sink } = read;
+    mut refs: Refs,
+    sink: &mut impl ActivitySink,
+) -> Result<()> {
     refs.subscribers.sort();
     refs.subscribers.dedup();
     refs.workflows.sort();
     refs.workflows.dedup();
-    let mut sink = store
-        .visit_contacts_by_refs(env, &refs.subscribers, sink, S::subscriber)
+    store
+        .visit_contacts_by_refs(env, &refs.subscribers, |s| sink.subscriber(s))
         .await?;
     for (id, name) in store.workflow_names(env, &refs.workflows).await? {
         sink.workflow(id.as_str(), &name);
     }
-    let sink = store.visit_jobs_of(&refs.ids, sink, S::job).await?;
-    store.visit_details_of(&refs.ids, sink, S::detail).await
+    store.visit_jobs_of(&refs.ids, |j| sink.job(j)).await?;
+    store
+        .visit_details_of(&refs.ids, |d| sink.detail(d))
+        .await?;
+    Ok(())
 }
 
 /// `GET /v1/notifications` after query parsing.
@@ -91,13 +79,13 @@ pub struct ActivityQuery {
     pub limit: i64,
 }
 
-/// One activity record into `sink`, returned; `NotFound` when the environment has no such notification.
-pub async fn get<S: ActivitySink>(
+/// One activity record into `sink`; `NotFound` when the environment has no such notification.
+pub async fn get(
     store: &Store,
     tenant: &Tenant,
     id: &NotificationId,
-    sink: S,
-) -> Result<S> {
+    sink: &mut impl ActivitySink,
+) -> Result<()> {
     if !is_object_id(id.as_str()) {
         return Err(Error::invalid(
             "notificationId",
@@ -105,32 +93,31 @@ pub async fn get<S: ActivitySink>(
             id.as_str(),
         ));
     }
-    let read = store
-        .visit_notification(
-            &tenant.environment_id,
-            id,
-            Reading::new(sink),
-            Reading::notification,
-        )
+    let mut refs = Refs::default();
+    store
+        .visit_notification(&tenant.environment_id, id, |n| {
+            refs.add(&n);
+            sink.notification(n);
+        })
         .await?;
-    if read.refs.ids.is_empty() {
+    if refs.ids.is_empty() {
         return Err(Error::NotFound(format!(
             "Notification with id {id} not found"
         )));
     }
-    assemble(store, &tenant.environment_id, read).await
+    assemble(store, &tenant.environment_id, refs, sink).await
 }
 
-/// A page of activity, newest first, into `sink`; returns it, whether more follow and the page number.
-pub async fn list<S: ActivitySink>(
+/// A page of activity, newest first, into `sink`; returns whether more follow and the page number.
+pub async fn list(
     store: &Store,
     tenant: &Tenant,
     q: ActivityQuery,
-    sink: S,
-) -> Result<(S, bool, i64)> {
+    sink: &mut impl ActivitySink,
+) -> Result<(bool, i64)> {
     let env = &tenant.environment_id;
     if q.topic_filter {
-        return Ok((sink, false, q.page));
+        return Ok((false, q.page));
     }
     let mut filter = q.filter.clone();
     let names_subscribers =
@@ -159,19 +146,17 @@ pub async fn list<S: ActivitySink>(
         ids.sort();
         ids.dedup();
         if ids.is_empty() {
-            return Ok((sink, false, 0));
+            return Ok((false, 0));
         }
         filter.subscriber_ids = Some(ids);
     }
-    let (read, has_more) = store
-        .visit_notifications(
-            env,
-            &filter,
-            q.page,
-            q.limit,
-            Reading::new(sink),
-            Reading::notification,
-        )
+    let mut refs = Refs::default();
+    let has_more = store
+        .visit_notifications(env, &filter, q.page, q.limit, |n| {
+            refs.add(&n);
+            sink.notification(n);
+        })
         .await?;
-    Ok((assemble(store, env, read).await?, has_more, q.page))
+    assemble(store, env, refs, sink).await?;
+    Ok((has_more, q.page))
 }

@@ -4,10 +4,10 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::fast::Columns;
 use super::row::{sql_row, table, Table};
 use super::sql::Sql;
-use super::sqlite::rows::Columns;
-use super::{Cost, Store, ViewRow};
+use super::{Store, ViewRow};
 use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
@@ -218,7 +218,7 @@ impl Store {
         q.push(Notification::COLUMNS)
             .push(" from notifications where true");
         q.push_in("id", &ids);
-        let rows = self.rows::<Notification>(Cost::Point, q).await?;
+        let rows = self.fetch_rows::<Notification>(q).await?;
         Ok(rows
             .into_iter()
             .filter(|n| {
@@ -238,45 +238,41 @@ impl Store {
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        self.row(Cost::Point, q).await
+        Ok(self.fetch_rows::<Notification>(q).await?.into_iter().next())
     }
 
-    /// One notification as the activity feed shows it, handed to `visit` with `state` (not called when there
-    /// is none); returns the state.
-    pub async fn visit_notification<S: Send + 'static>(
+    /// One notification as the activity feed shows it, handed to `visit` (not called when there is none).
+    pub async fn visit_notification(
         &self,
         env: &EnvironmentId,
         id: &NotificationId,
-        state: S,
-        visit: fn(&mut S, NotificationView<'_>),
-    ) -> Result<S> {
+        visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
+    ) -> Result<()> {
         let mut q = Sql::new("select ");
         q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        self.visit_rows::<NotificationViewRow, _>(Cost::Point, q, state, visit)
-            .await
+        self.visit_rows::<NotificationViewRow>(q, visit).await
     }
 
-    /// A page of notifications as the activity feed shows them, newest first, each handed to `visit` with
-    /// `state`; returns the state and whether more follow (exact: reads `limit + 1`).
-    pub async fn visit_notifications<S: Send + 'static>(
+    /// A page of notifications as the activity feed shows them, newest first, each handed to `visit`;
+    /// returns whether more follow (exact: reads `limit + 1`).
+    pub async fn visit_notifications(
         &self,
         env: &EnvironmentId,
         f: &NotificationFilter,
         page: i64,
         limit: i64,
-        state: S,
-        visit: fn(&mut S, NotificationView<'_>),
-    ) -> Result<(S, bool)> {
+        mut visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
+    ) -> Result<bool> {
         let mut q = Sql::new("select ");
         q.push(NOTIFICATION_VIEW_COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         if let Some(ids) = &f.subscriber_ids {
             if ids.is_empty() {
-                return Ok((state, false));
+                return Ok(false);
             }
             q.push_in("subscriber_id", ids);
         }
@@ -312,55 +308,38 @@ impl Store {
             .bind(limit + 1)
             .push(" offset ")
             .bind(page * limit);
-        /// The page's rows are handed on; the one past it only tells that more follow.
-        struct Counted<S> {
-            state: S,
-            visit: fn(&mut S, NotificationView<'_>),
-            seen: i64,
-            limit: i64,
-        }
-        let counted = Counted {
-            state,
-            visit,
-            seen: 0,
-            limit,
-        };
-        let counted = self
-            .visit_rows::<NotificationViewRow, _>(Cost::Scan, q, counted, |c, n| {
-                c.seen += 1;
-                if c.seen <= c.limit {
-                    (c.visit)(&mut c.state, n);
-                }
-            })
-            .await?;
-        Ok((counted.state, counted.seen > limit))
+        let mut seen = 0;
+        self.visit_rows::<NotificationViewRow>(q, |n| {
+            seen += 1;
+            if seen <= limit {
+                visit(n);
+            }
+        })
+        .await?;
+        Ok(seen > limit)
     }
 
     /// The jobs of several notifications (one query for a whole page), each handed to `visit`, in no
     /// particular order: an `order by` over the page's rows makes the database copy every row, JSON columns
     /// and all, through a sorter, so the caller orders what it keeps.
-    pub async fn visit_jobs_of<S: Send + 'static>(
+    pub async fn visit_jobs_of(
         &self,
         notification_ids: &[NotificationId],
-        state: S,
-        visit: fn(&mut S, JobView<'_>),
-    ) -> Result<S> {
+        visit: impl for<'v> FnMut(JobView<'v>) + Send,
+    ) -> Result<()> {
         if notification_ids.is_empty() {
-            return Ok(state);
+            return Ok(());
         }
         let mut q = Sql::new("select ");
         q.push(JOB_VIEW_COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        self.visit_rows::<JobViewRow, _>(Cost::Point, q, state, visit)
-            .await
+        self.visit_rows::<JobViewRow>(q, visit).await
     }
 
     /// The jobs of several notifications, each notification's in step order (then creation order).
     pub async fn jobs_of(&self, notification_ids: &[NotificationId]) -> Result<Vec<JobSummary>> {
-        let read: Vec<std::result::Result<JobSummary, String>> = self
-            .visit_jobs_of(notification_ids, Vec::new(), |read, j| {
-                read.push(j.try_into())
-            })
+        let mut read: Vec<std::result::Result<JobSummary, String>> = Vec::new();
+        self.visit_jobs_of(notification_ids, |j| read.push(j.try_into()))
             .await?;
         let mut jobs: Vec<JobSummary> = read
             .into_iter()
@@ -378,21 +357,19 @@ impl Store {
 
     /// The execution details of several notifications (one query for a whole page), each handed to
     /// `visit`, in no particular order (see [`Store::visit_jobs_of`]).
-    pub async fn visit_details_of<S: Send + 'static>(
+    pub async fn visit_details_of(
         &self,
         notification_ids: &[NotificationId],
-        state: S,
-        visit: fn(&mut S, DetailView<'_>),
-    ) -> Result<S> {
+        visit: impl for<'v> FnMut(DetailView<'v>) + Send,
+    ) -> Result<()> {
         if notification_ids.is_empty() {
-            return Ok(state);
+            return Ok(());
         }
         let mut q = Sql::new("select ");
         q.push(DETAIL_VIEW_COLUMNS)
             .push(" from execution_details where 1 = 1");
         q.push_in("notification_id", notification_ids);
-        self.visit_rows::<DetailViewRow, _>(Cost::Point, q, state, visit)
-            .await
+        self.visit_rows::<DetailViewRow>(q, visit).await
     }
 }
 

@@ -269,8 +269,8 @@ pub async fn list_notifications(
         page,
         limit,
     };
-    let sink = ActivityJson::new(&tenant);
-    let (sink, has_more, page) = service::list(&state.store, &tenant, query, sink).await?;
+    let mut sink = ActivityJson::new(&tenant);
+    let (has_more, page) = service::list(&state.store, &tenant, query, &mut sink).await?;
     Ok(raw_reply(
         StatusCode::OK,
         Shape::Page,
@@ -287,7 +287,7 @@ pub async fn get_notification(
     tenant: Tenant,
     AppPath(id): AppPath<NotificationId>,
 ) -> ApiResult<Response> {
-    let sink = ActivityJson::new(&tenant);
-    let sink = service::get(&state.store, &tenant, &id, sink).await?;
+    let mut sink = ActivityJson::new(&tenant);
+    service::get(&state.store, &tenant, &id, &mut sink).await?;
     Ok(raw_reply(StatusCode::OK, Shape::Single, sink.one()?))
 }
