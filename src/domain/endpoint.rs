@@ -210,6 +210,14 @@ impl ConnectionMode {
     }
 }
 
+impl TryFrom<String> for ConnectionMode {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s).ok_or_else(|| format!("unknown connection mode {s:?}"))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelConnection {
     pub id: String,

@@ -89,11 +89,27 @@ fn scope(env: &EnvironmentId) -> Sql {
     s
 }
 
-const CONNECTION_COLUMNS: &str = "id, organization_id, environment_id, identifier, integration_identifier, \
-    provider_id, channel, connection_mode, subscriber_id, context_keys, workspace, auth_sealed, created_at, updated_at";
+/// A channel connection as stored: the domain value with its access token sealed by the store's cipher
+/// (see [`Store::seal`] and [`Store::unseal`]).
+pub(crate) struct SealedConnection {
+    id: String,
+    organization_id: String,
+    environment_id: String,
+    identifier: String,
+    integration_identifier: String,
+    provider_id: ProviderId,
+    channel: Channel,
+    mode: ConnectionMode,
+    subscriber_id: Option<String>,
+    context_keys: Vec<String>,
+    workspace: Value,
+    auth_sealed: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
 
-sql_row! {
-    pub(crate) struct ConnectionRow {
+table! {
+    SealedConnection => "channel_connections" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -101,7 +117,7 @@ sql_row! {
         integration_identifier: String,
         provider_id: String,
         channel: String,
-        connection_mode: String,
+        mode as connection_mode: String,
         subscriber_id: Option<String>,
         context_keys: Json<Vec<String>>,
         workspace: Json<Value>,
@@ -109,35 +125,59 @@ sql_row! {
         created_at: i64,
         updated_at: i64,
     }
+    written {
+        // The one-per-resource unique index reads these.
+        subscriber_key: String = |c: &SealedConnection| c.subscriber_id.clone().unwrap_or_default(),
+        context_set: String = |c: &SealedConnection| context_set(&c.context_keys),
+    }
 }
 
-impl Keyed for ConnectionRow {
+impl Keyed for SealedConnection {
     fn key(&self) -> &str {
         &self.id
     }
 }
 
 impl Store {
-    fn connection_from_row(&self, r: ConnectionRow) -> Result<ChannelConnection> {
+    fn seal(&self, c: &ChannelConnection) -> SealedConnection {
+        SealedConnection {
+            id: c.id.clone(),
+            organization_id: c.organization_id.clone(),
+            environment_id: c.environment_id.clone(),
+            identifier: c.identifier.clone(),
+            integration_identifier: c.integration_identifier.clone(),
+            provider_id: c.provider_id.clone(),
+            channel: c.channel,
+            mode: c.mode,
+            subscriber_id: c.subscriber_id.clone(),
+            context_keys: c.context_keys.clone(),
+            workspace: c.workspace.clone(),
+            auth_sealed: self.cipher().encrypt(c.access_token.as_bytes()),
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+
+    fn unseal(&self, c: SealedConnection) -> Result<ChannelConnection> {
         let access_token = self
             .cipher()
-            .decrypt_string(&r.auth_sealed)
+            .decrypt_string(&c.auth_sealed)
             .map_err(anyhow::Error::from)?;
         Ok(ChannelConnection {
-            id: r.id,
-            organization_id: r.organization_id,
-            environment_id: r.environment_id,
-            identifier: r.identifier,
-            integration_identifier: r.integration_identifier,
-            provider_id: ProviderId::from_stored(&r.provider_id),
-            channel: Channel::parse(&r.channel).unwrap_or(Channel::Chat),
-            mode: ConnectionMode::parse(&r.connection_mode).unwrap_or(ConnectionMode::Subscriber),
-            subscriber_id: r.subscriber_id,
-            context_keys: r.context_keys.0,
-            workspace: r.workspace.0,
+            id: c.id,
+            organization_id: c.organization_id,
+            environment_id: c.environment_id,
+            identifier: c.identifier,
+            integration_identifier: c.integration_identifier,
+            provider_id: c.provider_id,
+            channel: c.channel,
+            mode: c.mode,
+            subscriber_id: c.subscriber_id,
+            context_keys: c.context_keys,
+            workspace: c.workspace,
             access_token,
-            created_at: Timestamp(r.created_at),
-            updated_at: Timestamp(r.updated_at),
+            created_at: c.created_at,
+            updated_at: c.updated_at,
         })
     }
 
@@ -185,18 +225,8 @@ impl Store {
     }
 
     pub async fn insert_connection(&self, c: &ChannelConnection) -> Result<Inserted> {
-        let sealed = self.cipher().encrypt(c.access_token.as_bytes());
-        let res = on_db!(self.w(), p => sqlx::query(
-            "insert into channel_connections (id, organization_id, environment_id, identifier, integration_identifier,
-               provider_id, channel, connection_mode, subscriber_id, subscriber_key, context_keys, context_set,
-               workspace, auth_sealed, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)")
-            .bind(&c.id).bind(&c.organization_id).bind(&c.environment_id).bind(&c.identifier)
-            .bind(&c.integration_identifier).bind(c.provider_id.as_str()).bind(c.channel.as_str())
-            .bind(c.mode.as_str()).bind(&c.subscriber_id).bind(c.subscriber_id.clone().unwrap_or_default())
-            .bind(Json(&c.context_keys)).bind(context_set(&c.context_keys)).bind(Json(&c.workspace))
-            .bind(&sealed).bind(c.created_at.0).bind(c.updated_at.0)
-            .execute(p).await.map(|_| ()));
+        let q = insert(&self.seal(c))?;
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
         match res {
             Ok(()) => Ok(Inserted::Yes),
             Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
@@ -213,13 +243,14 @@ impl Store {
         context_keys: &[String],
     ) -> Result<Option<ChannelConnection>> {
         let sql = format!(
-            "select {CONNECTION_COLUMNS} from channel_connections where environment_id = $1
-             and integration_identifier = $2 and subscriber_key = $3 and context_set = $4"
+            "select {} from channel_connections where environment_id = $1
+             and integration_identifier = $2 and subscriber_key = $3 and context_set = $4",
+            SealedConnection::COLUMNS
         );
-        let row: Option<ConnectionRow> = on_db!(self.w(), p => sqlx::query_as::<_, ConnectionRow>(&sql)
+        let row: Option<SealedConnection> = on_db!(self.w(), p => sqlx::query_as::<_, SealedConnection>(&sql)
             .bind(env.as_str()).bind(integration_identifier).bind(subscriber_id.unwrap_or(""))
             .bind(context_set(context_keys)).fetch_optional(p).await)?;
-        row.map(|r| self.connection_from_row(r)).transpose()
+        row.map(|r| self.unseal(r)).transpose()
     }
 
     pub async fn get_connection(
@@ -228,13 +259,14 @@ impl Store {
         identifier: &str,
     ) -> Result<Option<ChannelConnection>> {
         let mut q = Sql::new(&format!(
-            "select {CONNECTION_COLUMNS} from channel_connections where environment_id = "
+            "select {} from channel_connections where environment_id = ",
+            SealedConnection::COLUMNS
         ));
         q.bind(env.as_str())
             .push(" and identifier = ")
             .bind(identifier);
-        let row: Option<ConnectionRow> = self.row(Cost::Point, q).await?;
-        row.map(|r| self.connection_from_row(r)).transpose()
+        let row: Option<SealedConnection> = self.row(Cost::Point, q).await?;
+        row.map(|r| self.unseal(r)).transpose()
     }
 
     pub async fn list_connections(
@@ -244,13 +276,13 @@ impl Store {
         page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<ChannelConnection>> {
         let listing = Listing {
-            columns: CONNECTION_COLUMNS,
+            columns: SealedConnection::COLUMNS,
             from: "channel_connections",
             filter: filter.to_sql(env, false),
             cursor_scope: scope(env),
         };
         let rows = self
-            .cursor_page::<ConnectionRow>(listing, &page.by_column())
+            .cursor_page::<SealedConnection>(listing, &page.by_column())
             .await?;
         let Page {
             data,
@@ -261,7 +293,7 @@ impl Store {
         } = rows;
         let data = data
             .into_iter()
-            .map(|r| self.connection_from_row(r))
+            .map(|r| self.unseal(r))
             .collect::<Result<Vec<_>>>()?;
         Ok(Page {
             data,

@@ -355,11 +355,13 @@ impl Store {
     ) -> Result<Vec<R>> {
         match &self.read {
             Reads::Sqlite(reader) => {
-                reader
-                    .run(cost, move |c| {
-                        Ok(sqlite::rows::query(c, &q).map_err(anyhow::Error::from)?)
-                    })
-                    .await
+                let read = move |c: &rusqlite::Connection| {
+                    Ok(sqlite::rows::query(c, &q).map_err(anyhow::Error::from)?)
+                };
+                match cost {
+                    Cost::Point => reader.point(read),
+                    Cost::Scan => reader.scan(read).await,
+                }
             }
             Reads::Postgres(p) => Ok(sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
                 .fetch_all(p)
@@ -376,36 +378,30 @@ impl Store {
         Ok(self.rows(cost, q).await?.into_iter().next())
     }
 
-    /// Hands each row of a select to `visit` as a borrowed view, with `state` (returned at the end): on
-    /// SQLite while the row is current (no owned copy of it is made), on PostgreSQL after the rows arrived.
-    pub(crate) async fn visit_rows<R: ViewRow + 'static, S: Send + 'static>(
+    /// Hands each row of a point read (see `sqlite`) to `visit` as a borrowed view, with `state` (returned
+    /// at the end): on SQLite while the row is current (no owned copy of it is made), on PostgreSQL after the
+    /// rows arrived. Scans return rows ([`Store::rows`]): on SQLite they may run twice.
+    pub(crate) async fn visit_rows<R: ViewRow>(
         &self,
-        cost: Cost,
         q: sql::Sql,
-        mut state: S,
-        visit: fn(&mut S, R::View<'_>),
-    ) -> Result<S> {
+        mut visit: impl for<'v> FnMut(R::View<'v>) + Send,
+    ) -> Result<()> {
         match &self.read {
-            Reads::Sqlite(reader) => {
-                reader
-                    .run(cost, move |c| {
-                        sqlite::rows::visit(c, &q, |row| {
-                            visit(&mut state, R::view_inline(row)?);
-                            Ok(())
-                        })
-                        .map_err(anyhow::Error::from)?;
-                        Ok(state)
-                    })
-                    .await
-            }
+            Reads::Sqlite(reader) => reader.point(|c| {
+                let read = sqlite::rows::visit(c, &q, |row| {
+                    visit(R::view_inline(row)?);
+                    Ok(())
+                });
+                Ok(read.map_err(anyhow::Error::from)?)
+            }),
             Reads::Postgres(p) => {
                 let rows: Vec<R> = sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
                     .fetch_all(p)
                     .await?;
                 for r in &rows {
-                    visit(&mut state, r.view());
+                    visit(r.view());
                 }
-                Ok(state)
+                Ok(())
             }
         }
     }

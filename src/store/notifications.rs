@@ -4,10 +4,10 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::fast::Columns;
 use super::row::{sql_row, table, Table};
 use super::sql::Sql;
-use super::{Store, ViewRow};
+use super::sqlite::rows::Columns;
+use super::{Cost, Store, ViewRow};
 use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
@@ -218,7 +218,7 @@ impl Store {
         q.push(Notification::COLUMNS)
             .push(" from notifications where true");
         q.push_in("id", &ids);
-        let rows = self.fetch_rows::<Notification>(q).await?;
+        let rows = self.rows::<Notification>(Cost::Point, q).await?;
         Ok(rows
             .into_iter()
             .filter(|n| {
@@ -238,7 +238,7 @@ impl Store {
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
-        Ok(self.fetch_rows::<Notification>(q).await?.into_iter().next())
+        self.row(Cost::Point, q).await
     }
 
     /// One notification as the activity feed shows it, handed to `visit` (not called when there is none).
@@ -308,15 +308,12 @@ impl Store {
             .bind(limit + 1)
             .push(" offset ")
             .bind(page * limit);
-        let mut seen = 0;
-        self.visit_rows::<NotificationViewRow>(q, |n| {
-            seen += 1;
-            if seen <= limit {
-                visit(n);
-            }
-        })
-        .await?;
-        Ok(seen > limit)
+        // A scan: it returns rows (see `Store::visit_rows`); the one past the page tells that more follow.
+        let rows: Vec<NotificationViewRow> = self.rows(Cost::Scan, q).await?;
+        for r in rows.iter().take(limit as usize) {
+            visit(r.view());
+        }
+        Ok(rows.len() as i64 > limit)
     }
 
     /// The jobs of several notifications (one query for a whole page), each handed to `visit`, in no

@@ -15,7 +15,7 @@ use sqlx::types::Json;
 use super::sql::{Arg, Sql};
 use super::sqlite::rows::Columns;
 use crate::domain::channel::ProviderId;
-use crate::domain::endpoint::EndpointType;
+use crate::domain::endpoint::{ConnectionMode, EndpointType};
 use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
@@ -322,7 +322,8 @@ stored_as_names!(
     EndpointType,
     IntegrationKind,
     ProviderId,
-    Severity
+    Severity,
+    ConnectionMode
 );
 
 impl<S, T: Stored<S>> Stored<Option<S>> for Option<T> {

@@ -133,14 +133,13 @@ impl Store {
         subscriber_id: &str,
     ) -> Result<Option<Subscriber>> {
         if let Some(reader) = self.sqlite_reader() {
-            let (env, id) = (env.clone(), subscriber_id.to_owned());
-            return reader
-                .run(Cost::Point, move |c| {
-                    // `Subscriber::read` checks each column's name against the select list in debug builds.
-                    Ok(read_subscriber_inline(c, &env, &id, Subscriber::read)
-                        .map_err(anyhow::Error::from)?)
-                })
-                .await;
+            return reader.point(|c| {
+                // `Subscriber::read` checks each column's name against the select list in debug builds.
+                Ok(
+                    read_subscriber_inline(c, env, subscriber_id, Subscriber::read)
+                        .map_err(anyhow::Error::from)?,
+                )
+            });
         }
         subscriber_on(self.w(), env, subscriber_id).await
     }
@@ -157,7 +156,7 @@ impl Store {
         if let Some(reader) = self.sqlite_reader() {
             let (env, id) = (env.clone(), subscriber_id.to_owned());
             return reader
-                .run(Cost::Point, move |c| {
+                .batched(move |c| {
                     read_subscriber_inline(c, &env, &id, |row| {
                         SubscriberViewRow::view_inline(row).map(visit)
                     })
@@ -234,23 +233,21 @@ impl Store {
 impl Store {
     /// What activity records show of subscribers, by `_id`, deleted ones included (activity records
     /// outlive them), each handed to `visit`. One query.
-    pub async fn visit_contacts_by_refs<S: Send + 'static>(
+    pub async fn visit_contacts_by_refs(
         &self,
         env: &EnvironmentId,
         refs: &[SubscriberRef],
-        state: S,
-        visit: fn(&mut S, SubscriberContact<'_>),
-    ) -> Result<S> {
+        visit: impl for<'v> FnMut(SubscriberContact<'v>) + Send,
+    ) -> Result<()> {
         if refs.is_empty() {
-            return Ok(state);
+            return Ok(());
         }
         let mut q = Sql::new(
             "select id, subscriber_id, first_name, last_name, email, phone from subscribers where true",
         );
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
-        self.visit_rows::<ContactRow, _>(Cost::Point, q, state, visit)
-            .await
+        self.visit_rows::<ContactRow>(q, visit).await
     }
 
     /// The environment's current (not deleted) subscribers among `subscriber_ids`, in one query: what the

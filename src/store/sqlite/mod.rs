@@ -7,17 +7,24 @@
 //! A read says what bounds its cost ([`Cost`]), and that picks the thread it runs on:
 //!
 //! - [`Cost::Point`]: rows found by key — one row by a unique key, or the rows of at most a page of keys (a
-//!   page's jobs, its subscribers). These run inline on the runtime worker that asked, combined with the
-//!   other point reads queued at that moment into one read transaction ([`batched`]). A hand-off to another
-//!   thread would cost more than the read.
+//!   page's jobs, its subscribers). These run at once on the runtime worker that asked, with an idle
+//!   connection of the reader's pool ([`SqliteReader::point`]): a hand-off to another thread would cost more
+//!   than the read. The hottest of them, a subscriber by id, joins the other point reads queued at that
+//!   moment in one read transaction instead ([`SqliteReader::batched`], see [`batched`]).
 //! - [`Cost::Scan`]: everything whose cost depends on the data — filtered pages, capped counts (up to 50,001
-//!   rows), searches. These run on tokio's blocking threads, at most `max_scans` at a time, each with an idle
-//!   connection of the reader's pool, so a slow scan never holds a runtime worker: the health check and the
-//!   point reads of other requests go on beside it (`tests/it/reads.rs`).
+//!   rows), searches. A scan starts inline too, with an idle connection of the reader's pool, but SQLite
+//!   interrupts it once it has run [`INLINE_BUDGET`] (a progress handler); then it runs again from the start
+//!   on one of tokio's blocking threads, at most `max_scans` at a time. Most scans (a page served by an
+//!   index) end within the budget and pay no hand-off; a slow one holds a runtime worker for the budget at
+//!   most, so the health check and the point reads of other requests go on beside it (`tests/it/reads.rs`).
 //!
-//! Reads take closures that own what they need (`'static`): a batch may run on another request's task, and a
-//! scan outlives a request that gives up waiting. Every read sees the latest committed data: WAL mode lets
-//! the readers run beside the writer, and each batch or scan takes its snapshot after it was asked for.
+//! Batched reads and scans take closures that own what they need (`'static`): a batch may run on another
+//! request's task, and a scan outlives a request that gives up waiting. A scan's closure can run twice, so it
+//! is `Fn` and starts from nothing each time (it returns rows rather than filling a visitor).
+//!
+//! Every read sees the latest committed data: WAL mode lets the readers run beside the writer, and each read
+//! (or batch) takes its snapshot after it was asked for. The pool keeps the connections it opened, at most
+//! one per runtime worker plus `max_scans`.
 
 mod batched;
 pub(crate) mod checkpoint;
@@ -26,7 +33,7 @@ pub(crate) mod rows;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
@@ -84,53 +91,108 @@ impl SqliteReader {
             .clear();
     }
 
-    /// Runs `read` where its cost says.
-    pub(crate) async fn run<T: Send + 'static>(
-        &self,
-        cost: Cost,
-        read: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Internal(anyhow::anyhow!("the store is closed")));
-        }
-        match cost {
-            Cost::Point => self.points.run(read).await,
-            Cost::Scan => self.scan(read).await,
-        }
+    /// Runs a point read on this thread, now, with an idle connection.
+    pub(crate) fn point<T>(&self, read: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.check_open()?;
+        let conn = self.take()?;
+        let out = read(&conn);
+        self.give_back(conn, out.is_ok());
+        out
     }
 
-    /// Runs `read` on a blocking thread with an idle connection.
-    async fn scan<T: Send + 'static>(
+    /// Runs a point read in the batch of point reads queued at this moment (see [`batched`]): for the
+    /// hottest read, where many requests ask at once.
+    pub(crate) async fn batched<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        self.check_open()?;
+        self.points.run(read).await
+    }
+
+    /// Runs a scan (see the module's threading model): inline until [`INLINE_BUDGET`] is spent, then again
+    /// on a blocking thread.
+    pub(crate) async fn scan<T: Send + 'static>(
+        &self,
+        read: impl Fn(&Connection) -> Result<T> + Send + Sync + 'static,
+    ) -> Result<T> {
+        self.check_open()?;
+        let conn = self.take()?;
+        let deadline = Instant::now() + INLINE_BUDGET;
+        let fired = Arc::new(AtomicBool::new(false));
+        let flag = fired.clone();
+        conn.progress_handler(
+            PROGRESS_STEPS,
+            Some(move || {
+                let over = Instant::now() > deadline;
+                flag.store(over, Ordering::Relaxed);
+                over
+            }),
+        );
+        let inline = read(&conn);
+        conn.progress_handler(PROGRESS_STEPS, None::<fn() -> bool>);
+        if inline.is_ok() || !fired.load(Ordering::Relaxed) {
+            self.give_back(conn, inline.is_ok());
+            return inline;
+        }
+        // Too long for a runtime worker: again from the start, where it may take its time.
         let permit = self
             .scans
             .clone()
             .acquire_owned()
             .await
             .map_err(|_| Error::Internal(anyhow::anyhow!("the reader is closed")))?;
-        let (idle, path) = (self.idle.clone(), self.path.clone());
+        let idle = self.idle.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let taken = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
-            let conn = match taken {
-                Some(c) => c,
-                None => open(&path).map_err(anyhow::Error::from)?,
-            };
             let out = read(&conn);
-            // A connection whose read failed is dropped (e.g. the file was replaced); the next scan opens one.
-            if out.is_ok() {
-                idle.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(conn);
-            }
+            give_back(&idle, conn, out.is_ok());
             out
         })
         .await
         .map_err(|e| Error::Internal(anyhow::anyhow!("a read stopped: {e}")))?
     }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Internal(anyhow::anyhow!("the store is closed")));
+        }
+        Ok(())
+    }
+
+    /// An idle connection of the pool, or a new one.
+    fn take(&self) -> Result<Connection> {
+        let taken = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match taken {
+            Some(c) => Ok(c),
+            None => Ok(open(&self.path).map_err(anyhow::Error::from)?),
+        }
+    }
+
+    fn give_back(&self, conn: Connection, healthy: bool) {
+        give_back(&self.idle, conn, healthy);
+    }
 }
+
+/// Returns a connection to the pool, unless its read failed (e.g. the file was replaced): then it is dropped
+/// and the next scan opens another.
+fn give_back(idle: &Mutex<Vec<Connection>>, conn: Connection, healthy: bool) {
+    if healthy {
+        idle.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(conn);
+    }
+}
+
+/// How long a scan may run on a runtime worker before it moves to a blocking thread.
+pub(crate) const INLINE_BUDGET: Duration = Duration::from_millis(1);
+
+/// SQLite virtual-machine steps between two looks at the clock (about a few microseconds of work).
+const PROGRESS_STEPS: i32 = 1000;
 
 /// A read-only connection as the readers keep them.
 pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
@@ -170,10 +232,10 @@ mod tests {
             .map_err(|e| Error::Internal(e.into()))
     }
 
-    /// Scans run off the runtime's workers, reuse their connections, and see what was committed before
-    /// they were asked for.
+    /// A scan that ends within the budget runs inline, on one reused connection, and sees what was
+    /// committed before it was asked for.
     #[tokio::test]
-    async fn scans_run_on_blocking_threads_and_reuse_connections() {
+    async fn short_scans_run_inline_and_reuse_their_connection() {
         let (_dir, path) = database();
         let reader = SqliteReader::new(&path, 2);
         let writer = Connection::open(&path).unwrap();
@@ -181,20 +243,57 @@ mod tests {
             if n > 1 {
                 writer.execute("insert into t values (?1)", [n]).unwrap();
             }
-            assert_eq!(reader.run(Cost::Scan, count).await.unwrap(), n);
+            assert_eq!(reader.scan(count).await.unwrap(), n);
         }
         let here = std::thread::current().id();
         let there = reader
-            .run(Cost::Scan, |_| Ok(std::thread::current().id()))
+            .scan(|_| Ok(std::thread::current().id()))
             .await
             .unwrap();
-        assert_ne!(here, there, "a scan runs on another thread");
+        assert_eq!(here, there, "a short scan runs on the calling thread");
         assert_eq!(
             reader.idle.lock().unwrap().len(),
             1,
             "one connection served them all"
         );
-        assert_eq!(reader.run(Cost::Point, count).await.unwrap(), 5);
+        assert_eq!(reader.point(count).unwrap(), 5);
+        assert_eq!(reader.batched(count).await.unwrap(), 5);
+    }
+
+    /// A scan that outlasts the budget is interrupted and runs again, to its end, on another thread.
+    #[tokio::test]
+    async fn a_long_scan_moves_to_a_blocking_thread() {
+        let (_dir, path) = database();
+        let reader = SqliteReader::new(&path, 2);
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = runs.clone();
+        let (sum, thread) = reader
+            .scan(move |c| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                let sum: i64 = c
+                    .query_row(
+                        "with recursive n(i) as (select 1 union all select i + 1 from n where i < 2000000)
+                         select sum(i) from n",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| Error::Internal(e.into()))?;
+                Ok((sum, std::thread::current().id()))
+            })
+            .await
+            .unwrap();
+        assert_eq!(sum, 2_000_000 * 2_000_001 / 2);
+        assert_eq!(
+            runs.load(Ordering::Relaxed),
+            2,
+            "interrupted once, then run to its end"
+        );
+        assert_ne!(thread, std::thread::current().id());
+        assert_eq!(
+            reader.idle.lock().unwrap().len(),
+            1,
+            "the connection came back"
+        );
     }
 
     #[tokio::test]
@@ -202,13 +301,13 @@ mod tests {
         let (_dir, path) = database();
         let reader = SqliteReader::new(&path, 2);
         let bad = reader
-            .run(Cost::Scan, |c| {
+            .scan(|c| {
                 c.query_row("select nope from t", [], |r| r.get::<_, i64>(0))
                     .map_err(|e| Error::Internal(e.into()))
             })
             .await;
         assert!(bad.is_err());
         assert!(reader.idle.lock().unwrap().is_empty());
-        assert_eq!(reader.run(Cost::Scan, count).await.unwrap(), 1);
+        assert_eq!(reader.scan(count).await.unwrap(), 1);
     }
 }
