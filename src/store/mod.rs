@@ -259,7 +259,7 @@ impl Store {
         &self.cipher
     }
 
-    /// The SQLite file's reader, for the reads written for SQLite alone (the subscriber lookup at its slot);
+    /// The SQLite file's reader, for the read that uses it directly (a subscriber by id, batched);
     /// `None` on PostgreSQL.
     pub(crate) fn sqlite_reader(&self) -> Option<&sqlite::SqliteReader> {
         match &self.read {

@@ -3,7 +3,6 @@
 use sqlx::types::Json;
 
 use super::sql::{bind_args, Arg};
-use super::subscribers::slot;
 use super::{on_db, Dialect, Store};
 use crate::domain::job::DetailStatus;
 use crate::domain::{Tenant, Timestamp};
@@ -90,32 +89,26 @@ impl Store {
         let now = Timestamp::now().0;
         // Ids keep the ObjectId layout: 8 hex of seconds, 6 hex of salt, then a 10-hex sequence.
         let secs = id_head(now);
-        let (sql, slots) = match self.dialect() {
-            // Each subscriber at its slot (see `slot`), inserted in slot order so that the table is written
-            // front to back. A slot that a row already holds, or that an earlier subscriber of this batch
-            // took (JSON null), gives way to the next free rowid.
-            Dialect::Sqlite => (
-                "insert into subscribers (seq, id, organization_id, environment_id, subscriber_id, first_name,
+        let sql = match self.dialect() {
+            Dialect::Sqlite => {
+                "with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+                 insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name,
                    last_name, full_name, email, phone, channels, deleted, version, created_at, updated_at)
-                 select case when s.slot is null or exists (select 1 from subscribers where seq = s.slot)
-                   then null else s.slot end,
-                   $2 || printf('%010x', s.i), $3, $4, $5 || s.i, 'First' || s.i, 'Last' || s.i,
-                   'First' || s.i || ' Last' || s.i, 'user' || s.i || '@' || $5 || '.example.com',
-                   '+1555' || printf('%07d', s.i), '[]', false, 0, $6 - $1 + s.i, $6 - $1 + s.i
-                 from (select value ->> 0 as i, value ->> 1 as slot from json_each($7)) as s",
-                Some(seed_slots(tenant.environment_id.as_str(), prefix, count)),
-            ),
-            Dialect::Postgres => (
+                 select $2 || printf('%010x', i), $3, $4, $5 || i, 'First' || i, 'Last' || i,
+                   'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
+                   '+1555' || printf('%07d', i), '[]', false, 0, $6 - $1 + i, $6 - $1 + i
+                 from n"
+            }
+            Dialect::Postgres => {
                 "insert into subscribers (id, organization_id, environment_id, subscriber_id, first_name, last_name,
                    full_name, email, phone, channels, deleted, version, created_at, updated_at)
                  select $2 || lpad(to_hex(i), 10, '0'), $3, $4, $5 || i, 'First' || i, 'Last' || i,
                    'First' || i || ' Last' || i, 'user' || i || '@' || $5 || '.example.com',
                    '+1555' || lpad(i::text, 7, '0'), '[]', false, 0, $6 - $1 + i, $6 - $1 + i
-                 from generate_series(1, $1::bigint) as i",
-                None,
-            ),
+                 from generate_series(1, $1::bigint) as i"
+            }
         };
-        let mut args: Vec<Arg> = vec![
+        let args: Vec<Arg> = vec![
             count.into(),
             secs.into(),
             tenant.organization_id.as_str().into(),
@@ -123,7 +116,6 @@ impl Store {
             prefix.into(),
             now.into(),
         ];
-        args.extend(slots.map(Arg::Text));
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(sql), args).execute(p).await.map(|r| r.rows_affected()))?;
         if self.dialect() == Dialect::Sqlite {
             // Merge the search indexes' segments after a bulk load: queries read one b-tree per gram.
@@ -143,21 +135,6 @@ impl Store {
     }
 }
 
-/// The seeded subscribers `<prefix>1..=count` of an environment as a JSON array of `[n, slot]` in slot order,
-/// the slot `null` where an earlier one took it.
-fn seed_slots(environment_id: &str, prefix: &str, count: i64) -> String {
-    let mut slots: Vec<(i64, i64)> = (1..=count)
-        .map(|n| (slot(environment_id, &format!("{prefix}{n}")), n))
-        .collect();
-    slots.sort_unstable();
-    let list: Vec<(i64, Option<i64>)> = slots
-        .iter()
-        .enumerate()
-        .map(|(i, &(at, n))| (n, (i == 0 || slots[i - 1].0 != at).then_some(at)))
-        .collect();
-    serde_json::to_string(&list).expect("integers serialize")
-}
-
 /// The first 14 hex digits of the ids a seed writes: the ObjectId layout's 8 of seconds and 6 of random
 /// salt (the seeds append a 10-hex sequence).
 pub(super) fn id_head(now: i64) -> String {
@@ -166,25 +143,4 @@ pub(super) fn id_head(now: i64) -> String {
         now / 1000,
         rand::random::<u32>() & 0x00ff_ffff
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ENV: &str = "6b074794ef99cfe4297df173";
-
-    /// The seed's slot list is in slot order, and a slot shared by two subscribers is given to the first.
-    #[test]
-    fn seed_slots_are_ordered_and_unique() {
-        let list: Vec<(i64, Option<i64>)> =
-            serde_json::from_str(&seed_slots(ENV, "bench", 1000)).unwrap();
-        assert_eq!(list.len(), 1000);
-        let slots: Vec<i64> = list.iter().filter_map(|(_, s)| *s).collect();
-        assert!(slots.windows(2).all(|w| w[0] < w[1]));
-        let mut numbers: Vec<i64> = list.iter().map(|(n, _)| *n).collect();
-        numbers.sort_unstable();
-        assert_eq!(numbers, (1..=1000).collect::<Vec<_>>());
-        assert_eq!(list[0].1, Some(slot(ENV, &format!("bench{}", list[0].0))));
-    }
 }

@@ -131,25 +131,9 @@ impl BatchReader {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::{count, database};
     use super::*;
-    use std::path::PathBuf;
     use std::sync::Arc;
-
-    fn database() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let c = Connection::open(&path).unwrap();
-        c.execute_batch(
-            "pragma journal_mode = wal; create table t (n integer); insert into t values (1);",
-        )
-        .unwrap();
-        (dir, path)
-    }
-
-    fn count(c: &Connection) -> Result<i64> {
-        c.query_row("select count(*) from t", [], |r| r.get(0))
-            .map_err(|e| Error::Internal(e.into()))
-    }
 
     /// A read queued after a commit sees it (the batch's snapshot is taken after the queue was taken),
     /// and concurrent reads all get their own answers.

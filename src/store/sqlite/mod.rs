@@ -212,11 +212,12 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
 /// (docs/decisions.md).
 const READER_CACHE_KIB: i64 = 2000;
 
+/// A small database in WAL mode for the readers' tests: table `t` with one row.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixture {
     use super::*;
 
-    fn database() -> (tempfile::TempDir, std::path::PathBuf) {
+    pub fn database() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let c = Connection::open(&path).unwrap();
@@ -227,10 +228,17 @@ mod tests {
         (dir, path)
     }
 
-    fn count(c: &Connection) -> Result<i64> {
+    /// The rows of `t`.
+    pub fn count(c: &Connection) -> Result<i64> {
         c.query_row("select count(*) from t", [], |r| r.get(0))
             .map_err(|e| Error::Internal(e.into()))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{count, database};
+    use super::*;
 
     /// A scan that ends within the budget runs inline, on one reused connection, and sees what was
     /// committed before it was asked for.
