@@ -53,9 +53,9 @@ pub(crate) enum Cost {
 pub(crate) struct SqliteReader {
     path: Arc<Path>,
     points: batched::BatchReader,
-    /// Connections of the scans not in use; a scan takes one (or opens one) and puts it back.
+    /// Connections not in use; a point read or a scan takes one (or opens one) and puts it back.
     idle: Arc<Mutex<Vec<Connection>>>,
-    /// Bounds the scans running at once, and so the connections the scans open.
+    /// Bounds the scans running on blocking threads at once, and so the connections they hold.
     scans: Arc<Semaphore>,
     /// Set by [`SqliteReader::close`]: reads fail from then on.
     closed: AtomicBool,
@@ -179,7 +179,7 @@ impl SqliteReader {
 }
 
 /// Returns a connection to the pool, unless its read failed (e.g. the file was replaced): then it is dropped
-/// and the next scan opens another.
+/// and the next read opens another.
 fn give_back(idle: &Mutex<Vec<Connection>>, conn: Connection, healthy: bool) {
     if healthy {
         idle.lock()
