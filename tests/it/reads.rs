@@ -66,26 +66,32 @@ async fn slow_reads_do_not_delay_the_health_check(app: TestApp) {
         pages += r.await.unwrap();
     }
 
-    let p99 = |l: &[Duration]| l[l.len() * 99 / 100 - 1];
+    let at = |l: &[Duration], percent: usize| l[l.len() * percent / 100 - 1];
     eprintln!(
-        "{:?}: slow reads {slow_reads:?}, {pages} pages while measuring; health p99 alone {:?}, \
-         beside them {:?} (max {:?})",
+        "{:?}: slow reads {slow_reads:?}, {pages} pages while measuring; health alone p50 {:?} p95 {:?}, \
+         beside them p50 {:?} p95 {:?} p99 {:?}",
         app.backend,
-        p99(&alone),
-        p99(&busy),
-        busy.last().unwrap()
+        at(&alone, 50),
+        at(&alone, 95),
+        at(&busy, 50),
+        at(&busy, 95),
+        at(&busy, 99),
     );
     assert!(pages >= 4, "the slow reads ran meanwhile");
-    // PostgreSQL runs the reads in its own processes, which share this machine's two cores with the check's
-    // query: its latency grows with that load (40-60 ms here), though no runtime worker waits.
+    // A check that waits behind a slow read takes about as long as the read. On SQLite, before scans left the
+    // runtime's workers, one check in eight waited so (p95 166-224 ms beside reads of 20 and 180 ms); now p95
+    // is 5-10 ms, or 20-30 ms on a machine busy with other tests. PostgreSQL runs the reads in its own
+    // processes, which share this machine's cores with the check's query: its latency grows with that load,
+    // though no runtime worker waits.
+    let slowest = slow_reads.iter().max().copied().unwrap_or_default();
     let bound = match app.backend {
-        Backend::Sqlite => Duration::from_millis(25),
+        Backend::Sqlite => (slowest / 3).max(Duration::from_millis(25)),
         Backend::Postgres => Duration::from_millis(150),
     };
     assert!(
-        p99(&busy) < bound,
-        "the health check waited behind the slow reads: p99 {:?} (they take {slow_reads:?})",
-        p99(&busy)
+        at(&busy, 95) < bound,
+        "the health check waited behind the slow reads: p95 {:?} (they take {slow_reads:?})",
+        at(&busy, 95)
     );
 }
 db_test!(
