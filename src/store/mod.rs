@@ -378,9 +378,9 @@ impl Store {
         Ok(self.rows(cost, q).await?.into_iter().next())
     }
 
-    /// Hands each row of a point read (see `sqlite`) to `visit` as a borrowed view, with `state` (returned
-    /// at the end): on SQLite while the row is current (no owned copy of it is made), on PostgreSQL after the
-    /// rows arrived. Scans return rows ([`Store::rows`]): on SQLite they may run twice.
+    /// Hands each row of a point read (see `sqlite`) to `visit` as a borrowed view: on SQLite while the row
+    /// is current (no owned copy of it is made), on PostgreSQL after the rows arrived. Scans return rows
+    /// ([`Store::rows`]): on SQLite they may run twice.
     pub(crate) async fn visit_rows<R: ViewRow>(
         &self,
         q: sql::Sql,

@@ -24,7 +24,7 @@
 //!
 //! Every read sees the latest committed data: WAL mode lets the readers run beside the writer, and each read
 //! (or batch) takes its snapshot after it was asked for. The pool keeps the connections it opened, at most
-//! one per runtime worker plus `max_scans`.
+//! one per runtime worker plus `max_scans`; the batch of by-id reads keeps one of its own.
 
 mod batched;
 pub(crate) mod checkpoint;
