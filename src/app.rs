@@ -101,30 +101,82 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
+    let mut server_options = cfg.server;
+    server_options.max_connections = connection_cap(server_options.max_connections);
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
-    let state = AppState::new(store.clone(), cfg.compat);
+    let state = AppState::with_limits(store.clone(), cfg.compat, cfg.requests);
     let workers = crate::engine::spawn_workers(
         store.clone(),
         crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),
         state.wakeup.clone(),
         shutdown.clone(),
     );
+    let draining = state.draining.clone();
     let app = api::router(state);
     tracing::info!(listen = %listener.local_addr()?, profile = ?cfg.compat, "tidings is serving");
+    let signalled = std::sync::Arc::new(std::sync::OnceLock::new());
     let token = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            token.cancel();
-        })
-        .await?;
-    shutdown.cancel();
+    let at = signalled.clone();
+    let signal = async move {
+        shutdown_signal().await;
+        at.get_or_init(std::time::Instant::now);
+        // Workers finish the jobs they are running and release the rest while connections drain.
+        token.cancel();
+    };
+    crate::server::serve(listener, app, server_options, draining, signal).await;
+    let since = signalled.get().map_or(Duration::ZERO, |t| t.elapsed());
+    let left = server_options.shutdown_timeout.saturating_sub(since);
+    stop(store, background, workers, left).await;
+    Ok(())
+}
+
+/// Waits up to `left` for the workers (they were told to stop), then closes the store.
+async fn stop(
+    store: Store,
+    background: tokio::task::JoinHandle<()>,
+    workers: tokio::task::JoinHandle<()>,
+    left: Duration,
+) {
     let _ = background.await;
-    let _ = workers.await;
+    if tokio::time::timeout(left, workers).await.is_err() {
+        tracing::warn!("workers still running at the shutdown deadline; their leases will expire");
+    }
     store.close().await;
     tracing::info!("stopped");
-    Ok(())
+}
+
+/// The connection cap, within the descriptors the process may open: the soft limit is first raised to
+/// the hard one (as Go's runtime does), and a quarter of it, at least 64, is kept for the database, the
+/// providers and the log.
+#[cfg(unix)]
+fn connection_cap(wanted: usize) -> usize {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+        limit = getrlimit(Resource::Nofile);
+    }
+    let Some(open) = limit.current else {
+        return wanted;
+    };
+    let reserve = (open / 4).max(64);
+    let room = open.saturating_sub(reserve).max(1) as usize;
+    if room < wanted {
+        tracing::warn!(
+            wanted,
+            cap = room,
+            descriptors = open,
+            "TIDINGS_MAX_CONNECTIONS lowered to what the descriptor limit allows"
+        );
+    }
+    wanted.min(room)
+}
+
+#[cfg(not(unix))]
+fn connection_cap(wanted: usize) -> usize {
+    wanted
 }
 
 /// `tidings worker`: runs background work without the HTTP API.
@@ -149,10 +201,7 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     tracing::info!(workers = cfg.workers, "tidings worker started");
     shutdown_signal().await;
     shutdown.cancel();
-    let _ = background.await;
-    let _ = workers.await;
-    store.close().await;
-    tracing::info!("worker stopped");
+    stop(store, background, workers, cfg.server.shutdown_timeout).await;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! Command line and configuration (design.md §2): flag, else environment variable, else default.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -122,6 +123,10 @@ pub struct Config {
     pub encryption_key: Option<String>,
     /// `TIDINGS_WORKERS`: concurrent jobs per process.
     pub workers: usize,
+    /// `TIDINGS_MAX_CONNECTIONS`, `TIDINGS_HEADER_TIMEOUT`, `TIDINGS_SHUTDOWN_TIMEOUT`.
+    pub server: crate::server::ServerOptions,
+    /// `TIDINGS_BODY_TIMEOUT`, `TIDINGS_REQUEST_TIMEOUT`.
+    pub requests: crate::api::limits::RequestLimits,
 }
 
 impl std::fmt::Debug for Config {
@@ -136,6 +141,8 @@ impl std::fmt::Debug for Config {
                 &self.encryption_key.as_ref().map(|_| "<set>"),
             )
             .field("workers", &self.workers)
+            .field("server", &self.server)
+            .field("requests", &self.requests)
             .finish()
     }
 }
@@ -153,6 +160,8 @@ impl Config {
                     .unwrap_or(1)
             }
         };
+        let server = crate::server::ServerOptions::default();
+        let requests = crate::api::limits::RequestLimits::default();
         Ok(Self {
             listen: cli.listen,
             database_url: cli.database_url.clone(),
@@ -160,8 +169,44 @@ impl Config {
             api_key: non_empty_env("TIDINGS_API_KEY"),
             encryption_key: non_empty_env("TIDINGS_ENCRYPTION_KEY"),
             workers,
+            server: crate::server::ServerOptions {
+                max_connections: match non_empty_env("TIDINGS_MAX_CONNECTIONS") {
+                    Some(v) => v
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "TIDINGS_MAX_CONNECTIONS must be a positive integer, got {v:?}"
+                            )
+                        })?,
+                    None => server.max_connections,
+                },
+                header_timeout: seconds("TIDINGS_HEADER_TIMEOUT", server.header_timeout)?,
+                shutdown_timeout: seconds("TIDINGS_SHUTDOWN_TIMEOUT", server.shutdown_timeout)?,
+            },
+            requests: crate::api::limits::RequestLimits {
+                body_timeout: seconds("TIDINGS_BODY_TIMEOUT", requests.body_timeout)?,
+                request_timeout: seconds("TIDINGS_REQUEST_TIMEOUT", requests.request_timeout)?,
+            },
         })
     }
+}
+
+/// A duration in seconds (fractions allowed) from the environment variable `name`, else `default`.
+fn seconds(name: &str, default: Duration) -> anyhow::Result<Duration> {
+    let Some(v) = non_empty_env(name) else {
+        return Ok(default);
+    };
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            anyhow::anyhow!("{name} must be a number of seconds (0 < s ≤ 86400), got {v:?}")
+        })
 }
 
 fn non_empty_env(name: &str) -> Option<String> {

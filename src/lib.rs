@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod providers;
 pub mod render;
+pub mod server;
 pub mod service;
 pub mod store;
 

@@ -20,8 +20,8 @@ use crate::store::idempotency::IdempotencyBegin;
 
 pub const MAX_KEY_LEN: usize = 255;
 const TTL_MS: i64 = 24 * 60 * 60 * 1000;
-/// Largest request or response body an idempotent request may carry.
-const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Largest response an idempotency record keeps (the request body is bounded by [`super::limits::MAX_BODY`]).
+const MAX_RESPONSE: usize = 8 * 1024 * 1024;
 
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 static IDEMPOTENCY_REPLAY: HeaderName = HeaderName::from_static("idempotency-replay");
@@ -82,7 +82,8 @@ async fn keyed(state: AppState, key: String, req: Request, route: Route) -> Resp
         return run(route, req).await;
     };
     let (parts, body) = req.into_parts();
-    let bytes = match to_bytes(body, MAX_BODY).await {
+    // Already in memory: the limits layer read it, within its bound.
+    let bytes = match to_bytes(body, super::limits::MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
             return error_response(
@@ -166,7 +167,7 @@ async fn run_and_store(
 ) -> Response {
     let resp = run(route, req).await;
     let (parts, body) = resp.into_parts();
-    let bytes = match to_bytes(body, MAX_BODY).await {
+    let bytes = match to_bytes(body, MAX_RESPONSE).await {
         Ok(b) => b,
         Err(e) => {
             let _ = state.store.abandon_idempotent(&env, &key).await;

@@ -6,12 +6,14 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
+pub mod limits;
 pub mod pagination;
 pub mod request_log;
 pub mod v1;
 pub mod v2;
 pub mod wire;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -39,10 +41,18 @@ pub struct Shared {
     pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
     pub wakeup: crate::engine::Wakeup,
+    pub limits: limits::RequestLimits,
+    /// Set when the process begins to shut down: readiness answers 503 from then on.
+    pub draining: Arc<AtomicBool>,
 }
 
 impl AppState {
+    /// State with the default request limits.
     pub fn new(store: Store, profile: WireProfile) -> Self {
+        Self::with_limits(store, profile, limits::RequestLimits::default())
+    }
+
+    pub fn with_limits(store: Store, profile: WireProfile, limits: limits::RequestLimits) -> Self {
         let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
@@ -50,6 +60,8 @@ impl AppState {
             profile,
             keys: auth::KeyCache::default(),
             wakeup,
+            limits,
+            draining: Arc::default(),
         }))
     }
 }
@@ -198,6 +210,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
         .with_state(state.clone())
+        // One body limit, [`limits::MAX_BODY`], applied by the limits layer before anything reads the body.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(limits::LimitsLayer(state.limits))
         .layer(wire::ContextLayer(state.profile))
         .layer(request_log::LogLayer)
 }
@@ -209,10 +224,13 @@ async fn health_check() -> Response {
     wire::Reply::ok(serde_json::json!({ "status": "ok" })).into_response()
 }
 
-/// Readiness: the database answers.
+/// Readiness: the database answers and the process is not shutting down.
 #[utoipa::path(get, path = "/v1/health-check/ready", tag = "Health", security(()),
-    responses((status = 200, description = "The database answers"), (status = 503, description = "The database is unreachable")))]
+    responses((status = 200, description = "The database answers"), (status = 503, description = "The database is unreachable, or the process is shutting down")))]
 async fn readiness(State(state): State<AppState>) -> Response {
+    if state.draining.load(Ordering::SeqCst) {
+        return error::error_response(StatusCode::SERVICE_UNAVAILABLE, "Shutting down", Map::new());
+    }
     match state.store.ping().await {
         Ok(()) => {
             wire::Reply::ok(serde_json::json!({ "status": "ok", "database": "up" })).into_response()

@@ -19,5 +19,6 @@ mod providers_email;
 mod providers_sms_push;
 mod reads;
 mod rendering;
+mod server;
 mod subscribers;
 mod workflows;

@@ -125,6 +125,19 @@ async fn cleanup_old_schemas(url: &str) {
     pool.close().await;
 }
 
+/// Serves `app` as `tidings serve` does, with the default connection settings, until aborted.
+pub async fn serve(listener: tokio::net::TcpListener, app: axum::Router) {
+    let options = tidings::server::ServerOptions::default();
+    tidings::server::serve(
+        listener,
+        app,
+        options,
+        Default::default(),
+        std::future::pending(),
+    )
+    .await
+}
+
 impl TestApp {
     pub async fn spawn(backend: Backend) -> Self {
         Self::spawn_with(backend, WireProfile::Spec).await
@@ -189,7 +202,7 @@ impl TestApp {
         }
         let app = router(state);
         let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
+            serve(listener, app).await;
         });
         Self {
             workers,
@@ -232,7 +245,7 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let app = router(AppState::new(self.store.clone(), self.profile));
         self.server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
+            serve(listener, app).await;
         });
         self.base = format!("http://{addr}");
     }

@@ -1,0 +1,302 @@
+//! The HTTP/1.1 server: accepts connections up to a cap, times out slow or idle clients, and shuts down
+//! gracefully (docs/decisions.md "Connections, timeouts and shutdown").
+//!
+//! - **Connection cap.** At most `max_connections` are open, so the process never runs out of descriptors
+//!   (the database and the providers need them too). At the cap a new connection takes the place of the
+//!   one that has been idle longest (no request under way); when every connection is busy it is closed.
+//! - **Header and idle timeout.** A connection must deliver a complete request head within `header_timeout`
+//!   of opening or of its previous response, else it is closed: one timer (hyper's) covers a half-sent head
+//!   and a keep-alive connection left idle.
+//! - **Body and request timeouts** are applied per request by the API's limits layer (`api::limits`).
+//! - **Shutdown.** On the signal the listener closes (new connections are refused) and readiness answers
+//!   503. A request under way finishes and its response says `Connection: close`; a connection without one
+//!   is closed once it has been quiet for [`QUIET_BEFORE_CLOSE`], so a request a client has just written
+//!   still gets its answer. Whatever is left at `shutdown_timeout` is dropped.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+/// How long a connection with no request under way must have been quiet before shutdown closes it.
+pub const QUIET_BEFORE_CLOSE: Duration = Duration::from_millis(500);
+
+/// The server's connection settings (README "Limits and timeouts").
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOptions {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `signal` resolves, then drains (see the module's comment). `draining` is
+/// set when the signal arrives, before the listener closes (readiness reads it).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    options: ServerOptions,
+    draining: Arc<AtomicBool>,
+    signal: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let open = Arc::new(Open::default());
+    let drain = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    let mut signal = pin!(signal);
+    let mut refused = 0u64;
+    loop {
+        while connections.try_join_next().is_some() {}
+        let accepted = tokio::select! {
+            _ = &mut signal => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors or memory: wait rather than spin; a client's aborted handshake: go on.
+                tracing::warn!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            // At the cap: the connection that has been idle longest makes room, if there is one.
+            Err(_) if open.evict_idlest() => None,
+            Err(_) => {
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        max = options.max_connections,
+                        refused,
+                        "connection cap reached with every connection busy; closing new connections"
+                    );
+                }
+                continue;
+            }
+        };
+        let (slots, open, app, drain) = (slots.clone(), open.clone(), app.clone(), drain.clone());
+        connections.spawn(async move {
+            let slot = match slot {
+                Some(slot) => slot,
+                None => match tokio::time::timeout(EVICTION_WAIT, slots.acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => return,
+                },
+            };
+            connection(stream, app, options.header_timeout, open, drain, slot).await
+        });
+    }
+    draining.store(true, Ordering::SeqCst);
+    drop(listener);
+    drain.cancel();
+    tracing::info!(open = connections.len(), "draining connections");
+    let drained = tokio::time::timeout(options.shutdown_timeout, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            left = connections.len(),
+            "connections still open at the shutdown deadline are dropped"
+        );
+        connections.shutdown().await;
+    }
+}
+
+/// How long a connection accepted at the cap waits for the slot of the connection it evicted.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The open connections, for eviction at the cap.
+#[derive(Default)]
+struct Open {
+    epoch: OnceLock<Instant>,
+    next: AtomicU64,
+    by_id: Mutex<HashMap<u64, Arc<Activity>>>,
+}
+
+impl Open {
+    /// Milliseconds since the server's first connection.
+    fn now(&self) -> u64 {
+        self.epoch.get_or_init(Instant::now).elapsed().as_millis() as u64
+    }
+
+    fn add(&self) -> (u64, Arc<Activity>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity {
+            quiet_since: AtomicU64::new(self.now()),
+            ..Default::default()
+        });
+        let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.insert(id, activity.clone());
+        (id, activity)
+    }
+
+    fn remove(&self, id: u64) {
+        let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.remove(&id);
+    }
+
+    /// Tells the connection with no request under way that has been quiet longest to close; false when
+    /// every connection is busy (or already told).
+    fn evict_idlest(&self) -> bool {
+        let by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        let idlest = by_id
+            .values()
+            .filter(|a| a.busy.load(Ordering::SeqCst) == 0 && !a.evict.is_cancelled())
+            .min_by_key(|a| a.quiet_since.load(Ordering::SeqCst));
+        match idlest {
+            Some(a) => {
+                a.evict.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// What a connection's service tells its task and the eviction: requests under way, when the last one
+/// ended, and whether answers must close the connection.
+#[derive(Default)]
+struct Activity {
+    busy: AtomicUsize,
+    /// When the connection opened or a request last ended ([`Open::now`]).
+    quiet_since: AtomicU64,
+    closing: AtomicBool,
+    /// Set to close the connection at once (it was idle when the cap was reached).
+    evict: CancellationToken,
+}
+
+/// Serves one connection; on `drain`, lets it finish what is under way and closes it.
+async fn connection(
+    stream: TcpStream,
+    app: Router,
+    header_timeout: Duration,
+    open: Arc<Open>,
+    drain: CancellationToken,
+    _slot: OwnedSemaphorePermit,
+) {
+    let (id, activity) = open.add();
+    let _ = stream.set_nodelay(true);
+    let service = ConnectionService {
+        app,
+        activity: activity.clone(),
+        open: open.clone(),
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = drained(conn, &activity, &open, drain) => {}
+        _ = activity.evict.cancelled() => {}
+    }
+    open.remove(id);
+}
+
+/// Runs `conn` to its end; once `drain` fires, closes it when no request is under way and it has been
+/// quiet for [`QUIET_BEFORE_CLOSE`].
+async fn drained(
+    conn: hyper::server::conn::http1::Connection<TokioIo<TcpStream>, ConnectionService>,
+    activity: &Activity,
+    open: &Open,
+    drain: CancellationToken,
+) {
+    let mut conn = pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = drain.cancelled() => {}
+    }
+    activity.closing.store(true, Ordering::SeqCst);
+    loop {
+        let quiet = open
+            .now()
+            .saturating_sub(activity.quiet_since.load(Ordering::SeqCst));
+        if activity.busy.load(Ordering::SeqCst) == 0
+            && quiet >= QUIET_BEFORE_CLOSE.as_millis() as u64
+        {
+            conn.as_mut().graceful_shutdown();
+            break;
+        }
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = tokio::time::sleep(QUIET_BEFORE_CLOSE / 5) => {}
+        }
+    }
+    let _ = conn.await;
+}
+
+/// The router, counting the requests under way on one connection.
+#[derive(Clone)]
+struct ConnectionService {
+    app: Router,
+    activity: Arc<Activity>,
+    open: Arc<Open>,
+}
+
+impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+        let mut app = self.app.clone();
+        self.activity.busy.fetch_add(1, Ordering::SeqCst);
+        let done = Finished {
+            activity: self.activity.clone(),
+            open: self.open.clone(),
+        };
+        Box::pin(async move {
+            let mut resp = match app.call(req.map(Body::new)).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            };
+            if done.activity.closing.load(Ordering::SeqCst) {
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(resp)
+        })
+    }
+}
+
+/// Marks a request ended when dropped (also when the client went away and the future was dropped).
+struct Finished {
+    activity: Arc<Activity>,
+    open: Arc<Open>,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.activity
+            .quiet_since
+            .store(self.open.now(), Ordering::SeqCst);
+        self.activity.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,366 @@
+//! Connections and requests are bounded (issue 21): the body limit before anything buffers, the header,
+//! idle, body and request timeouts, the connection cap, and the graceful shutdown.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tidings::api::limits::{RequestLimits, MAX_BODY};
+use tidings::api::{router, AppState};
+use tidings::server::ServerOptions;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::db_test;
+use crate::support::TestApp;
+
+/// A server on `app`'s store with the given settings, stopped (drained) by the returned sender.
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+    draining: Arc<AtomicBool>,
+}
+
+async fn start(app: &TestApp, options: ServerOptions, limits: RequestLimits) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AppState::with_limits(app.store.clone(), app.profile, limits);
+    let draining = state.draining.clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let flag = draining.clone();
+    let done = tokio::spawn(async move {
+        let signal = async move {
+            let _ = stopped.await;
+        };
+        tidings::server::serve(listener, router(state), options, flag, signal).await
+    });
+    Server {
+        addr,
+        stop: Some(stop),
+        done,
+        draining,
+    }
+}
+
+fn quick() -> ServerOptions {
+    ServerOptions {
+        max_connections: 100,
+        header_timeout: Duration::from_millis(400),
+        shutdown_timeout: Duration::from_secs(3),
+    }
+}
+
+/// The head of a request with `key`, for writing by hand.
+fn head(method: &str, path: &str, key: &str, extra: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: ApiKey {key}\r\nContent-Type: application/json\r\n{extra}\r\n"
+    )
+}
+
+/// Reads one response (head and a `Content-Length` body) from `stream`, or `None` when the server closed it.
+async fn response(stream: &mut TcpStream) -> Option<(u16, String, Value)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = stream.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let status = head.split(' ').nth(1)?.parse().ok()?;
+            let body = serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or(Value::Null);
+            return Some((status, head, body));
+        }
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// True when the server closes `stream` within `within` (EOF or reset, with nothing else to read).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut b = [0u8; 1024];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut b)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+/// A body over the limit is refused from its `Content-Length`, before a byte of it is sent, with and
+/// without an idempotency key; a chunked one is cut off at the limit; one at the limit passes.
+async fn body_limit(app: TestApp) {
+    let server = start(&app, quick(), RequestLimits::default()).await;
+    for extra in ["", "Idempotency-Key: big-1\r\n"] {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        let h = head(
+            "POST",
+            "/v1/events/trigger",
+            &app.key,
+            &format!("{extra}Content-Length: 7900000\r\n"),
+        );
+        s.write_all(h.as_bytes()).await.unwrap();
+        let (status, _, body) = tokio::time::timeout(Duration::from_secs(2), response(&mut s))
+            .await
+            .expect("answered before the body was sent")
+            .expect("a response");
+        assert_eq!(status, 413, "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(&MAX_BODY.to_string()), "{message}");
+    }
+
+    // Chunked, so no length is declared: refused once the limit is passed.
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    let h = head(
+        "POST",
+        "/v2/subscribers",
+        &app.key,
+        "Transfer-Encoding: chunked\r\nIdempotency-Key: big-2\r\n",
+    );
+    s.write_all(h.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 64 * 1024];
+    let mut sent = 0;
+    while sent <= MAX_BODY {
+        let framed = format!("{:x}\r\n", chunk.len());
+        if s.write_all(framed.as_bytes()).await.is_err()
+            || s.write_all(&chunk).await.is_err()
+            || s.write_all(b"\r\n").await.is_err()
+        {
+            break;
+        }
+        sent += chunk.len();
+    }
+    let (status, _, _) = response(&mut s).await.expect("a response");
+    assert_eq!(status, 413);
+
+    // At the limit: read, then judged by the route (here: a subscriber with a long, padded body).
+    let mut padded = json!({"subscriberId": "at-limit"}).to_string();
+    padded.push_str(&" ".repeat(MAX_BODY - padded.len()));
+    let resp = reqwest::Client::new()
+        .post(format!("http://{}/v2/subscribers", server.addr))
+        .header("Authorization", format!("ApiKey {}", app.key))
+        .header("Content-Type", "application/json")
+        .body(padded)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+}
+db_test!(body_over_the_limit_is_refused_before_it_is_read, body_limit);
+
+/// A head left half-sent, a connection that sends nothing, and a keep-alive connection left idle are all
+/// closed after the header timeout.
+async fn header_and_idle_timeouts(app: TestApp) {
+    let server = start(&app, quick(), RequestLimits::default()).await;
+    let mut half = TcpStream::connect(server.addr).await.unwrap();
+    half.write_all(b"GET /v2/subscribers HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .unwrap();
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    let mut idle = TcpStream::connect(server.addr).await.unwrap();
+    idle.write_all(head("GET", "/v2/subscribers", &app.key, "").as_bytes())
+        .await
+        .unwrap();
+    let (status, _, _) = response(&mut idle).await.unwrap();
+    assert_eq!(status, 200);
+    let started = Instant::now();
+    for s in [&mut half, &mut silent, &mut idle] {
+        assert!(closed_within(s, Duration::from_secs(3)).await);
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+db_test!(
+    slow_and_idle_connections_are_closed,
+    header_and_idle_timeouts
+);
+
+/// A body that does not arrive within the body timeout: 408; a request not done within the request
+/// timeout: 503.
+async fn body_and_request_timeouts(app: TestApp) {
+    let slow_body = RequestLimits {
+        body_timeout: Duration::from_millis(300),
+        request_timeout: Duration::from_secs(10),
+    };
+    let server = start(&app, quick(), slow_body).await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(
+        head(
+            "POST",
+            "/v2/subscribers",
+            &app.key,
+            "Content-Length: 100\r\n",
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s.write_all(b"{\"subscriberId\":").await.unwrap();
+    let (status, _, body) = response(&mut s).await.unwrap();
+    assert_eq!(status, 408, "{body}");
+
+    let short_request = RequestLimits {
+        body_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_millis(300),
+    };
+    let server = start(&app, quick(), short_request).await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(
+        head(
+            "POST",
+            "/v2/subscribers",
+            &app.key,
+            "Content-Length: 100\r\n",
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (status, _, body) = response(&mut s).await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("0.3 s"),
+        "{body}"
+    );
+}
+db_test!(slow_bodies_and_requests_time_out, body_and_request_timeouts);
+
+/// At the cap a new connection takes the place of the connection idle longest; when every connection has
+/// a request under way, it is closed at once.
+async fn connection_cap(app: TestApp) {
+    let options = ServerOptions {
+        max_connections: 3,
+        header_timeout: Duration::from_secs(30),
+        ..quick()
+    };
+    let server = start(&app, options, RequestLimits::default()).await;
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(head("GET", "/v1/health-check", &app.key, "").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(response(&mut s).await.unwrap().0, 200);
+        idle.push(s);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Three idle connections: each newcomer evicts the oldest and is served.
+    let mut busy = Vec::new();
+    for (n, oldest) in idle.iter_mut().enumerate() {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        assert!(closed_within(oldest, Duration::from_secs(2)).await, "{n}");
+        // A request under way (its body not yet sent) keeps the connection busy.
+        s.write_all(
+            head(
+                "POST",
+                "/v2/subscribers",
+                &app.key,
+                "Content-Length: 30\r\n",
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        busy.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut over = TcpStream::connect(server.addr).await.unwrap();
+    assert!(closed_within(&mut over, Duration::from_secs(2)).await);
+    // The busy ones are untouched: they finish.
+    for (n, s) in busy.iter_mut().enumerate() {
+        let body = format!("{{\"subscriberId\":\"cap-{n}\"}}");
+        s.write_all(format!("{body:<30}").as_bytes()).await.unwrap();
+        assert_eq!(response(s).await.unwrap().0, 201);
+    }
+}
+db_test!(connections_past_the_cap_are_closed, connection_cap);
+
+/// On shutdown: readiness answers 503, new connections are refused, a request under way finishes (and
+/// its answer closes the connection), an idle connection is closed, and a half-sent head does not hold
+/// the process past the deadline.
+async fn graceful_shutdown(app: TestApp) {
+    let options = ServerOptions {
+        header_timeout: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(2),
+        ..quick()
+    };
+    let mut server = start(&app, options, RequestLimits::default()).await;
+    let body = json!({"subscriberId": "in-flight"}).to_string();
+    let mut in_flight = TcpStream::connect(server.addr).await.unwrap();
+    let h = head(
+        "POST",
+        "/v2/subscribers",
+        &app.key,
+        &format!("Content-Length: {}\r\n", body.len()),
+    );
+    in_flight.write_all(h.as_bytes()).await.unwrap();
+    in_flight.write_all(&body.as_bytes()[..5]).await.unwrap();
+    let mut ready = TcpStream::connect(server.addr).await.unwrap();
+    ready
+        .write_all(head("GET", "/v1/health-check/ready", &app.key, "").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(response(&mut ready).await.unwrap().0, 200);
+    let mut half = TcpStream::connect(server.addr).await.unwrap();
+    half.write_all(b"GET /v2/subscribers HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let stopping = Instant::now();
+    server.stop.take().unwrap().send(()).unwrap();
+    crate::support::eventually(|| async { server.draining.load(Ordering::SeqCst).then_some(()) })
+        .await;
+    // The keep-alive connection, used again at once: served, 503, told to close.
+    ready
+        .write_all(head("GET", "/v1/health-check/ready", &app.key, "").as_bytes())
+        .await
+        .unwrap();
+    let (status, head_text, _) = response(&mut ready).await.unwrap();
+    assert_eq!(status, 503);
+    assert!(
+        head_text.to_ascii_lowercase().contains("connection: close"),
+        "{head_text}"
+    );
+    assert!(closed_within(&mut ready, Duration::from_secs(2)).await);
+    // New connections are refused.
+    assert!(
+        TcpStream::connect(server.addr).await.is_err()
+            || closed_within(
+                &mut TcpStream::connect(server.addr).await.unwrap(),
+                Duration::from_secs(1)
+            )
+            .await
+    );
+    // The request under way finishes.
+    in_flight.write_all(&body.as_bytes()[5..]).await.unwrap();
+    let (status, _, answer) = response(&mut in_flight).await.unwrap();
+    assert_eq!(status, 201, "{answer}");
+    let (status, _) = app.get("/v2/subscribers/in-flight").await;
+    assert_eq!(status, 200);
+    // The half-sent head is dropped at the deadline.
+    tokio::time::timeout(Duration::from_secs(5), &mut server.done)
+        .await
+        .expect("serve returned")
+        .unwrap();
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(closed_within(&mut half, Duration::from_secs(1)).await);
+}
+db_test!(shutdown_drains_connections, graceful_shutdown);
