@@ -227,7 +227,7 @@ db_test!(
 );
 
 /// How the `tidings` binary reaches this app's database.
-fn database_url_for_binary(app: &TestApp) -> String {
+pub(crate) fn database_url_for_binary(app: &TestApp) -> String {
     match &app.pg_schema {
         None => app.database_url.clone(),
         Some(schema) => {
@@ -335,7 +335,7 @@ db_test!(
 );
 
 /// Stops the server even when an assertion fails first.
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -364,3 +364,156 @@ async fn graceful_shutdown(app: TestApp) {
     assert!(closed_within(&mut half, Duration::from_secs(1)).await);
 }
 db_test!(shutdown_drains_connections, graceful_shutdown);
+
+/// The resident memory of process `pid`, in MB.
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// One request with a 7.9 MB body (declared, or chunked without a length) and an idempotency key: the
+/// status, or 0 when the connection was reset before an answer could be read.
+async fn large_request(addr: &str, key: &str, n: usize, chunked: bool) -> u16 {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return 0;
+    };
+    let framing = if chunked {
+        "Transfer-Encoding: chunked\r\n".to_owned()
+    } else {
+        "Content-Length: 7900000\r\n".to_owned()
+    };
+    let h = head(
+        "POST",
+        "/v1/events/trigger",
+        key,
+        &format!("Idempotency-Key: large-{n}\r\n{framing}"),
+    );
+    if s.write_all(h.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let chunk = vec![b'a'; 256 * 1024];
+    for _ in 0..31 {
+        let sent = async {
+            if chunked {
+                s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .await?;
+                s.write_all(&chunk).await?;
+                s.write_all(b"\r\n").await
+            } else {
+                s.write_all(&chunk).await
+            }
+        };
+        // The server stops reading once it has answered: give up writing then.
+        match tokio::time::timeout(Duration::from_secs(1), sent).await {
+            Ok(Ok(())) => {}
+            _ => break,
+        }
+    }
+    match tokio::time::timeout(Duration::from_secs(5), response(&mut s)).await {
+        Ok(Some((status, _, _))) => status,
+        _ => 0,
+    }
+}
+
+/// The binary, on this app's database: a burst of large bodies with idempotency keys leaves its memory
+/// near where it was, and SIGTERM with a half-sent request pending exits within the shutdown deadline.
+async fn binary_under_large_bodies(app: TestApp) {
+    use std::process::{Command, Stdio};
+    let mut child = crate::operability::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tidings"))
+            .arg("serve")
+            .env("TIDINGS_LISTEN", "127.0.0.1:0")
+            .env("TIDINGS_WORKERS", "1")
+            .env("TIDINGS_SHUTDOWN_TIMEOUT", "2")
+            .env(
+                "DATABASE_URL",
+                crate::operability::database_url_for_binary(&app),
+            )
+            .env("TIDINGS_ENCRYPTION_KEY", &app.encryption_key)
+            .env("RUST_LOG", "info")
+            .env_remove("TIDINGS_LOG")
+            .env_remove("TIDINGS_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tidings serve"),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(rest) = line.split("listen=").nth(1) {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("serving");
+    let pid = child.0.id();
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        let resp = client
+            .get(format!("http://{addr}/v2/subscribers"))
+            .header("Authorization", format!("ApiKey {}", app.key))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let idle = rss_mb(pid);
+    let burst: Vec<_> = (0..60)
+        .map(|n| {
+            let (addr, key) = (addr.clone(), app.key.clone());
+            tokio::spawn(async move { large_request(&addr, &key, n, n % 3 == 0).await })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for b in burst {
+        statuses.push(b.await.unwrap());
+    }
+    let refused = statuses.iter().filter(|s| **s == 413).count();
+    assert!(
+        statuses.iter().all(|s| *s == 413 || *s == 0) && refused >= 40,
+        "{statuses:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_mb(pid);
+    assert!(
+        after < idle + 64.0,
+        "RSS {idle:.0} MB at idle, {after:.0} MB after"
+    );
+
+    let mut half = TcpStream::connect(&addr).await.unwrap();
+    half.write_all(b"POST /v1/events/trigger HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .unwrap();
+    let stopping = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let status = child.0.wait();
+        (status, child)
+    })
+    .await
+    .unwrap()
+    .0
+    .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+db_test!(
+    large_bodies_leave_memory_and_shutdown_bounded,
+    binary_under_large_bodies
+);
