@@ -1,6 +1,6 @@
 //! Per-request limits, applied in one place before any handler, extractor or idempotency record sees the
-//! request: the body limit ([`MAX_BODY`], refused with 413 from `Content-Length` alone, before a byte of the
-//! body is read), the body-read timeout (408) and the request timeout (503).
+//! request: the body limit ([`MAX_BODY`]: 413, and no more than that is ever kept), the body-read timeout
+//! (408) and the request timeout (503).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use serde_json::Map;
 
 use super::error::error_response;
@@ -101,26 +101,35 @@ where
     }
 }
 
-/// The request with its body read into memory, or the answer that refuses it: 413 past [`MAX_BODY`]
-/// (from `Content-Length` when it is given), 408 when the body is not in within `timeout`, 400 when the
-/// client broke the body off.
+/// The request with its body read into memory, or the answer that refuses it: 413 past [`MAX_BODY`], 408
+/// when the body is not in within `timeout`, 400 when the client broke it off.
+///
+/// A body over the limit is never kept. A client that asked `Expect: 100-continue`, or declared more than
+/// [`DRAIN_MAX`], is answered at once, before it sends the body. Otherwise the rest of the body is read and
+/// discarded (up to [`DRAIN_MAX`], within `timeout`) so that a client that writes its whole body before
+/// reading gets the 413 instead of a reset connection.
 async fn read_body(req: Request, timeout: Duration) -> Result<Request, Response> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(too_large());
-    }
     if declared == Some(0) || http_body::Body::is_end_stream(req.body()) {
         return Ok(req);
     }
+    let expects = req
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if declared.is_some_and(|n| n > MAX_BODY as u64 && (expects || n > DRAIN_MAX as u64)) {
+        return Err(too_large());
+    }
     let (parts, body) = req.into_parts();
-    let collected = tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await;
-    match collected {
-        Ok(Ok(collected)) => Ok(Request::from_parts(parts, Body::from(collected.to_bytes()))),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
+    let over = declared.is_some_and(|n| n > MAX_BODY as u64);
+    let capacity = declared.map_or(0, |n| n.min(MAX_BODY as u64) as usize);
+    match tokio::time::timeout(timeout, read_within(body, capacity, over)).await {
+        Ok(Ok(Some(bytes))) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Ok(None)) => Err(too_large()),
         Ok(Err(_)) => Err(error_response(
             StatusCode::BAD_REQUEST,
             "The request body could not be read",
@@ -135,6 +144,34 @@ async fn read_body(req: Request, timeout: Duration) -> Result<Request, Response>
             Map::new(),
         )),
     }
+}
+
+/// Most of a body over the limit that is read and discarded before the 413 (16 MiB).
+pub const DRAIN_MAX: usize = 16 * 1024 * 1024;
+
+/// The body, or `None` when it passed [`MAX_BODY`] (then the rest, up to [`DRAIN_MAX`], is read and dropped).
+/// `over`: its declared length is already past the limit (nothing is kept).
+async fn read_within(
+    mut body: Body,
+    capacity: usize,
+    over: bool,
+) -> Result<Option<Vec<u8>>, axum::Error> {
+    let mut kept = Vec::with_capacity(if over { 0 } else { capacity });
+    let mut seen = if over { MAX_BODY } else { 0 };
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen <= MAX_BODY {
+            kept.extend_from_slice(&data);
+        } else if seen > DRAIN_MAX {
+            break;
+        } else {
+            kept = Vec::new();
+        }
+    }
+    Ok((seen <= MAX_BODY).then_some(kept))
 }
 
 fn too_large() -> Response {
