@@ -520,8 +520,10 @@ async fn binary_under_large_bodies(app: TestApp) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let after = rss_mb(pid);
+    // Before the limits layer, 100 such requests took the RSS from 34 MB to 1.33 GB, where it stayed. What
+    // is left now is the allocator's cache of freed pages (40 to 100 MB from run to run).
     assert!(
-        after < idle + 64.0,
+        after < idle + 128.0,
         "RSS {idle:.0} MB at idle, {after:.0} MB after"
     );
 
