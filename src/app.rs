@@ -31,7 +31,7 @@ pub fn resolve_cipher(cfg: &Config) -> anyhow::Result<Cipher> {
                     .with_context(|| format!("{} is not a valid key", path.display()));
             }
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
+                crate::store::sqlite::create_private_dir(dir)?;
             }
             let key = Cipher::generate_base64();
             write_private(&path, &key).with_context(|| format!("writing {}", path.display()))?;

@@ -377,23 +377,146 @@ fn collect_strings(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Replaces every occurrence of a secret in `text` with `[redacted]`.
+/// What a redacted secret becomes.
+const REDACTED: &str = "[redacted]";
+
+/// Replaces every secret in `text` with `[redacted]`, in each form a provider may echo it in: as is,
+/// JSON-escaped, percent- and form-encoded, and base64; then every token of `text` that carries a secret
+/// inside it or is one by its place (see [`redact_tokens`]): the base64 `user:password` of a Basic header, a
+/// segment of a JWT, any `Bearer` or `Basic` credential.
 pub fn redact(text: &str, secrets: &[String]) -> String {
+    let forms = secret_forms(secrets);
     let mut out = text.to_owned();
-    let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
-    // Longest first, so a secret containing another is replaced whole.
-    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    for s in sorted {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "[redacted]");
-        }
-        // Also the JSON-escaped form (a secret with quotes or slashes inside a JSON answer).
-        let escaped = serde_json::to_string(s).unwrap_or_default();
-        let escaped = escaped.trim_matches('"');
-        if escaped != s.as_str() && out.contains(escaped) {
-            out = out.replace(escaped, "[redacted]");
+    for form in &forms {
+        if out.contains(form.as_str()) {
+            out = out.replace(form.as_str(), REDACTED);
         }
     }
+    redact_tokens(&out, &forms)
+}
+
+/// Every form of each secret [`redact`] looks for, longest first (so a secret containing another is
+/// replaced whole).
+fn secret_forms(secrets: &[String]) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    let mut forms: Vec<String> = Vec::new();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        let json = serde_json::to_string(s).unwrap_or_default();
+        let json = json.trim_matches('"');
+        let form: String = form_urlencoded::byte_serialize(s.as_bytes()).collect();
+        let percent = form.replace('+', "%20");
+        let bytes = s.as_bytes();
+        let candidates = [
+            s.clone(),
+            json.to_owned(),
+            // JSON writers that escape slashes.
+            json.replace('/', "\\/"),
+            lower_hex_escapes(&form),
+            lower_hex_escapes(&percent),
+            form,
+            percent,
+            STANDARD.encode(bytes),
+            STANDARD_NO_PAD.encode(bytes),
+            URL_SAFE.encode(bytes),
+            URL_SAFE_NO_PAD.encode(bytes),
+        ];
+        for c in candidates {
+            if !c.is_empty() && !forms.contains(&c) {
+                forms.push(c);
+            }
+        }
+    }
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms
+}
+
+/// `%2F` → `%2f`: the same encoding written by a library with lowercase hex.
+fn lower_hex_escapes(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut rest = encoded;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let escape = rest.get(i..i + 3).unwrap_or(&rest[i..]);
+        out.push_str(&escape.to_ascii_lowercase());
+        rest = &rest[i + escape.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Bytes of a token: base64 (both alphabets), and the `.` and `~` of JWTs and RFC 6750 bearer tokens.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'_' | b'-' | b'.' | b'~')
+}
+
+/// The authorization scheme word just before `start` (`Bearer`, `Basic`, lowercased), if any.
+fn scheme_before(text: &str, start: usize) -> Option<String> {
+    let before = text[..start].strip_suffix(' ')?.trim_end_matches(' ');
+    let word_start = before
+        .rfind(|c: char| !c.is_ascii_alphabetic())
+        .map_or(0, |i| i + 1);
+    let word = before[word_start..].to_ascii_lowercase();
+    matches!(word.as_str(), "bearer" | "basic").then_some(word)
+}
+
+/// Base64 text decoded leniently (either alphabet, padding optional); `None` when it is not base64.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::{alphabet, Engine};
+    const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&alphabet::URL_SAFE, LENIENT);
+    if text.contains(['-', '_']) {
+        URL_SAFE.decode(text).ok()
+    } else {
+        STANDARD.decode(text).ok()
+    }
+}
+
+/// Replaces each token of `text` (a run of [`is_token_byte`], with its `=` padding) that is a credential:
+/// the value of a `Bearer` scheme, the base64 `user:password` of a `Basic` one, or a token with a base64 part
+/// (itself, or a dot-separated segment of a JWT) whose decoded text holds one of `forms`.
+fn redact_tokens(text: &str, forms: &[String]) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut copied) = (0, 0);
+    while i < bytes.len() {
+        if !is_token_byte(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_token_byte(bytes[i]) {
+            i += 1;
+        }
+        let padded = (i + 2).min(bytes.len());
+        while i < padded && bytes[i] == b'=' {
+            i += 1;
+        }
+        let token = &text[start..i];
+        let decoded = |part: &str| {
+            decode_base64(part.trim_end_matches('='))
+                .map(|d| String::from_utf8_lossy(&d).into_owned())
+        };
+        let credential = match scheme_before(text, start).as_deref() {
+            Some("bearer") => token.len() >= 8,
+            Some(_) => decoded(token).is_some_and(|d| d.contains(':')),
+            None => false,
+        } || token
+            .split(['.', '~'])
+            .filter(|part| part.len() >= 8)
+            .filter_map(decoded)
+            .any(|d| forms.iter().any(|f| d.contains(f.as_str())));
+        if credential {
+            out.push_str(&text[copied..start]);
+            out.push_str(REDACTED);
+            copied = i;
+        }
+    }
+    out.push_str(&text[copied..]);
     out
 }
 
@@ -440,6 +563,42 @@ mod tests {
         assert!(!out.contains("BEGIN KEY"), "{out}");
         assert!(out.contains("news@example.com"));
         assert!(out.contains("Bearer [redacted]"));
+    }
+
+    /// A secret echoed in any encoding is redacted: inside a Basic header's base64 `user:password`, as
+    /// base64 alone, percent-, form- and JSON-encoded, and inside a JWT segment; any Bearer value too.
+    #[test]
+    fn every_encoding_of_a_secret_is_redacted() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        let secret = "s3cr3t/t0ken+with=chars & more".to_owned();
+        let basic = STANDARD.encode(format!("AC0123:{secret}"));
+        let jwt = format!(
+            "eyJhbGciOiJIUzI1NiJ9.{}.c2lnbmF0dXJl",
+            URL_SAFE_NO_PAD.encode(format!("{{\"k\":\"{secret}\"}}"))
+        );
+        let form: String = form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        let text = format!(
+            "{{\"auth\":\"Basic {basic}\",\"alone\":\"{}\",\"url\":\"https://x/?t={}\",\
+             \"lower\":\"{}\",\"form\":\"t={form}\",\"json\":{},\"jwt\":\"{jwt}\",\
+             \"other\":\"Authorization: Bearer abc.DEF-ghi_jkl~\",\"keep\":\"Basic auth failed for user 42\"}}",
+            STANDARD.encode(&secret),
+            form.replace('+', "%20"),
+            lower_hex_escapes(&form),
+            serde_json::to_string(&secret).unwrap(),
+        );
+        let out = redact(&text, std::slice::from_ref(&secret));
+        for leaked in [
+            basic.as_str(),
+            "s3cr3t",
+            &jwt,
+            "abc.DEF",
+            &STANDARD.encode(&secret)[..12],
+        ] {
+            assert!(!out.contains(leaked), "{leaked} in {out}");
+        }
+        assert_eq!(out.matches(REDACTED).count(), 8, "{out}");
+        assert!(out.contains("Basic auth failed for user 42"), "{out}");
     }
 
     #[test]

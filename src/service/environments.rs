@@ -18,8 +18,28 @@ pub struct CreatedEnvironment {
     pub api_key: String,
 }
 
-/// Creates an environment in the default organization with a new API key (or `key`, when given).
+/// The fewest characters an API key given by the operator (`TIDINGS_API_KEY`) may have. Generated keys have
+/// 32 (128 random bits in hex).
+pub const MIN_API_KEY_CHARS: usize = 32;
+
+/// Refuses an operator's key shorter than [`MIN_API_KEY_CHARS`]: a short key can be guessed.
+pub fn check_operator_key(key: &str) -> Result<()> {
+    let n = key.chars().count();
+    if n < MIN_API_KEY_CHARS {
+        return Err(Error::bad_request(format!(
+            "TIDINGS_API_KEY must be at least {MIN_API_KEY_CHARS} characters long, it has {n}: \
+             use a random one, e.g. `openssl rand -hex 16`"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates an environment in the default organization with a new API key (or `key`, when given: at least
+/// [`MIN_API_KEY_CHARS`] characters).
 pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<CreatedEnvironment> {
+    if let Some(key) = key {
+        check_operator_key(key)?;
+    }
     let name = name.trim();
     if name.is_empty() {
         return Err(Error::bad_request("environment name must not be empty"));
@@ -91,11 +111,12 @@ pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment>
     })
 }
 
-/// Start-up: with `TIDINGS_API_KEY`, makes sure a "Development" environment holds exactly that key;
+/// Start-up: with `TIDINGS_API_KEY` (refused when shorter than [`MIN_API_KEY_CHARS`]), makes sure a "Development" environment holds exactly that key;
 /// without it, an empty database gets "Development" and "Production". Returns what was created.
 pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<CreatedEnvironment>> {
     match api_key {
         Some(key) => {
+            check_operator_key(key)?;
             if store
                 .find_tenant_by_key_hash(&sha256_hex(key.as_bytes()))
                 .await?

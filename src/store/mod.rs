@@ -73,6 +73,7 @@ embed_migrations!(
     "0010_digest_index.sql",
     "20261126032135_workflow_list.sql",
     "20261126074500_message_archive.sql",
+    "20261126121948_sealed_subscriber_channels.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
@@ -278,6 +279,14 @@ impl Store {
             Db::Sqlite(p) => SQLITE_MIGRATOR.run(p).await?,
             Db::Postgres(p) => POSTGRES_MIGRATOR.run(p).await?,
         }
+        // A SQL migration cannot encrypt: subscribers' channels stored in clear are sealed here.
+        let sealed = self.seal_subscriber_channels().await?;
+        if sealed > 0 {
+            tracing::info!(
+                sealed,
+                "sealed the channel credentials of subscribers stored in clear"
+            );
+        }
         Ok(())
     }
 
@@ -326,9 +335,9 @@ fn sqlite_options(url: &str) -> Result<SqliteConnectOptions> {
     let opts = SqliteConnectOptions::from_str(url)
         .map_err(|e| anyhow::anyhow!("invalid SQLite URL: {e}"))?;
     let path = opts.get_filename().to_path_buf();
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    if !path.as_os_str().is_empty() && path.as_os_str() != ":memory:" {
+        sqlite::prepare_database_file(&path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
     }
     Ok(opts
         .create_if_missing(true)

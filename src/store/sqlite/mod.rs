@@ -38,6 +38,51 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+/// Creates the data folder `dir` (and missing parents) readable by the owner only (0700). A folder that
+/// exists is left as it is: it is the operator's.
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.exists() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Prepares a database file before SQLite opens it: its folder created 0700 when missing, and the file
+/// created empty with mode 0600 (SQLite gives the `-wal` and `-shm` files it creates the database file's
+/// mode). An existing file keeps its mode; one that others can read is reported.
+pub(crate) fn prepare_database_file(file: &Path) -> std::io::Result<()> {
+    if let Some(dir) = file.parent() {
+        create_private_dir(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(file)?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        file = %file.display(),
+                        mode = format!("{:o}", mode & 0o777),
+                        "the database file can be read by other users: chmod 600 it (and its -wal and -shm files)"
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 use crate::error::{Error, Result};
 
 /// What bounds a read's cost; it decides where the read runs (see the module's threading model).
