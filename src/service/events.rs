@@ -142,7 +142,8 @@ pub async fn trigger(
         .remove(0))
 }
 
-/// Triggers several events (bulk): each is validated on its own, and all are recorded in one transaction.
+/// Triggers several events (bulk): each is validated and recorded on its own (each trigger atomically, the
+/// request not: the writer may spread its triggers over several group commits).
 pub async fn trigger_many(
     store: &Store,
     triggers: &TriggerWriter,
