@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
 
+use super::leases::Held;
 use crate::domain::job::{Job, Notification};
 use crate::store::triggers::Lease;
 
@@ -19,6 +20,7 @@ pub(crate) struct Slot {
     worker: String,
     lease_ms: i64,
     jobs: mpsc::Sender<HandedJob>,
+    held: Held,
 }
 
 impl Slot {
@@ -31,6 +33,15 @@ impl Slot {
             worker: &self.worker,
             lease_ms: self.lease_ms,
             reserve: |n| self.jobs.try_reserve_many(n).ok(),
+        }
+    }
+
+    /// Hands the jobs recorded leased to the workers, in the room [`Slot::lease`] reserved; from now on the
+    /// workers' lease renewer keeps them leased until they are completed.
+    pub(crate) fn hand(&self, room: mpsc::PermitIterator<'_, HandedJob>, jobs: Vec<HandedJob>) {
+        self.held.add(jobs.iter().map(|(job, _)| job.id.clone()));
+        for (permit, job) in room.zip(jobs) {
+            permit.send(job);
         }
     }
 }
@@ -52,11 +63,24 @@ impl Handoff {
         lease_ms: i64,
         capacity: usize,
     ) -> mpsc::Receiver<HandedJob> {
+        self.hand_held_jobs_to(worker, lease_ms, capacity, Held::default())
+    }
+
+    /// As [`Handoff::hand_jobs_to`], and the handed jobs join `held`, the jobs whose leases the workers'
+    /// renewer extends.
+    pub(crate) fn hand_held_jobs_to(
+        &self,
+        worker: &str,
+        lease_ms: i64,
+        capacity: usize,
+        held: Held,
+    ) -> mpsc::Receiver<HandedJob> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Slot {
             worker: worker.to_owned(),
             lease_ms,
             jobs: tx,
+            held,
         });
         rx
     }

@@ -4,6 +4,7 @@
 
 mod deliver;
 mod handoff;
+mod leases;
 pub mod steps;
 mod trigger_writer;
 
@@ -26,8 +27,10 @@ use crate::domain::{new_object_id, EnvironmentId, JobId, NotificationId, Timesta
 use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
-/// How long a claimed job is reserved for its worker.
-pub const LEASE_MS: i64 = 60_000;
+/// How long a claimed job is reserved for its worker. A process renews the leases of all the jobs it holds
+/// every third of this (`leases::renew`), so only a process that stopped lets its jobs go, and they are
+/// claimed again at most this long after it died.
+pub const LEASE_MS: i64 = 10_000;
 
 /// This process's link from the trigger path to its workers: wakes idle workers when new jobs are queued
 /// in this process (other processes poll), and holds the [`Handoff`] through which the trigger writer gives
@@ -471,8 +474,9 @@ pub struct WorkerOptions {
     pub profile: crate::config::WireProfile,
     /// First backoff of a provider retry; doubled on each further retry, ±25 % jitter.
     pub retry_base: Duration,
-    /// How long a claim reserves a job. While a batch runs, its worker renews the lease every third of
-    /// this, so only a worker that stopped (crashed, lost the database) lets its jobs go to another.
+    /// How long a claim reserves a job. The process renews the leases of every job it holds (claimed or
+    /// handed over, running or waiting) every third of this, so only a process that stopped (crashed, lost
+    /// the database) lets its jobs go to another, within this long.
     pub lease: Duration,
 }
 
@@ -505,15 +509,17 @@ pub fn spawn_workers(
         let worker = format!("w-{}", new_object_id());
         let runner = Arc::new(steps::Runner::new(store.clone(), profile, retry_base));
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs
-        // running at once (`concurrency`). The lease is renewed while a batch runs, so a batch of slow
-        // steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast it.
+        // running at once (`concurrency`). Leases are renewed while the process holds its jobs, so a batch
+        // of slow steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast one.
         let batch = (concurrency * 4).clamp(8, 256) as i64;
         let running = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+        let held = leases::Held::default();
         // New notifications' first jobs come straight from the trigger writer, already leased to us.
-        let handed: Handed = Arc::new(std::sync::Mutex::new(wakeup.handoff().hand_jobs_to(
+        let handed: Handed = Arc::new(std::sync::Mutex::new(wakeup.handoff().hand_held_jobs_to(
             &worker,
             lease.as_millis() as i64,
             2 * batch as usize,
+            held.clone(),
         )));
         let mut loops = tokio::task::JoinSet::new();
         for _ in 0..LOOPS_PER_PROCESS {
@@ -525,13 +531,19 @@ pub fn spawn_workers(
                     worker: worker.clone(),
                     batch,
                     lease,
+                    held: held.clone(),
                 },
                 handed.clone(),
                 wakeup.clone(),
                 shutdown.clone(),
             ));
         }
-        while loops.join_next().await.is_some() {}
+        // The leases of everything the loops hold are renewed until the last loop has stopped.
+        let renewing = leases::renew(store.clone(), worker.clone(), held, lease);
+        tokio::select! {
+            _ = async { while loops.join_next().await.is_some() {} } => {}
+            _ = renewing => {}
+        }
         // Jobs handed over but not started go back to the queue for another process (or the next start).
         wakeup.handoff().stop_handing_jobs(&worker);
         let left: Vec<JobId> = take_handed(&handed, usize::MAX)
@@ -549,11 +561,13 @@ pub fn spawn_workers(
 /// batch. They share the process's concurrency limit and worker id.
 const LOOPS_PER_PROCESS: usize = 2;
 
-/// How a claim loop claims: as whom, how many jobs at a time, for how long.
+/// How a claim loop claims: as whom, how many jobs at a time, for how long, and where it notes the jobs
+/// it holds (for the lease renewer).
 struct Claims {
     worker: String,
     batch: i64,
     lease: Duration,
+    held: leases::Held,
 }
 
 /// The jobs the trigger writer hands to this process's claim loops (see [`Handoff::hand_jobs_to`]).
@@ -580,7 +594,7 @@ fn has_handed(handed: &Handed) -> bool {
 const CLAIM_EVERY: Duration = Duration::from_millis(20);
 
 /// How often a claim loop looks for jobs whose lease expired (their worker stopped). Such a job waits its
-/// lease (60 s) anyway; looking on every claim cost each claim a second statement.
+/// lease (`LEASE_MS`) anyway; looking on every claim cost each claim a second statement.
 const RECLAIM_EVERY: Duration = Duration::from_secs(1);
 
 /// Claims a batch of due jobs, runs it, completes it in one transaction; sleeps when there is nothing due.
@@ -699,6 +713,7 @@ impl Claimer {
             .store
             .claim_jobs(&self.claims.worker, most, lease_ms, reclaim)
             .await?;
+        self.claims.held.add(claimed.iter().map(|j| j.id.clone()));
         let keys: Vec<(String, NotificationId)> = claimed
             .iter()
             .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
@@ -735,8 +750,8 @@ impl Claimer {
 }
 
 impl Batch {
-    /// Runs the batch's jobs concurrently (at most `running` at a time in the process), renewing their
-    /// leases meanwhile, then completes them in one transaction.
+    /// Runs the batch's jobs concurrently (at most `running` at a time in the process), then completes
+    /// them in one transaction (their leases are renewed meanwhile by the process's renewer).
     async fn run(
         self,
         store: &Store,
@@ -773,9 +788,19 @@ impl Batch {
                 (job, outcome)
             });
         }
-        let finished = finish_renewing(store, set, claims, &ids).await;
+        let mut finished = Vec::new();
+        while let Some(result) = set.join_next().await {
+            match result {
+                Ok((job, Some(outcome))) => finished.push((job, outcome)),
+                Ok((_, None)) => {}
+                Err(e) => tracing::error!(error = ?e, "a job task panicked; its lease will expire"),
+            }
+        }
         let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
-        match store.complete_jobs(&claims.worker, &items).await {
+        let completed = store.complete_jobs(&claims.worker, &items).await;
+        // Done, or given up: a job whose completion failed is no longer renewed, so it is claimed again.
+        claims.held.remove(&ids);
+        match completed {
             Ok(owned) => {
                 for ((job, _), ok) in finished.iter().zip(owned) {
                     if !ok {
@@ -786,41 +811,6 @@ impl Batch {
             Err(e) => {
                 tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")
             }
-        }
-    }
-}
-
-/// The outcomes of a batch's running jobs as they finish, renewing the leases of `ids` every third of a
-/// lease meanwhile.
-async fn finish_renewing(
-    store: &Store,
-    mut set: tokio::task::JoinSet<(Job, Option<JobOutcome>)>,
-    claims: &Claims,
-    ids: &[JobId],
-) -> Vec<(Job, JobOutcome)> {
-    let lease = claims.lease;
-    let mut finished = Vec::new();
-    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let result = tokio::select! {
-            result = set.join_next() => match result {
-                Some(result) => result,
-                None => return finished,
-            },
-            _ = renew.tick() => {
-                // Jobs already finished are renewed too: they are still `running` until completed.
-                let lease_ms = lease.as_millis() as i64;
-                if let Err(e) = store.renew_leases(&claims.worker, ids, lease_ms).await {
-                    tracing::warn!(error = ?e, "renewing leases failed");
-                }
-                continue;
-            }
-        };
-        match result {
-            Ok((job, Some(outcome))) => finished.push((job, outcome)),
-            Ok((_, None)) => {}
-            Err(e) => tracing::error!(error = ?e, "a job task panicked; its lease will expire"),
         }
     }
 }

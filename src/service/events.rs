@@ -142,7 +142,8 @@ pub async fn trigger(
         .remove(0))
 }
 
-/// Triggers several events (bulk): each is validated on its own, and all are recorded in one transaction.
+/// Triggers several events (bulk): each is validated and recorded on its own (each trigger atomically, the
+/// request not: the writer may spread its triggers over several group commits).
 pub async fn trigger_many(
     store: &Store,
     triggers: &TriggerWriter,
@@ -356,6 +357,9 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     let now = Timestamp::now();
     let mut batch = Vec::with_capacity(recipients.len());
     for (i, (r, given)) in recipients.iter().zip(&recipient_channels).enumerate() {
+        // A bulk request prepares up to 10,000 recipients in this task, and SQLite point reads answer
+        // without yielding: the task gives the thread up now and then so that other requests run meanwhile.
+        tokio::task::consume_budget().await;
         let s = resolve_recipient(store, tenant, r, given, &channels_field(&input, i)).await?;
         let n = Notification {
             id: NotificationId::new(),

@@ -8,6 +8,7 @@ mod channels;
 mod corpus;
 mod delivery;
 mod engine;
+mod hardening_engine;
 mod hardening_secrets;
 mod idempotency;
 mod integrations;
