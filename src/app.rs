@@ -103,7 +103,11 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", cfg.listen))?;
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
-    let state = AppState::new(store.clone(), cfg.compat);
+    let options = api::ApiOptions {
+        rate_limits: cfg.rate_limits,
+        metrics_token: cfg.metrics_token.clone(),
+    };
+    let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
         store.clone(),
         crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),

@@ -6,7 +6,9 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
+pub mod metrics;
 pub mod pagination;
+pub mod ratelimit;
 pub mod request_log;
 pub mod v1;
 pub mod v2;
@@ -19,6 +21,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Map;
+use sha2::Digest;
 use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
@@ -39,13 +42,32 @@ pub struct Shared {
     pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
     pub wakeup: crate::engine::Wakeup,
+    pub limiter: ratelimit::Limiter,
+    /// SHA-256 of the bearer token `/metrics` requires, if any.
+    pub metrics_token: Option<[u8; 32]>,
+}
+
+/// Operators' settings of the API (besides the wire profile).
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    pub rate_limits: crate::config::RateLimits,
+    pub metrics_token: Option<String>,
 }
 
 impl AppState {
+    /// A state with the default [`ApiOptions`].
     pub fn new(store: Store, profile: WireProfile) -> Self {
+        Self::with_options(store, profile, ApiOptions::default())
+    }
+
+    pub fn with_options(store: Store, profile: WireProfile, options: ApiOptions) -> Self {
         let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
+            limiter: ratelimit::Limiter::new(options.rate_limits, &store),
+            metrics_token: options
+                .metrics_token
+                .map(|t| sha2::Sha256::digest(t.as_bytes()).into()),
             store,
             profile,
             keys: auth::KeyCache::default(),
@@ -102,7 +124,7 @@ impl Routes {
             .map_or(request_log::UNMATCHED, String::as_str);
         let name = request_log::RouteLayer::new(template);
         let handlers = match &self.gate {
-            Some(gate) => handlers.layer(gate.clone()),
+            Some(gate) => handlers.layer(gate.for_route(template)),
             None => handlers,
         };
         self.router = self.router.routes((schemas, paths, handlers.layer(name)));
@@ -112,7 +134,7 @@ impl Routes {
 
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
-    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer(state.clone())))
+    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer::new(state.clone())))
         .routes(routes!(
             v2::subscribers::search_subscribers,
             v2::subscribers::create_subscriber
@@ -193,6 +215,7 @@ pub fn router(state: AppState) -> Router {
         .merge(authed)
         .merge(public)
         .merge(docs::routes(openapi, state.profile))
+        .merge(metrics::routes())
         // Novu's routes that Tidings lacks, and methods a path does not serve, answer 404 like any
         // unknown route: a 405 would tell a client the route exists.
         .fallback(not_found)

@@ -777,8 +777,10 @@ impl Batch {
         let items: Vec<(&Job, &JobOutcome)> = finished.iter().map(|(j, o)| (j, o)).collect();
         match store.complete_jobs(&claims.worker, &items).await {
             Ok(owned) => {
-                for ((job, _), ok) in finished.iter().zip(owned) {
-                    if !ok {
+                for ((job, outcome), ok) in finished.iter().zip(owned) {
+                    if ok {
+                        crate::metrics::job_finished(job, outcome);
+                    } else {
                         tracing::info!(job = %job.id, "lease lost; another worker owns the job");
                     }
                 }
