@@ -16,7 +16,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::domain::job::Job;
 use crate::store::jobs::JobOutcome;
-use crate::store::rate_limits::JOB_COUNT_CAP;
+use crate::store::rate_limits::COUNT_LIMIT;
 use crate::store::Store;
 
 /// Latency of every request, by method, route template and status; its `_count` counts the requests.
@@ -217,7 +217,7 @@ pub async fn render(store: &Store) -> String {
             });
             let _ = write!(
                 text,
-                "# HELP tidings_jobs Jobs by state, read from the database (counts stop at {JOB_COUNT_CAP}): \
+                "# HELP tidings_jobs Jobs by state, read from the database (counts stop at {COUNT_LIMIT}): \
                  queued (due), scheduled (queued to run later), running (leased)\n\
                  # TYPE tidings_jobs gauge\n\
                  tidings_jobs{{state=\"queued\"}} {}\n\

@@ -1,8 +1,9 @@
 //! Rate-limit buckets shared by the instances on PostgreSQL (see `api::ratelimit`), and the job figures
 //! `/metrics` reads when scraped.
 
+pub use super::page::COUNT_LIMIT;
 use super::sql::Sql;
-use super::{Cost, Db, Store};
+use super::{Db, Store};
 use crate::domain::Timestamp;
 use crate::error::{Error, Result};
 
@@ -14,9 +15,6 @@ pub struct Take {
     /// Tokens left in the bucket.
     pub left: f64,
 }
-
-/// Counts of jobs that stop here: a figure at the cap means "at least".
-pub const JOB_COUNT_CAP: i64 = 100_000;
 
 /// The queue as `/metrics` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,33 +70,19 @@ impl Store {
         Ok(Take { granted, left })
     }
 
-    /// The queue's figures, each count stopping at [`JOB_COUNT_CAP`]: four reads of the due-jobs index.
+    /// The queue's figures, each count stopping at [`COUNT_LIMIT`]: four reads of the due-jobs index.
     pub async fn job_figures(&self) -> Result<JobFigures> {
         let now = Timestamp::now().0;
-        let due = self
-            .capped_count("status = 'queued' and run_at <= ", Some(now))
-            .await?;
-        let scheduled = self
-            .capped_count("status = 'queued' and run_at > ", Some(now))
-            .await?;
-        let running = self.capped_count("status = 'running'", None).await?;
-        let oldest = self.next_job_due().await?;
+        let mut due = Sql::new("status = 'queued' and run_at <= ");
+        due.bind(now);
+        let mut scheduled = Sql::new("status = 'queued' and run_at > ");
+        scheduled.bind(now);
+        let running = Sql::new("status = 'running'");
         Ok(JobFigures {
-            due,
-            scheduled,
-            running,
-            oldest_due: oldest.filter(|at| *at <= now),
+            due: self.count_capped("jobs", &due).await?,
+            scheduled: self.count_capped("jobs", &scheduled).await?,
+            running: self.count_capped("jobs", &running).await?,
+            oldest_due: self.next_job_due().await?.filter(|at| *at <= now),
         })
-    }
-
-    /// Jobs matching `condition` (followed by `value`, when given), counted up to [`JOB_COUNT_CAP`].
-    async fn capped_count(&self, condition: &str, value: Option<i64>) -> Result<i64> {
-        let mut q = Sql::new("select count(*) from (select 1 from jobs where ");
-        q.push(condition);
-        if let Some(v) = value {
-            q.bind(v);
-        }
-        q.push(" limit ").bind(JOB_COUNT_CAP).push(") capped");
-        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 }

@@ -437,18 +437,19 @@ async fn queue_figures_and_job_counters(backend: Backend) {
     let finished = |t: &str| sample(t, "tidings_jobs_finished_total", &[("status", "completed")]);
     let expired = |t: &str| sample(t, "tidings_job_lease_expiries_total", &[]);
     app.start_workers();
+    // The counters move just after the jobs' commit: wait for both.
     let text = eventually(|| async {
         let text = scrape(&app.base, None).await;
         (sample(&text, "tidings_queue_depth", &[]) == 0.0
-            && sample(&text, "tidings_jobs", &[("state", "running")]) == 0.0)
+            && sample(&text, "tidings_jobs", &[("state", "running")]) == 0.0
+            && finished(&text) >= finished(&before) + 3.0
+            // The dead worker's job was claimed again once its lease expired.
+            && expired(&text) >= expired(&before) + 1.0)
             .then_some(text)
     })
     .await;
-    assert!(finished(&text) >= finished(&before) + 3.0, "{text}");
     let lag = sample(&text, "tidings_oldest_due_job_lag_seconds", &[]);
     assert_eq!(lag, 0.0);
-    // The dead worker's job was claimed again once its lease expired.
-    assert!(expired(&text) >= expired(&before) + 1.0, "{text}");
 }
 db_test!(metrics_queue, queue_figures_and_job_counters, backend);
 
@@ -484,8 +485,12 @@ async fn deliveries_and_retries_are_counted(app: TestApp) {
     .await;
     assert_eq!(job["status"], "completed", "{job}");
     assert_eq!(receiver.requests().len(), 2);
-    let after = scrape(&app.base, None).await;
-    assert!(delivered(&after) >= delivered(&before) + 1.0, "{after}");
-    assert!(retried(&after) >= retried(&before) + 1.0, "{after}");
+    // The counters move just after the job's commit.
+    eventually(|| async {
+        let after = scrape(&app.base, None).await;
+        (delivered(&after) >= delivered(&before) + 1.0 && retried(&after) >= retried(&before) + 1.0)
+            .then_some(())
+    })
+    .await;
 }
 db_test!(metrics_deliveries, deliveries_and_retries_are_counted);
