@@ -105,7 +105,12 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     server_options.max_connections = connection_cap(server_options.max_connections);
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
-    let state = AppState::with_limits(store.clone(), cfg.compat, cfg.requests);
+    let options = api::ApiOptions {
+        rate_limits: cfg.rate_limits,
+        metrics_token: cfg.metrics_token.clone(),
+        limits: cfg.requests,
+    };
+    let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
         store.clone(),
         crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),

@@ -127,6 +127,60 @@ pub struct Config {
     pub server: crate::server::ServerOptions,
     /// `TIDINGS_BODY_TIMEOUT`, `TIDINGS_REQUEST_TIMEOUT`.
     pub requests: crate::api::limits::RequestLimits,
+    // Rate limits and metrics.
+    /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`.
+    pub rate_limits: RateLimits,
+    /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
+}
+
+/// Requests per second per environment in each of Novu's rate-limit categories; 0 turns a category off.
+/// The defaults are Novu's top tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// `TIDINGS_RATE_LIMIT_EVENTS`: triggers (`/v1/events/…`).
+    pub events: u32,
+    /// `TIDINGS_RATE_LIMIT_CONFIGURATION`: subscribers, workflows, channel connections and endpoints.
+    pub configuration: u32,
+    /// `TIDINGS_RATE_LIMIT_GLOBAL`: everything else.
+    pub global: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            events: 6000,
+            configuration: 2000,
+            global: 3000,
+        }
+    }
+}
+
+impl RateLimits {
+    /// The defaults, each replaced by its variable when set.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let d = Self::default();
+        Ok(Self {
+            events: env_u32("TIDINGS_RATE_LIMIT_EVENTS", d.events)?,
+            configuration: env_u32("TIDINGS_RATE_LIMIT_CONFIGURATION", d.configuration)?,
+            global: env_u32("TIDINGS_RATE_LIMIT_GLOBAL", d.global)?,
+        })
+    }
+}
+
+/// A variable holding a count (at most 10,000,000), or `default` when unset.
+fn env_u32(name: &str, default: u32) -> anyhow::Result<u32> {
+    match non_empty_env(name) {
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n <= 10_000_000)
+            .ok_or_else(|| {
+                anyhow::anyhow!("{name} must be an integer from 0 to 10000000, got {v:?}")
+            }),
+        None => Ok(default),
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -143,6 +197,11 @@ impl std::fmt::Debug for Config {
             .field("workers", &self.workers)
             .field("server", &self.server)
             .field("requests", &self.requests)
+            .field("rate_limits", &self.rate_limits)
+            .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<set>"),
+            )
             .finish()
     }
 }
@@ -190,6 +249,8 @@ impl Config {
                 body_timeout: seconds("TIDINGS_BODY_TIMEOUT", requests.body_timeout)?,
                 request_timeout: seconds("TIDINGS_REQUEST_TIMEOUT", requests.request_timeout)?,
             },
+            rate_limits: RateLimits::from_env()?,
+            metrics_token: non_empty_env("TIDINGS_METRICS_TOKEN"),
         })
     }
 }

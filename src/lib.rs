@@ -11,6 +11,7 @@ pub mod crypto;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod providers;
 pub mod render;
 pub mod server;

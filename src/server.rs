@@ -202,6 +202,7 @@ async fn connection(
     _slot: OwnedSemaphorePermit,
 ) {
     let (id, activity) = open.add();
+    let _counted = crate::metrics::OpenConnection::new();
     let _ = stream.set_nodelay(true);
     let service = ConnectionService {
         app,

@@ -23,6 +23,7 @@ use tower::Service;
 
 use super::error::ApiError;
 use super::idempotency;
+use super::ratelimit::{self, RouteLimit, Verdict};
 use super::AppState;
 use crate::domain::Tenant;
 use crate::error::Error;
@@ -63,7 +64,27 @@ impl KeyCache {
 
 /// The layer of every authenticated route (see the module's documentation).
 #[derive(Clone)]
-pub struct GateLayer(pub AppState);
+pub struct GateLayer {
+    state: AppState,
+    limit: RouteLimit,
+}
+
+impl GateLayer {
+    pub fn new(state: AppState) -> Self {
+        Self {
+            state,
+            limit: RouteLimit::of(""),
+        }
+    }
+
+    /// The gate of the route `template`, which it rate-limits by the template's category and cost.
+    pub fn for_route(&self, template: &str) -> Self {
+        Self {
+            state: self.state.clone(),
+            limit: RouteLimit::of(template),
+        }
+    }
+}
 
 impl tower::Layer<Route> for GateLayer {
     type Service = Gate;
@@ -71,7 +92,8 @@ impl tower::Layer<Route> for GateLayer {
     fn layer(&self, route: Route) -> Gate {
         Gate {
             route,
-            state: self.0.clone(),
+            state: self.state.clone(),
+            limit: self.limit,
         }
     }
 }
@@ -82,6 +104,7 @@ impl tower::Layer<Route> for GateLayer {
 pub struct Gate {
     route: Route,
     state: AppState,
+    limit: RouteLimit,
 }
 
 impl Service<Request> for Gate {
@@ -96,27 +119,47 @@ impl Service<Request> for Gate {
     fn call(&mut self, mut req: Request) -> Self::Future {
         if let Some(echo) = idempotency::passes_through(&req) {
             if let Some(tenant) = cached_tenant(&self.state, req.headers().get(AUTHORIZATION)) {
-                req.extensions_mut().insert(tenant);
-                let answer = self.route.call(req);
-                return Box::pin(async move {
-                    let mut resp = answer.await?;
-                    idempotency::echo(&mut resp, echo);
-                    Ok(resp)
-                });
+                // `None`: the rate limit needs the database, so the full path.
+                match self
+                    .state
+                    .limiter
+                    .try_admit(tenant.environment_id.as_str(), self.limit)
+                {
+                    Some(Verdict::Refused(resp)) => return Box::pin(std::future::ready(Ok(resp))),
+                    Some(Verdict::Admitted(limit)) => {
+                        req.extensions_mut().insert(tenant);
+                        let answer = self.route.call(req);
+                        return Box::pin(async move {
+                            let mut resp = answer.await?;
+                            idempotency::echo(&mut resp, echo);
+                            ratelimit::stamp(&mut resp, limit);
+                            Ok(resp)
+                        });
+                    }
+                    None => {}
+                }
             }
         }
-        let (state, route) = (self.state.clone(), self.route.clone());
-        Box::pin(async move { Ok(gate(state, req, route).await) })
+        let (state, route, limit) = (self.state.clone(), self.route.clone(), self.limit);
+        Box::pin(async move { Ok(gate(state, req, route, limit).await) })
     }
 }
 
-/// The full path: the key may need a database read, and a keyed write goes through the idempotency record.
-async fn gate(state: AppState, mut req: Request, route: Route) -> Response {
+/// The full path: the key may need a database read, the rate limit a take from the shared bucket, and a
+/// keyed write goes through the idempotency record (after the rate limit: a refusal is not the key's answer).
+async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit) -> Response {
     let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
     match authenticate(&state, header).await {
         Ok(tenant) => {
+            let env = tenant.environment_id.as_str();
+            let headers = match state.limiter.admit(env, limit).await {
+                Verdict::Admitted(headers) => headers,
+                Verdict::Refused(resp) => return resp,
+            };
             req.extensions_mut().insert(tenant);
-            idempotency::idempotency(state, req, route).await
+            let mut resp = idempotency::idempotency(state, req, route).await;
+            ratelimit::stamp(&mut resp, headers);
+            resp
         }
         Err(e) => ApiError(e).into_response(),
     }

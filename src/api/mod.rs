@@ -7,7 +7,9 @@ pub mod error;
 pub mod extract;
 pub mod idempotency;
 pub mod limits;
+pub mod metrics;
 pub mod pagination;
+pub mod ratelimit;
 pub mod request_log;
 pub mod v1;
 pub mod v2;
@@ -21,6 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Map;
+use sha2::Digest;
 use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
@@ -41,26 +44,42 @@ pub struct Shared {
     pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
     pub wakeup: crate::engine::Wakeup,
+    pub limiter: ratelimit::Limiter,
+    /// SHA-256 of the bearer token `/metrics` requires, if any.
+    pub metrics_token: Option<[u8; 32]>,
     pub limits: limits::RequestLimits,
     /// Set when the process begins to shut down: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
 }
 
+/// Operators' settings of the API (besides the wire profile).
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    pub rate_limits: crate::config::RateLimits,
+    pub metrics_token: Option<String>,
+    /// Body and request timeouts.
+    pub limits: limits::RequestLimits,
+}
+
 impl AppState {
-    /// State with the default request limits.
+    /// A state with the default [`ApiOptions`].
     pub fn new(store: Store, profile: WireProfile) -> Self {
-        Self::with_limits(store, profile, limits::RequestLimits::default())
+        Self::with_options(store, profile, ApiOptions::default())
     }
 
-    pub fn with_limits(store: Store, profile: WireProfile, limits: limits::RequestLimits) -> Self {
+    pub fn with_options(store: Store, profile: WireProfile, options: ApiOptions) -> Self {
         let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
+            limiter: ratelimit::Limiter::new(options.rate_limits, &store),
+            metrics_token: options
+                .metrics_token
+                .map(|t| sha2::Sha256::digest(t.as_bytes()).into()),
             store,
             profile,
             keys: auth::KeyCache::default(),
             wakeup,
-            limits,
+            limits: options.limits,
             draining: Arc::default(),
         }))
     }
@@ -114,7 +133,7 @@ impl Routes {
             .map_or(request_log::UNMATCHED, String::as_str);
         let name = request_log::RouteLayer::new(template);
         let handlers = match &self.gate {
-            Some(gate) => handlers.layer(gate.clone()),
+            Some(gate) => handlers.layer(gate.for_route(template)),
             None => handlers,
         };
         self.router = self.router.routes((schemas, paths, handlers.layer(name)));
@@ -124,7 +143,7 @@ impl Routes {
 
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
-    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer(state.clone())))
+    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer::new(state.clone())))
         .routes(routes!(
             v2::subscribers::search_subscribers,
             v2::subscribers::create_subscriber
@@ -205,6 +224,7 @@ pub fn router(state: AppState) -> Router {
         .merge(authed)
         .merge(public)
         .merge(docs::routes(openapi, state.profile))
+        .merge(metrics::routes())
         // Novu's routes that Tidings lacks, and methods a path does not serve, answer 404 like any
         // unknown route: a 405 would tell a client the route exists.
         .fallback(not_found)

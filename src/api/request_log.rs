@@ -4,7 +4,8 @@
 //! The route template is known without axum's `matched-path` feature (left out for speed): every route is
 //! wrapped in a [`RouteLayer`] holding its template, which writes it into a task-local slot that the outer
 //! [`LogLayer`] opens around each poll of the request; requests no route served (the 404 fallback) log `-`. Per request this costs
-//! a clock read, the request id's header value and the log event itself.
+//! a clock read, the request id's header value, the log event itself and its latency's record in
+//! [`crate::metrics`].
 
 use std::cell::Cell;
 use std::future::Future;
@@ -191,12 +192,14 @@ where
             return Poll::Ready(result);
         };
         if let Ok(resp) = &mut result {
+            let elapsed = this.start.elapsed();
+            crate::metrics::request(&this.method, route, resp.status().as_u16(), elapsed);
             tracing::info!(
                 target: "tidings::request",
                 method = %this.method,
                 route = %route,
                 status = resp.status().as_u16(),
-                latency_us = this.start.elapsed().as_micros() as u64,
+                latency_us = elapsed.as_micros() as u64,
                 request_id = %request_id.to_str().unwrap_or(UNMATCHED),
                 "request"
             );

@@ -802,8 +802,10 @@ impl Batch {
         claims.held.remove(&ids);
         match completed {
             Ok(owned) => {
-                for ((job, _), ok) in finished.iter().zip(owned) {
-                    if !ok {
+                for ((job, outcome), ok) in finished.iter().zip(owned) {
+                    if ok {
+                        crate::metrics::job_finished(job, outcome);
+                    } else {
                         tracing::info!(job = %job.id, "lease lost; another worker owns the job");
                     }
                 }

@@ -119,6 +119,7 @@ impl Store {
         } else {
             Vec::new()
         };
+        crate::metrics::lease_expiries(expired.len());
         let left = limit - expired.len() as i64;
         let mut jobs = expired;
         if left > 0 {

@@ -9,6 +9,7 @@ mod corpus;
 mod delivery;
 mod engine;
 mod hardening_engine;
+mod hardening_ops;
 mod hardening_secrets;
 mod idempotency;
 mod integrations;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tidings::api::limits::{RequestLimits, DRAIN_MAX, MAX_BODY};
-use tidings::api::{router, AppState};
+use tidings::api::{router, ApiOptions, AppState};
 use tidings::server::ServerOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -27,7 +27,11 @@ struct Server {
 async fn start(app: &TestApp, options: ServerOptions, limits: RequestLimits) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = AppState::with_limits(app.store.clone(), app.profile, limits);
+    let api = ApiOptions {
+        limits,
+        ..Default::default()
+    };
+    let state = AppState::with_options(app.store.clone(), app.profile, api);
     let draining = state.draining.clone();
     let (stop, stopped) = oneshot::channel::<()>();
     let flag = draining.clone();

@@ -90,6 +90,7 @@ pub async fn trigger_event(
     AppJson(body): AppJson<TriggerIn>,
 ) -> ApiResult<Response> {
     let result = service::trigger(&state.store, &state.triggers, &tenant, body.into()).await?;
+    crate::metrics::triggers(result.status, 1);
     state.wakeup.notify();
     Ok(Reply::created(TriggerOut::from(result)).into_response())
 }
@@ -117,7 +118,10 @@ pub async fn trigger_bulk(
         service::trigger_many(&state.store, &state.triggers, &tenant, inputs)
             .await?
             .into_iter()
-            .map(TriggerOut::from)
+            .map(|r| {
+                crate::metrics::triggers(r.status, 1);
+                TriggerOut::from(r)
+            })
             .collect();
     state.wakeup.notify();
     Ok(Reply::created(out).into_response())

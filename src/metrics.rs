@@ -1,0 +1,254 @@
+//! Prometheus metrics: what the process records as it works (the `metrics` crate's global recorder, installed
+//! by [`install`] when a router is built) and what `GET /metrics` renders ([`render`]): those, plus the queue's
+//! figures read from the database at that moment.
+//!
+//! Recording costs a registry lookup and an atomic add (a histogram adds a lock-free append, drained into its
+//! buckets at each scrape and every [`UPKEEP_EVERY`]). A process without the recorder (`tidings worker`)
+//! records nothing.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::http::Method;
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::domain::job::Job;
+use crate::store::jobs::JobOutcome;
+use crate::store::rate_limits::COUNT_LIMIT;
+use crate::store::Store;
+
+/// Latency of every request, by method, route template and status; its `_count` counts the requests.
+pub const REQUEST_DURATION: &str = "tidings_http_request_duration_seconds";
+/// Connections open now (`server::serve` holds an [`OpenConnection`] for each one).
+pub const CONNECTIONS_OPEN: &str = "tidings_connections_open";
+pub const TRIGGERS: &str = "tidings_triggers_total";
+pub const JOBS_FINISHED: &str = "tidings_jobs_finished_total";
+pub const DELIVERIES: &str = "tidings_deliveries_total";
+pub const DELIVERY_RETRIES: &str = "tidings_delivery_retries_total";
+pub const LEASE_EXPIRIES: &str = "tidings_job_lease_expiries_total";
+pub const RATE_LIMITED: &str = "tidings_rate_limit_rejections_total";
+
+/// Request latency buckets, in seconds.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// How often recorded latencies are folded into their buckets between scrapes (bounds their memory).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Installs the recorder once per process; `None` if another recorder was installed first.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.into()), LATENCY_BUCKETS)
+                .and_then(PrometheusBuilder::install_recorder)
+                .map_err(|e| tracing::warn!(error = %e, "metrics are off: no recorder"))
+                .ok()?;
+            describe();
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "metrics upkeep thread not started; scrapes still drain");
+            }
+            Some(handle)
+        })
+        .as_ref()
+}
+
+fn describe() {
+    describe_histogram!(
+        REQUEST_DURATION,
+        metrics::Unit::Seconds,
+        "HTTP requests by method, route template and status: latency, and their count (_count)"
+    );
+    describe_gauge!(CONNECTIONS_OPEN, "HTTP connections open");
+    describe_counter!(
+        TRIGGERS,
+        "Trigger events answered, by status (bulk counts each event)"
+    );
+    describe_counter!(JOBS_FINISHED, "Jobs the workers finished, by final status");
+    describe_counter!(
+        DELIVERIES,
+        "Channel deliveries (jobs of channel steps) by provider and outcome"
+    );
+    describe_counter!(
+        DELIVERY_RETRIES,
+        "Deliveries queued again for a retry or failover, by provider"
+    );
+    describe_counter!(
+        LEASE_EXPIRIES,
+        "Jobs claimed again after their worker's lease expired"
+    );
+    describe_counter!(
+        RATE_LIMITED,
+        "Requests refused with 429, by rate-limit category"
+    );
+}
+
+/// One answered request.
+pub fn request(method: &Method, route: &'static str, status: u16, elapsed: Duration) {
+    let method = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
+    histogram!(REQUEST_DURATION, "method" => method, "route" => route, "status" => status_label(status))
+        .record(elapsed.as_secs_f64());
+}
+
+/// The status as a label without allocating, for the statuses Tidings answers.
+fn status_label(status: u16) -> &'static str {
+    let exact = match status {
+        200 => "200",
+        201 => "201",
+        204 => "204",
+        301 => "301",
+        302 => "302",
+        304 => "304",
+        400 => "400",
+        401 => "401",
+        402 => "402",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        408 => "408",
+        409 => "409",
+        413 => "413",
+        415 => "415",
+        422 => "422",
+        429 => "429",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        _ => "",
+    };
+    if !exact.is_empty() {
+        return exact;
+    }
+    match status / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// `n` trigger events answered with `status` (`processed`, `trigger_not_active`, …).
+pub fn triggers(status: &'static str, n: u64) {
+    counter!(TRIGGERS, "status" => status).increment(n);
+}
+
+/// A job a worker finished (or queued again), as stored.
+pub fn job_finished(job: &Job, outcome: &JobOutcome) {
+    let is_delivery = job.step.step_type.delivery_channel().is_some();
+    let provider = || {
+        outcome
+            .provider_id
+            .clone()
+            .unwrap_or_else(|| job.provider_id.clone())
+    };
+    if outcome.retry.is_some() {
+        if is_delivery {
+            counter!(DELIVERY_RETRIES, "provider" => provider()).increment(1);
+        }
+        return;
+    }
+    let status = outcome.status.as_str();
+    counter!(JOBS_FINISHED, "status" => status).increment(1);
+    if is_delivery {
+        counter!(DELIVERIES, "provider" => provider(), "outcome" => status).increment(1);
+    }
+}
+
+/// `n` jobs claimed again after their lease expired.
+pub fn lease_expiries(n: usize) {
+    if n > 0 {
+        counter!(LEASE_EXPIRIES).increment(n as u64);
+    }
+}
+
+/// A request refused by the rate limit of `category`.
+pub fn rate_limited(category: &'static str) {
+    counter!(RATE_LIMITED, "category" => category).increment(1);
+}
+
+/// Counts an open connection in [`CONNECTIONS_OPEN`] for as long as it lives.
+#[derive(Debug)]
+pub struct OpenConnection(());
+
+impl OpenConnection {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        gauge!(CONNECTIONS_OPEN).increment(1.0);
+        Self(())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        gauge!(CONNECTIONS_OPEN).decrement(1.0);
+    }
+}
+
+/// The Prometheus text of everything recorded, followed by the queue's figures read from `store` now (an
+/// error reading them leaves them out and says so in a comment).
+pub async fn render(store: &Store) -> String {
+    let mut text = install().map(|h| h.render()).unwrap_or_default();
+    match store.job_figures().await {
+        Ok(jobs) => {
+            let lag = jobs.oldest_due.map_or(0.0, |at| {
+                (crate::domain::Timestamp::now().0 - at).max(0) as f64 / 1000.0
+            });
+            let _ = write!(
+                text,
+                "# HELP tidings_jobs Jobs by state, read from the database (counts stop at {COUNT_LIMIT}): \
+                 queued (due), scheduled (queued to run later), running (leased)\n\
+                 # TYPE tidings_jobs gauge\n\
+                 tidings_jobs{{state=\"queued\"}} {}\n\
+                 tidings_jobs{{state=\"scheduled\"}} {}\n\
+                 tidings_jobs{{state=\"running\"}} {}\n\
+                 # HELP tidings_queue_depth Due jobs waiting for a worker\n\
+                 # TYPE tidings_queue_depth gauge\n\
+                 tidings_queue_depth {}\n\
+                 # HELP tidings_oldest_due_job_lag_seconds How long the oldest due job has waited past its time\n\
+                 # TYPE tidings_oldest_due_job_lag_seconds gauge\n\
+                 tidings_oldest_due_job_lag_seconds {lag}\n",
+                jobs.due, jobs.scheduled, jobs.running, jobs.due
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = ?e, "metrics: reading the queue's figures failed");
+            text.push_str("# tidings_jobs: the database did not answer\n");
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_labelled_without_allocating() {
+        assert_eq!(status_label(201), "201");
+        assert_eq!(status_label(429), "429");
+        assert_eq!(status_label(418), "4xx");
+        assert_eq!(status_label(599), "5xx");
+    }
+}
