@@ -8,6 +8,7 @@ mod channels;
 mod corpus;
 mod delivery;
 mod engine;
+mod hardening_edge;
 mod idempotency;
 mod integrations;
 mod novu_sdk;
