@@ -65,8 +65,10 @@ fuzz() {
     return "$status"
 }
 
-fuzz SQLite "sqlite://tidings-data/tidings.db"
+failed=0
+fuzz SQLite "sqlite://tidings-data/tidings.db" || failed=1
 
 pg_db="tidings_st_$$_${RANDOM}"
 psql "$PG_URL" -qtAc "create database $pg_db" >/dev/null
-fuzz PostgreSQL "$(printf '%s' "$PG_URL" | sed -E "s#/[^/?]*(\\?|\$)#/${pg_db}\\1#")"
+fuzz PostgreSQL "$(printf '%s' "$PG_URL" | sed -E "s#/[^/?]*(\\?|\$)#/${pg_db}\\1#")" || failed=1
+exit "$failed"

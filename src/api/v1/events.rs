@@ -99,6 +99,7 @@ pub async fn trigger_event(
 #[utoipa::path(post, path = "/v1/events/trigger/bulk", tag = "Events", request_body = BulkTriggerIn,
     responses((status = 201, body = Vec<TriggerOut>),
         (status = 400, description = "As for a single trigger: the error body adds `type` and `errors`"),
+        (status = 404, description = "An event names an unknown workflow"),
         (status = 422, description = "Invalid body or more than 100 events")))]
 pub async fn trigger_bulk(
     State(state): State<AppState>,
