@@ -76,11 +76,108 @@ pub fn for_profile(openapi: &OpenApi, profile: WireProfile) -> String {
         Ok(doc) => doc,
         Err(_) => return "{}".to_owned(),
     };
+    add_common_responses(&mut doc);
     if profile == WireProfile::Novu {
         envelope_single_bodies(&mut doc);
         doc = spell_novu(doc);
     }
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// The largest request body the server reads (answered with 413 beyond it).
+pub const BODY_LIMIT_TEXT: &str = "2 MB";
+
+/// Adds the responses that the edge of the server, not a handler, can give, so that the document lists
+/// every status the server sends: 401 (no or a bad key) and 429 (rate limit) on every authenticated
+/// operation; 413 (body over the limit) and 422 (a body that does not fit, a NUL character) on every
+/// operation with a body; 422 (a bad or NUL-holding value) on every operation with parameters; 400 on
+/// every cursor list (`after` and `before` together). Every error response without content gets the
+/// error body's schema, `ErrorBody`.
+fn add_common_responses(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let public = json!([{}]);
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let authenticated = op.get("security") != Some(&public);
+            let has_body = op.contains_key("requestBody");
+            let names: Vec<String> = op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .map(|ps| {
+                    ps.iter()
+                        .filter_map(|p| p.get("name").and_then(Value::as_str))
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let cursor = names.iter().any(|n| n == "after") && names.iter().any(|n| n == "before");
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let mut add = |status: &str, description: &str| {
+                responses
+                    .entry(status)
+                    .or_insert_with(|| json!({ "description": description }));
+            };
+            if authenticated {
+                add("401", "Missing or invalid `Authorization: ApiKey <key>`");
+                add(
+                    "429",
+                    "Rate limit exceeded; `Retry-After` says when to try again",
+                );
+            }
+            if has_body {
+                let too_large = format!("The body is larger than {BODY_LIMIT_TEXT}");
+                add("413", &too_large);
+            }
+            if has_body || !names.is_empty() {
+                add(
+                    "422",
+                    "Invalid body, path or query (the `errors` member names each field)",
+                );
+            }
+            if cursor {
+                add("400", "Both `after` and `before` were given");
+            }
+            for (status, response) in responses.iter_mut() {
+                if status.starts_with('2') {
+                    continue;
+                }
+                if let Some(r) = response.as_object_mut() {
+                    r.entry("content").or_insert_with(|| {
+                        json!({ "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } })
+                    });
+                }
+            }
+        }
+    }
+    let schemas = doc
+        .as_object_mut()
+        .map(|d| d.entry("components").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+        .map(|c| c.entry("schemas").or_insert_with(|| json!({})));
+    if let Some(Value::Object(schemas)) = schemas {
+        schemas.insert("ErrorBody".into(), error_body_schema());
+    }
+}
+
+/// Every error body (design.md §3): `errors` on a 422, `errorId` on a 5xx, other members on some 400s.
+fn error_body_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["statusCode", "timestamp", "path", "message", "error"],
+        "properties": {
+            "statusCode": { "type": "integer" },
+            "timestamp": { "type": "string" },
+            "path": { "type": "string" },
+            "message": { "type": "string" },
+            "error": { "type": "string" },
+            "errors": { "description": "On a 422: per field, `{messages, value}`" },
+            "errorId": { "type": "string", "description": "Set on a 5xx; the log has the details" }
+        }
+    })
 }
 
 /// Wraps every success body that is not a page as `{data: …}`, as `wire::Reply` sends it under `novu`.

@@ -1,8 +1,12 @@
 //! Extractors that turn bad input into the project's 422 body: JSON bodies, path parameters, and a query
 //! parser that reads what clients really send (repeated keys, `key[]`, `2.0` integers, `+` for spaces).
+//!
+//! They are also the one place that refuses the NUL character (U+0000) in any string a client sends: a body's
+//! strings and keys, path parameters, query keys and values. PostgreSQL cannot store it in `text` or `jsonb`,
+//! so it is refused at the edge with a 422 on both databases alike (docs/decisions.md).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -10,6 +14,8 @@ use serde_path_to_error::Segment;
 
 use super::error::ApiError;
 use crate::error::{Error, Validation};
+use crate::service::limits::QUERY_VALUES;
+use crate::service::over_cap;
 
 /// A JSON body. The content type is not checked; an empty body counts as `{}`.
 pub struct AppJson<T>(pub T);
@@ -33,6 +39,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     } else {
         bytes
     };
+    if has_escaped_nul(bytes) {
+        if let Ok(doc) = serde_json::from_slice::<Value>(bytes) {
+            let mut v = Validation::new();
+            report_nul(&mut v, &doc, &mut Vec::new());
+            v.finish()?;
+        }
+    }
     // Every body is an object; serde would otherwise also read a struct from an array of its fields.
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
@@ -54,6 +67,64 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
             Ok(doc) => Err(Error::Validation(every_problem::<T>(doc))),
             Err(_) => Err(not_json()),
         },
+    }
+}
+
+/// The one message for a NUL character, wherever it is.
+pub const NUL_MESSAGE: &str = "must not contain the NUL character (\\u0000)";
+
+/// True when a JSON text holds the escape `\u0000` (a raw NUL byte is not valid JSON, so this is the only
+/// way one reaches a string). Escapes are read in pairs, so `\\u0000` (a backslash, then `u0000`) is not one.
+fn has_escaped_nul(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = bytes[i..].iter().position(|b| *b == b'\\') {
+        let escape = i + at;
+        if bytes[escape + 1..].starts_with(b"u0000") {
+            return true;
+        }
+        i = escape + 2;
+        if i >= bytes.len() {
+            return false;
+        }
+    }
+    false
+}
+
+/// Adds every string and key of `doc` that holds a NUL character to `v`, each named by its location
+/// (`payload.name`, `to[1]`); a key is reported at the object that holds it.
+fn report_nul(v: &mut Validation, doc: &Value, location: &mut Vec<Segment>) {
+    if v.0.len() >= MAX_REPORTED {
+        return;
+    }
+    match doc {
+        Value::String(s) if s.contains('\0') => {
+            let field = field_name(location);
+            v.add(&field, format!("{field} {NUL_MESSAGE}"), doc.clone());
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                location.push(Segment::Seq { index });
+                report_nul(v, item, location);
+                location.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key.contains('\0') {
+                    let field = field_name(location);
+                    v.add(
+                        &field,
+                        format!("{field}: a key {NUL_MESSAGE}"),
+                        Value::from(key.as_str()),
+                    );
+                    continue;
+                }
+                location.push(Segment::Map { key: key.clone() });
+                report_nul(v, item, location);
+                location.pop();
+            }
+        }
+        _ => {}
     }
 }
 
@@ -235,6 +306,17 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if parts.uri.path().contains("%00") {
+            if let Ok(params) = RawPathParams::from_request_parts(parts, state).await {
+                let mut v = Validation::new();
+                for (name, value) in &params {
+                    if value.contains('\0') {
+                        v.add(name, format!("{name} {NUL_MESSAGE}"), value);
+                    }
+                }
+                v.finish()?;
+            }
+        }
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(v)) => Ok(AppPath(v)),
             Err(e) => Err(ApiError(Error::invalid("path", e.body_text(), Value::Null))),
@@ -250,7 +332,9 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryMap {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(QueryMap::parse(parts.uri.query().unwrap_or("")))
+        let q = QueryMap::parse(parts.uri.query().unwrap_or(""));
+        q.refuse_nul()?;
+        Ok(q)
     }
 }
 
@@ -261,6 +345,23 @@ impl QueryMap {
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect(),
         )
+    }
+
+    /// A 422 naming every query parameter whose name or value holds a NUL character (`%00`).
+    fn refuse_nul(&self) -> Result<(), Error> {
+        let mut v = Validation::new();
+        for (key, value) in &self.0 {
+            if key.contains('\0') {
+                v.add(
+                    "query",
+                    format!("a query parameter's name {NUL_MESSAGE}"),
+                    key.as_str(),
+                );
+            } else if value.contains('\0') {
+                v.add(key, format!("{key} {NUL_MESSAGE}"), value.as_str());
+            }
+        }
+        v.finish()
     }
 
     fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
@@ -276,11 +377,15 @@ impl QueryMap {
     }
 
     /// Every value of `key` (`k=a&k=b`, `k[]=a`), also splitting nothing: a comma is a literal character.
-    pub fn list(&self, key: &str) -> Vec<String> {
-        self.values(key)
+    /// More than [`QUERY_VALUES`] values are a problem added to `v`.
+    pub fn list(&self, v: &mut Validation, key: &str) -> Vec<String> {
+        let values: Vec<String> = self
+            .values(key)
             .filter(|v| !v.is_empty())
             .map(str::to_owned)
-            .collect()
+            .collect();
+        over_cap(v, key, values.len(), QUERY_VALUES);
+        values
     }
 
     /// True when `key` appears at all, even empty (`contextKeys=` means "no context").
@@ -355,7 +460,7 @@ mod tests {
         );
         let mut v = Validation::new();
         assert_eq!(q.int(&mut v, "limit", 1, 100), Some(10));
-        assert_eq!(q.list("channels"), ["email", "sms"]);
+        assert_eq!(q.list(&mut v, "channels"), ["email", "sms"]);
         assert_eq!(q.string("name").as_deref(), Some("Ada Lovelace"));
         assert_eq!(q.bool(&mut v, "flag"), Some(true));
         assert_eq!(q.string("empty"), None);
@@ -373,6 +478,50 @@ mod tests {
         assert_eq!(q.bool(&mut v, "flag"), None);
         let fields: Vec<_> = v.0.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["limit", "page", "big", "flag"]);
+    }
+
+    #[test]
+    fn nul_escapes_are_found_and_named() {
+        assert!(has_escaped_nul(br#"{"a": "x\u0000"}"#));
+        assert!(
+            has_escaped_nul(br#"{"a": "\\\u0000"}"#),
+            "an escaped backslash, then NUL"
+        );
+        assert!(
+            !has_escaped_nul(br#"{"a": "\\u0000"}"#),
+            "an escaped backslash, then text"
+        );
+        assert!(!has_escaped_nul(br#"{"a": "\u0001", "b": "\n"}"#));
+        assert!(!has_escaped_nul(br#"{"a": "\"#), "a backslash at the end");
+        let fields = |body: &str| match parse_json::<Value>(body.as_bytes()).unwrap_err() {
+            Error::Validation(v) => {
+                let mut fields: Vec<_> = v.0.into_iter().map(|e| e.field).collect();
+                fields.sort();
+                fields
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            fields(
+                r#"{"to": [{"a": "\u0000"}], "p": {"k\u0000": 1, "deep": {"x": ["", "\u0000"]}}}"#
+            ),
+            ["p", "p.deep.x[1]", "to[0].a"]
+        );
+        assert_eq!(fields(r#"{"\u0000": 1}"#), ["body"]);
+        assert!(parse_json::<Value>(br#"{"a": "\\u0000"}"#).is_ok());
+    }
+
+    #[test]
+    fn query_refuses_nul() {
+        let q = QueryMap::parse("a=1&b=x%00&c%00=2");
+        match q.refuse_nul().unwrap_err() {
+            Error::Validation(v) => {
+                let fields: Vec<_> = v.0.iter().map(|e| e.field.as_str()).collect();
+                assert_eq!(fields, ["b", "query"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(QueryMap::parse("a=%01&b=%2500").refuse_nul().is_ok());
     }
 
     #[test]

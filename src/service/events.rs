@@ -228,9 +228,7 @@ fn check(input: &TriggerInput) -> Result<Checked> {
         }
         one => vec![one.clone()],
     };
-    if recipients.len() > 100 {
-        v.add("to", "at most 100 recipients per trigger", Value::Null);
-    }
+    super::over_cap(&mut v, "to", recipients.len(), super::limits::RECIPIENTS);
     let mut recipient_channels: Vec<Vec<ChannelInput>> = Vec::with_capacity(recipients.len());
     for (i, r) in recipients.iter().enumerate() {
         let ok = r.as_str().is_some_and(|s| !s.is_empty())

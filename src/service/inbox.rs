@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use super::limits::MESSAGE_IDS;
+use super::over_cap;
 use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
 use crate::domain::{Channel, MessageId, Tenant};
@@ -106,6 +108,7 @@ pub async fn mark_as(
     let mut v = Validation::new();
     let ids: Option<Vec<MessageId>> = match message_id {
         Value::String(s) => Some(vec![MessageId::from(s.as_str())]),
+        Value::Array(items) if over_cap(&mut v, "messageId", items.len(), MESSAGE_IDS) => None,
         Value::Array(items) => items
             .iter()
             .map(|i| i.as_str().map(MessageId::from))
@@ -113,7 +116,7 @@ pub async fn mark_as(
         _ => None,
     };
     let ids = ids.filter(|ids| !ids.is_empty() && ids.iter().all(|id| is_object_id(id.as_str())));
-    if ids.is_none() {
+    if ids.is_none() && v.is_empty() {
         v.add(
             "messageId",
             "messageId must be a message id (24 hexadecimal characters) or a non-empty array of them",

@@ -133,6 +133,7 @@ fn validate_credentials(v: &mut Validation, credentials: &mut Value) {
 
 fn validate_conditions(v: &mut Validation, conditions: &Value) {
     match conditions.as_array() {
+        Some(items) if super::over_cap(v, "conditions", items.len(), super::limits::FILTERS) => {}
         Some(items) if items.iter().all(Value::is_object) => {}
         _ => v.add(
             "conditions",

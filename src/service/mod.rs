@@ -13,3 +13,35 @@ pub mod workflows;
 
 /// How often a read-modify-write retries when another writer changed the row in between.
 pub(crate) const OPTIMISTIC_RETRIES: usize = 8;
+
+/// The most items a list input may hold (README "Limits"): each keeps a request's SQL parameters and the
+/// rows it writes bounded. A list over its cap is a 422 that states the cap.
+pub mod limits {
+    /// `events` of `POST /v1/events/trigger/bulk` (Novu's cap).
+    pub const BULK_EVENTS: usize = 100;
+    /// Recipients in a trigger's `to`.
+    pub const RECIPIENTS: usize = 100;
+    /// `messageId` of mark-as.
+    pub const MESSAGE_IDS: usize = 1000;
+    /// A workflow's `tags` (Novu's cap).
+    pub const WORKFLOW_TAGS: usize = 16;
+    /// A workflow's `steps`.
+    pub const WORKFLOW_STEPS: usize = 50;
+    /// A step's `filters` and an integration's `conditions`.
+    pub const FILTERS: usize = 100;
+    /// Values of one repeated query parameter (`channels=a&channels=b`, `tags[]=…`).
+    pub const QUERY_VALUES: usize = 100;
+}
+
+/// Adds "`field` must hold at most `cap` items" to `v` when `len` is over `cap`; true when it was.
+pub fn over_cap(v: &mut crate::error::Validation, field: &str, len: usize, cap: usize) -> bool {
+    if len <= cap {
+        return false;
+    }
+    v.add(
+        field,
+        format!("{field} must hold at most {cap} items, not {len}"),
+        len,
+    );
+    true
+}

@@ -90,8 +90,14 @@ fn build(
     if let Some(p) = input.preferences.as_ref().filter(|p| !p.is_null()) {
         validate_preferences(&mut v, "preferences", p);
     }
-    if input.steps.len() > 50 {
-        v.add("steps", "a workflow may have at most 50 steps", Value::Null);
+    super::over_cap(
+        &mut v,
+        "steps",
+        input.steps.len(),
+        super::limits::WORKFLOW_STEPS,
+    );
+    if let Some(tags) = &input.tags {
+        super::over_cap(&mut v, "tags", tags.len(), super::limits::WORKFLOW_TAGS);
     }
     let mut seen = HashSet::new();
     let mut steps = Vec::with_capacity(input.steps.len());
@@ -141,7 +147,12 @@ fn build(
         let filters = match &s.filters {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => {
-                filters::normalize(&mut v, &format!("{field}.filters"), items)
+                let at = format!("{field}.filters");
+                if super::over_cap(&mut v, &at, items.len(), super::limits::FILTERS) {
+                    Vec::new()
+                } else {
+                    filters::normalize(&mut v, &at, items)
+                }
             }
             Some(other) => {
                 v.add(
@@ -415,6 +426,9 @@ pub async fn patch(
                 p.clone(),
             );
         }
+    }
+    if let Some(tags) = &patch.tags {
+        super::over_cap(&mut v, "tags", tags.len(), super::limits::WORKFLOW_TAGS);
     }
     v.finish()?;
     change(store, tenant, id, |old| {

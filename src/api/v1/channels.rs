@@ -61,10 +61,11 @@ fn list_query(
         });
     // `contextKeys=` (present but empty) asks for resources without context.
     let context_set = if q.has("contextKeys") {
+        let keys = q.list(&mut v, "contextKeys");
         Some(context_set(&parse_context_keys(
             &mut v,
             "contextKeys",
-            &q.list("contextKeys"),
+            &keys,
         )))
     } else {
         None

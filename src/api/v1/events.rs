@@ -13,6 +13,7 @@ use crate::api::AppState;
 use crate::domain::Tenant;
 use crate::error::Error;
 use crate::service::events::{self as service, TriggerInput, TriggerResult};
+use crate::service::limits::BULK_EVENTS;
 
 /// Body of `POST /v1/events/trigger`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -99,16 +100,17 @@ pub async fn trigger_event(
 #[utoipa::path(post, path = "/v1/events/trigger/bulk", tag = "Events", request_body = BulkTriggerIn,
     responses((status = 201, body = Vec<TriggerOut>),
         (status = 400, description = "As for a single trigger: the error body adds `type` and `errors`"),
+        (status = 404, description = "An event names an unknown workflow"),
         (status = 422, description = "Invalid body or more than 100 events")))]
 pub async fn trigger_bulk(
     State(state): State<AppState>,
     tenant: Tenant,
     AppJson(body): AppJson<BulkTriggerIn>,
 ) -> ApiResult<Response> {
-    if body.events.is_empty() || body.events.len() > 100 {
+    if body.events.is_empty() || body.events.len() > BULK_EVENTS {
         return Err(Error::invalid(
             "events",
-            "events must hold 1 to 100 triggers",
+            format!("events must hold 1 to {BULK_EVENTS} triggers"),
             Value::from(body.events.len()),
         )
         .into());
@@ -129,7 +131,7 @@ pub async fn trigger_bulk(
 
 /// Cancel the pending (delayed, digesting, queued) jobs of a transaction; answers whether any was canceled.
 #[utoipa::path(delete, path = "/v1/events/trigger/{transactionId}", tag = "Events", params(("transactionId" = String, Path)),
-    responses((status = 200, body = bool)))]
+    responses((status = 200, body = bool, content_type = "application/json")))]
 pub async fn cancel_trigger(
     State(state): State<AppState>,
     tenant: Tenant,

@@ -217,11 +217,12 @@ pub async fn list_messages(
             );
         }
     }
+    let transaction_ids = q.list(&mut v, "transactionId");
     v.finish()?;
     let f = MessageFilter {
         subscriber_id: q.string("subscriberId"),
         channel,
-        transaction_ids: q.list("transactionId"),
+        transaction_ids,
         ..Default::default()
     };
     let found = service::list(&state.store, &tenant, &f, page, limit).await?;
@@ -324,7 +325,7 @@ pub struct MarkAllIn {
 /// Mark all the subscriber's in-app messages; answers how many changed.
 #[utoipa::path(post, path = "/v1/subscribers/{subscriberId}/messages/mark-all", tag = "Messages", request_body = MarkAllIn,
     params(("subscriberId" = String, Path)),
-    responses((status = 201, body = u64), (status = 404, description = "Unknown subscriber"), (status = 422, description = "Invalid body")))]
+    responses((status = 201, body = u64, content_type = "application/json"), (status = 404, description = "Unknown subscriber"), (status = 422, description = "Invalid body")))]
 pub async fn mark_all(
     State(state): State<AppState>,
     tenant: Tenant,

@@ -216,7 +216,7 @@ pub async fn list_notifications(
     let mut v = Validation::new();
     let page = q.int(&mut v, "page", 0, 1_000_000).unwrap_or(0);
     let limit = q.int(&mut v, "limit", 1, 50).unwrap_or(10);
-    let severity = q.list("severity");
+    let severity = q.list(&mut v, "severity");
     for s in &severity {
         if !matches!(s.as_str(), "high" | "medium" | "low" | "none") {
             v.add(
@@ -226,16 +226,20 @@ pub async fn list_notifications(
             );
         }
     }
-    let channels = q.list("channels");
+    let channels = q.list(&mut v, "channels");
     let context = if q.has("contextKeys") {
+        let keys = q.list(&mut v, "contextKeys");
         Some(context_set(&parse_context_keys(
             &mut v,
             "contextKeys",
-            &q.list("contextKeys"),
+            &keys,
         )))
     } else {
         None
     };
+    let templates = q.list(&mut v, "templates");
+    let emails = q.list(&mut v, "emails");
+    let subscriber_ids = q.list(&mut v, "subscriberIds");
     v.finish()?;
     let after = parse_date(&q, "after")?;
     let before = parse_date(&q, "before")?;
@@ -250,11 +254,7 @@ pub async fn list_notifications(
     let query = ActivityQuery {
         filter: NotificationFilter {
             channels,
-            workflow_refs: q
-                .list("templates")
-                .into_iter()
-                .map(WorkflowRef::from)
-                .collect(),
+            workflow_refs: templates.into_iter().map(WorkflowRef::from).collect(),
             subscriber_ids: None,
             severity,
             transaction_id: q.string("transactionId"),
@@ -262,8 +262,8 @@ pub async fn list_notifications(
             after,
             before,
         },
-        emails: q.list("emails"),
-        subscriber_ids: q.list("subscriberIds"),
+        emails,
+        subscriber_ids,
         search: q.string("search"),
         topic_filter: q.string("topicKey").is_some() || q.string("subscriptionId").is_some(),
         page,

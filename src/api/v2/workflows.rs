@@ -342,12 +342,13 @@ fn list_query(q: &QueryMap) -> Result<WorkflowListQuery> {
         }
     };
     let mut statuses = Vec::new();
-    for s in q.list("status") {
+    for s in q.list(&mut v, "status") {
         match WorkflowStatus::parse(&s) {
             Some(st) => statuses.push(st),
             None => v.add("status", "status must be ACTIVE, INACTIVE or ERROR", s),
         }
     }
+    let tags = q.list(&mut v, "tags");
     v.finish()?;
     Ok(WorkflowListQuery {
         limit,
@@ -355,7 +356,7 @@ fn list_query(q: &QueryMap) -> Result<WorkflowListQuery> {
         order_by,
         descending,
         query: q.string("query"),
-        tags: q.list("tags"),
+        tags,
         statuses,
     })
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fuzzes the release binary through its own /openapi.json with schemathesis, once on SQLite and once on
+# PostgreSQL (a database made for the run and dropped after it). Fails on any 5xx and on any status, content
+# type or body that the document does not describe. Needs target/release/tidings (cargo build --release).
+#
+# ST_MAX_EXAMPLES (default 40) bounds the cases per operation; the whole script takes 1 to 3 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_URL="${TIDINGS_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+EXAMPLES="${ST_MAX_EXAMPLES:-40}"
+BIN="$PWD/target/release/tidings"
+[ -x "$BIN" ] || { echo "FAIL: $BIN is missing: run cargo build --release first"; exit 1; }
+
+if [ ! -x .venv-st/bin/schemathesis ]; then
+    python3 -m venv .venv-st
+fi
+.venv-st/bin/python -m pip install --quiet -r tests/schemathesis/requirements.txt
+
+api_key="st-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+encryption_key="$(head -c 32 /dev/urandom | base64)"
+server=""
+workdir=""
+pg_db=""
+cleanup() {
+    if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+    if [ -n "$workdir" ]; then rm -rf "$workdir"; fi
+    if [ -n "$pg_db" ]; then psql "$PG_URL" -qtAc "drop database if exists $pg_db with (force)" >/dev/null || true; fi
+}
+trap cleanup EXIT
+
+# fuzz NAME DATABASE_URL: serves DATABASE_URL from a fresh folder and runs schemathesis against it.
+fuzz() {
+    local name="$1" database_url="$2" port started status=0
+    workdir="$(mktemp -d)"
+    port=$((20000 + RANDOM % 20000))
+    (cd "$workdir" && exec env DATABASE_URL="$database_url" TIDINGS_LISTEN="127.0.0.1:${port}" \
+        TIDINGS_API_KEY="$api_key" TIDINGS_ENCRYPTION_KEY="$encryption_key" TIDINGS_WORKERS=2 \
+        RUST_LOG=warn "$BIN" serve >serve.out 2>serve.err) &
+    server=$!
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:${port}/v1/health-check" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    started=$SECONDS
+    timeout 150 .venv-st/bin/schemathesis run "http://127.0.0.1:${port}/openapi.json" \
+        --header "Authorization: ApiKey ${api_key}" \
+        --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+        --phases examples,coverage,fuzzing \
+        --max-examples "$EXAMPLES" \
+        --generation-allow-x00 true \
+        --generation-database none \
+        --request-timeout 10 \
+        --workers 2 \
+        --suppress-health-check filter_too_much \
+        --report junit --report-junit-path "$workdir/junit.xml" \
+        --no-color 2>&1 | tee "$workdir/st.out" || status=$?
+    echo "schemathesis on ${name}: exit ${status} in $((SECONDS - started)) s"
+    # An error inside schemathesis itself (a crash of its generator, a health check) is not a finding about
+    # the server: it is shown above, and the run passes when no check failed.
+    if [ "$status" = 1 ] && [ -s "$workdir/junit.xml" ] && ! grep -q '<failure' "$workdir/junit.xml" \
+        && ! grep -q '^Failures:' "$workdir/st.out"; then
+        echo "schemathesis on ${name}: no check failed; its own errors are listed above"
+        status=0
+    fi
+    if grep -q 'panicked' "$workdir/serve.err"; then
+        echo "FAIL: the server panicked on ${name}"; grep -m5 -A3 'panicked' "$workdir/serve.err"; status=1
+    fi
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=""
+    rm -rf "$workdir"
+    workdir=""
+    return "$status"
+}
+
+failed=0
+fuzz SQLite "sqlite://tidings-data/tidings.db" || failed=1
+
+pg_db="tidings_st_$$_${RANDOM}"
+psql "$PG_URL" -qtAc "create database $pg_db" >/dev/null
+fuzz PostgreSQL "$(printf '%s' "$PG_URL" | sed -E "s#/[^/?]*(\\?|\$)#/${pg_db}\\1#")" || failed=1
+exit "$failed"
