@@ -85,9 +85,15 @@ pub async fn serve(
             }
         };
         let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => Some(slot),
-            // At the cap: the connection that has been idle longest makes room, if there is one.
-            Err(_) if open.evict_idlest() => None,
+            Ok(slot) => slot,
+            // At the cap: the connection that has been idle longest makes room, if there is one. The loop
+            // waits for that slot itself, so no later connection can take it first.
+            Err(_) if open.evict_idlest() => {
+                match tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => continue,
+                }
+            }
             Err(_) => {
                 refused += 1;
                 if refused.is_power_of_two() {
@@ -100,17 +106,14 @@ pub async fn serve(
                 continue;
             }
         };
-        let (slots, open, app, drain) = (slots.clone(), open.clone(), app.clone(), drain.clone());
-        connections.spawn(async move {
-            let slot = match slot {
-                Some(slot) => slot,
-                None => match tokio::time::timeout(EVICTION_WAIT, slots.acquire_owned()).await {
-                    Ok(Ok(slot)) => slot,
-                    _ => return,
-                },
-            };
-            connection(stream, app, options.header_timeout, open, drain, slot).await
-        });
+        connections.spawn(connection(
+            stream,
+            app.clone(),
+            options.header_timeout,
+            open.clone(),
+            drain.clone(),
+            slot,
+        ));
     }
     draining.store(true, Ordering::SeqCst);
     drop(listener);
@@ -129,7 +132,7 @@ pub async fn serve(
     }
 }
 
-/// How long a connection accepted at the cap waits for the slot of the connection it evicted.
+/// How long the accept loop waits for the slot of a connection it evicted.
 const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// The open connections, for eviction at the cap.
