@@ -44,6 +44,7 @@ pub struct Shared {
     pub keys: auth::KeyCache,
     /// Wakes this process's workers when a trigger queues jobs.
     pub wakeup: crate::engine::Wakeup,
+    /// Rate limits per environment and category (see [`ratelimit`]).
     pub limiter: ratelimit::Limiter,
     /// SHA-256 of the bearer token `/metrics` requires, if any.
     pub metrics_token: Option<[u8; 32]>,
@@ -52,8 +53,8 @@ pub struct Shared {
     pub draining: Arc<AtomicBool>,
 }
 
-/// Operators' settings of the API (besides the wire profile).
-#[derive(Debug, Clone, Default)]
+/// Operators' settings of the API (besides the wire profile). No `Debug`: it holds the metrics token.
+#[derive(Clone, Default)]
 pub struct ApiOptions {
     pub rate_limits: crate::config::RateLimits,
     pub metrics_token: Option<String>,
