@@ -29,10 +29,10 @@ use crate::store::Store;
 type TriggerRequest = (Vec<TriggerRecord>, oneshot::Sender<Result<Vec<bool>>>);
 
 /// Most rows (notifications, jobs, execution details) a group commit writes, unless one trigger alone has
-/// more (a trigger is never split). A trigger to 100 recipients of a one-step workflow is 300 rows.
-/// Measured in groups of single triggers this never binds below ~170 requests at once; it bounds how long
-/// one group holds the writer (~ms on SQLite in a release build), which is what another environment's
-/// trigger waits for.
+/// more (a trigger is never split). A trigger to 100 recipients of a one-step workflow is 300 rows, a
+/// single one-step trigger 3, so single triggers meet the cap only beyond 200 requests at once. It bounds
+/// how long one group holds the writer (tens of ms on SQLite in a release build), which is what another
+/// environment's trigger waits for.
 pub const GROUP_ROWS_MAX: usize = 600;
 
 /// Records triggers through one group-commit writer, started on first use. Cheap to clone; clones share the
