@@ -2,13 +2,14 @@
 //! transaction (the writer is the bottleneck, not the rows). The rows are written by
 //! [`Store::record_triggers`]; due first jobs go to this process's workers through the [`Handoff`].
 //!
-//! Fairness: the writer keeps the waiting triggers per environment and forms each group by taking one trigger
-//! from each environment in turn, until the group holds [`GROUP_ROWS_MAX`] rows; the environment whose turn
-//! it was when a group filled up starts the next one. A bulk request is split this way too (each of its
-//! triggers is atomic, the request is not: as in Novu, its triggers are independent). So a trigger that is
-//! first in its environment's line waits for at most one trigger of each other environment with triggers
-//! waiting, and every group is small: an environment sending 30,000 notifications delays another's single
-//! trigger by about two groups, not by its whole backlog.
+//! Fairness: the writer keeps the waiting triggers per environment and forms each group by letting each
+//! environment in turn take its waiting triggers up to [`TURN_ROWS`] rows (at least one trigger), until the
+//! group holds [`GROUP_ROWS_MAX`] rows; the environment whose turn it was when a group filled up starts the
+//! next one. A bulk request is split this way too (each of its triggers is atomic, the request is not: as in
+//! Novu, its triggers are independent). So a trigger waits for at most one turn of each other environment
+//! with triggers waiting, and every group is small: an environment sending 30,000 notifications delays
+//! another's triggers by about two groups, not by its whole backlog, and turns counted in rows let an
+//! environment of single triggers keep its pace beside one of large fan-outs.
 //!
 //! Isolation: when the database refuses a group, its halves are recorded on their own, and so on down to the
 //! trigger that fails alone (bisection); every other trigger of the group is recorded, and only the request
@@ -34,6 +35,9 @@ type TriggerRequest = (Vec<TriggerRecord>, oneshot::Sender<Result<Vec<bool>>>);
 /// how long one group holds the writer (tens of ms on SQLite in a release build), which is what another
 /// environment's trigger waits for.
 pub const GROUP_ROWS_MAX: usize = 600;
+
+/// Most rows one environment's turn takes within a group, unless its first trigger alone has more.
+const TURN_ROWS: usize = GROUP_ROWS_MAX / 4;
 
 /// Records triggers through one group-commit writer, started on first use. Cheap to clone; clones share the
 /// writer, which stops when the last clone is dropped.
@@ -166,24 +170,32 @@ impl Line {
         );
     }
 
-    /// The next group: one trigger per environment in turn, until the next one would take the group past
-    /// [`GROUP_ROWS_MAX`] rows (the first trigger is always taken).
+    /// The next group: each environment in turn takes its waiting triggers up to [`TURN_ROWS`] rows (at
+    /// least one trigger), until the next one would take the group past [`GROUP_ROWS_MAX`] rows (the first
+    /// trigger is always taken). Turns are counted in rows, not triggers, so an environment sending single
+    /// triggers moves as fast as its line allows beside one sending large ones.
     fn next_group(&mut self) -> Vec<Waiting> {
         let mut group = Vec::new();
         let mut rows = 0;
-        while let Some(env) = self.turns.pop_front() {
+        'turns: while let Some(env) = self.turns.pop_front() {
             let line = self
                 .waiting
                 .get_mut(&env)
                 .expect("an environment in turn waits");
-            let cost = line.front().map_or(0, |w| rows_of(&w.record));
-            if !group.is_empty() && rows + cost > GROUP_ROWS_MAX {
-                // Its turn stays: it starts the next group.
-                self.turns.push_front(env);
-                break;
+            let mut turn = 0;
+            while let Some(cost) = line.front().map(|w| rows_of(&w.record)) {
+                if turn > 0 && turn + cost > TURN_ROWS {
+                    break;
+                }
+                if !group.is_empty() && rows + cost > GROUP_ROWS_MAX {
+                    // Its turn stays: it starts the next group.
+                    self.turns.push_front(env);
+                    break 'turns;
+                }
+                group.extend(line.pop_front());
+                rows += cost;
+                turn += cost;
             }
-            group.extend(line.pop_front());
-            rows += cost;
             if line.is_empty() {
                 self.waiting.remove(&env);
             } else {
@@ -350,11 +362,11 @@ mod tests {
         line.add((vec![trigger("small", 1), trigger("small", 1)], tx));
         let (tx, _rx) = oneshot::channel();
         line.add((vec![trigger("other", 1)], tx));
-        // 250 + 1 + 1 = 252 rows; the next big trigger (250) still fits, then small's second, then
-        // big's third would pass 600.
+        // A turn takes up to 150 rows: one big trigger (250), both small ones, the other one; then big's
+        // second (503 rows in all), and its third would pass 600.
         assert_eq!(
             envs(&line.next_group()),
-            ["big", "small", "other", "big", "small"]
+            ["big", "small", "small", "other", "big"]
         );
         assert_eq!(envs(&line.next_group()), ["big", "big"]);
         let mut rest = 0;
