@@ -207,6 +207,9 @@ async def big_body(port, key, idem, chunked):
                 w.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk)
                 sent += len(chunk)
                 await asyncio.wait_for(w.drain(), 2)
+            if chunked:
+                w.write(b"0\r\n\r\n")
+                await asyncio.wait_for(w.drain(), 2)
         except (OSError, asyncio.TimeoutError):
             pass  # the server answered and stopped reading: its answer is in the read buffer
         raw = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
