@@ -284,24 +284,7 @@ impl Store {
         let rows = self
             .cursor_page::<SealedConnection>(listing, &page.by_column())
             .await?;
-        let Page {
-            data,
-            next,
-            previous,
-            total_count,
-            total_count_capped,
-        } = rows;
-        let data = data
-            .into_iter()
-            .map(|r| self.unseal(r))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Page {
-            data,
-            next,
-            previous,
-            total_count,
-            total_count_capped,
-        })
+        rows.try_map(|r| self.unseal(r))
     }
 
     /// Replaces workspace and token; false when the connection does not exist.

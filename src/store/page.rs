@@ -95,6 +95,17 @@ impl<T> Page<T> {
             total_count_capped: self.total_count_capped,
         }
     }
+
+    /// [`Page::map`] with a conversion that may fail (the first failure is the result).
+    pub fn try_map<U, E>(self, f: impl FnMut(T) -> Result<U, E>) -> Result<Page<U>, E> {
+        Ok(Page {
+            data: self.data.into_iter().map(f).collect::<Result<_, _>>()?,
+            next: self.next,
+            previous: self.previous,
+            total_count: self.total_count,
+            total_count_capped: self.total_count_capped,
+        })
+    }
 }
 
 /// What a list looks like to the paginator.

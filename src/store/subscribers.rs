@@ -177,24 +177,7 @@ impl Store {
         &self,
         page: Page<SealedSubscriber>,
     ) -> Result<Page<Subscriber>> {
-        let Page {
-            data,
-            next,
-            previous,
-            total_count,
-            total_count_capped,
-        } = page;
-        let data = data
-            .into_iter()
-            .map(|s| self.unseal_subscriber(s))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Page {
-            data,
-            next,
-            previous,
-            total_count,
-            total_count_capped,
-        })
+        page.try_map(|s| self.unseal_subscriber(s))
     }
 
     /// Seals the channels of subscribers stored in clear (rows written before channels were sealed), a
