@@ -183,14 +183,13 @@ impl Open {
     }
 }
 
-/// What a connection's service tells its task and the eviction: requests under way, when the last one
-/// ended, and whether answers must close the connection.
+/// What a connection's service tells its task and the eviction: requests under way and when the last one
+/// ended.
 #[derive(Default)]
 struct Activity {
     busy: AtomicUsize,
     /// When the connection opened or a request last ended ([`Open::now`]).
     quiet_since: AtomicU64,
-    closing: AtomicBool,
     /// Set to close the connection at once (it was idle when the cap was reached).
     evict: CancellationToken,
 }
@@ -211,6 +210,7 @@ async fn connection(
         app,
         activity: activity.clone(),
         open: open.clone(),
+        drain: drain.clone(),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -237,7 +237,6 @@ async fn drained(
         _ = conn.as_mut() => return,
         _ = drain.cancelled() => {}
     }
-    activity.closing.store(true, Ordering::SeqCst);
     loop {
         let quiet = open
             .now()
@@ -256,12 +255,14 @@ async fn drained(
     let _ = conn.await;
 }
 
-/// The router, counting the requests under way on one connection.
+/// The router, counting the requests under way on one connection; once `drain` fires, its answers close
+/// the connection.
 #[derive(Clone)]
 struct ConnectionService {
     app: Router,
     activity: Arc<Activity>,
     open: Arc<Open>,
+    drain: CancellationToken,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
@@ -271,17 +272,20 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         let mut app = self.app.clone();
+        let drain = self.drain.clone();
         self.activity.busy.fetch_add(1, Ordering::SeqCst);
         let done = Finished {
             activity: self.activity.clone(),
             open: self.open.clone(),
         };
         Box::pin(async move {
+            // Moved into the future: the request ends when the future completes or is dropped.
+            let _finished = done;
             let mut resp = match app.call(req.map(Body::new)).await {
                 Ok(resp) => resp,
                 Err(never) => match never {},
             };
-            if done.activity.closing.load(Ordering::SeqCst) {
+            if drain.is_cancelled() {
                 resp.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
