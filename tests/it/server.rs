@@ -223,50 +223,30 @@ db_test!(
 /// A body that does not arrive within the body timeout: 408; a request not done within the request
 /// timeout: 503.
 async fn body_and_request_timeouts(app: TestApp) {
-    let slow_body = RequestLimits {
-        body_timeout: Duration::from_millis(300),
-        request_timeout: Duration::from_secs(10),
-    };
-    let server = start(&app, quick(), slow_body).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(
-        head(
+    let ms = Duration::from_millis;
+    for (body_timeout, request_timeout, status) in
+        [(ms(300), ms(10_000), 408), (ms(10_000), ms(300), 503)]
+    {
+        let limits = RequestLimits {
+            body_timeout,
+            request_timeout,
+        };
+        let server = start(&app, quick(), limits).await;
+        // A third of the declared body, then nothing.
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        let h = head(
             "POST",
             "/v2/subscribers",
             &app.key,
             "Content-Length: 100\r\n",
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
-    s.write_all(b"{\"subscriberId\":").await.unwrap();
-    let (status, _, body) = response(&mut s).await.unwrap();
-    assert_eq!(status, 408, "{body}");
-
-    let short_request = RequestLimits {
-        body_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_millis(300),
-    };
-    let server = start(&app, quick(), short_request).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(
-        head(
-            "POST",
-            "/v2/subscribers",
-            &app.key,
-            "Content-Length: 100\r\n",
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
-    let (status, _, body) = response(&mut s).await.unwrap();
-    assert_eq!(status, 503, "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains("0.3 s"),
-        "{body}"
-    );
+        );
+        s.write_all(h.as_bytes()).await.unwrap();
+        s.write_all(b"{\"subscriberId\":").await.unwrap();
+        let (got, _, body) = response(&mut s).await.unwrap();
+        assert_eq!(got, status, "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("0.3 s"), "{body}");
+    }
 }
 db_test!(slow_bodies_and_requests_time_out, body_and_request_timeouts);
 
