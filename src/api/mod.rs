@@ -155,6 +155,11 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
             v2::subscribers::delete_subscriber
         ))
         .routes(routes!(
+            v2::preferences::get_preferences,
+            v2::preferences::patch_preferences
+        ))
+        .routes(routes!(v2::preferences::bulk_preferences))
+        .routes(routes!(
             v1::subscriber_credentials::put_credentials,
             v1::subscriber_credentials::patch_credentials
         ))

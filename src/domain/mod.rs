@@ -9,6 +9,7 @@ pub mod id;
 pub mod integration;
 pub mod job;
 pub mod payload_schema;
+pub mod preference;
 pub mod skip;
 pub mod subscriber;
 pub mod time;

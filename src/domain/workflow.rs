@@ -68,6 +68,15 @@ impl StepType {
             _ => None,
         }
     }
+
+    /// The channel of a step that reaches the subscriber (in-app included), which preferences turn on and
+    /// off; `None` for delay, digest, throttle, custom and http_request steps.
+    pub fn channel(self) -> Option<Channel> {
+        match self {
+            Self::InApp => Some(Channel::InApp),
+            other => other.delivery_channel(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -213,7 +222,8 @@ pub struct Workflow {
     pub active: bool,
     pub critical: bool,
     pub severity: Severity,
-    /// `{user, workflow}` exactly as last sent (see [`validate_preferences`]); not enforced yet.
+    /// `{user, workflow}` exactly as last sent (see [`validate_preferences`]): the defaults the engine applies
+    /// (`domain::preference`).
     pub preferences: Option<Value>,
     pub payload_schema: Option<Value>,
     pub validate_payload: bool,

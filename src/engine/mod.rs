@@ -21,9 +21,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::job::{DetailStatus, ExecutionDetail, Job, JobStatus, Notification};
+use crate::domain::preference::SubscriberPreference;
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, Step, StepType};
-use crate::domain::{new_object_id, EnvironmentId, JobId, NotificationId, Timestamp};
+use crate::domain::{
+    new_object_id, EnvironmentId, JobId, NotificationId, SubscriberRef, Timestamp, WorkflowRef,
+};
 use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
@@ -763,8 +766,9 @@ impl Batch {
             jobs,
             mut notifications,
         } = self;
-        // And its subscribers, one query per environment (`None`: each job reads its own).
-        let subscribers = prefetch_subscribers(store, &jobs).await;
+        // And its subscribers and their preferences, a query each per environment (`None`: each job reads
+        // its own).
+        let read = prefetch(store, &jobs).await;
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
@@ -773,16 +777,25 @@ impl Batch {
             let notification = notifications
                 .remove(&job.notification_id)
                 .filter(|n| n.environment_id == job.environment_id);
-            let subscriber: Option<Option<Arc<Subscriber>>> = subscribers.as_ref().map(|found| {
-                found
+            let subscriber: Option<Option<Arc<Subscriber>>> = read.as_ref().map(|r| {
+                r.subscribers
                     .get(&(job.environment_id.clone(), job.subscriber_id.clone()))
                     .cloned()
+            });
+            let preferences: Option<Vec<SubscriberPreference>> = read.as_ref().map(|r| {
+                subscriber
+                    .iter()
+                    .flatten()
+                    .find_map(|s| r.preferences.get(&(s.environment_id.clone(), s.id.clone())))
+                    .cloned()
+                    .unwrap_or_default()
             });
             set.spawn(async move {
                 let _permit = running.acquire_owned().await;
                 let prefetched = steps::Prefetched {
                     notification: notification.as_ref(),
                     subscriber: subscriber.as_ref().map(|s| s.as_deref()),
+                    preferences: preferences.as_deref(),
                 };
                 let outcome = runner.run(&job, &worker, prefetched).await;
                 (job, outcome)
@@ -817,12 +830,19 @@ impl Batch {
     }
 }
 
-/// The current subscribers of a batch's jobs by (environment, subscriberId), one query per environment;
-/// `None` when a read failed (each job then reads its own subscriber).
-async fn prefetch_subscribers(
-    store: &Store,
-    jobs: &[Job],
-) -> Option<HashMap<(String, String), Arc<Subscriber>>> {
+/// What a batch reads for all its jobs.
+struct BatchReads {
+    /// The current subscribers by (environment, subscriberId).
+    subscribers: HashMap<(String, String), Arc<Subscriber>>,
+    /// The preferences of the subscribers of channel steps by (environment, subscriber `_id`): their global
+    /// one and those for the batch's workflows.
+    preferences: HashMap<(String, SubscriberRef), Vec<SubscriberPreference>>,
+}
+
+/// The batch's subscribers, one query per environment, and the preferences of those its channel steps
+/// reach, one more query per environment that has any; `None` when a read failed (each job then reads
+/// its own).
+async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> {
     let mut wanted: HashMap<&str, Vec<String>> = HashMap::new();
     for job in jobs {
         let ids = wanted.entry(job.environment_id.as_str()).or_default();
@@ -830,23 +850,59 @@ async fn prefetch_subscribers(
             ids.push(job.subscriber_id.clone());
         }
     }
-    let mut found = HashMap::new();
+    let mut read = BatchReads {
+        subscribers: HashMap::new(),
+        preferences: HashMap::new(),
+    };
     for (env, ids) in wanted {
         let env = EnvironmentId(env.to_owned());
-        match store.subscribers_by_ids(&env, &ids).await {
-            Ok(list) => found.extend(list.into_iter().map(|s| {
-                (
-                    (s.environment_id.clone(), s.subscriber_id.clone()),
-                    Arc::new(s),
-                )
-            })),
+        let found = match store.subscribers_by_ids(&env, &ids).await {
+            Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = ?e, "prefetching subscribers failed");
                 return None;
             }
+        };
+        // The subscribers and workflows of this environment's channel steps.
+        let mut refs: Vec<SubscriberRef> = Vec::new();
+        let mut workflows: Vec<WorkflowRef> = Vec::new();
+        for job in jobs
+            .iter()
+            .filter(|j| j.environment_id == env.0 && j.step.step_type.channel().is_some())
+        {
+            if let Some(s) = found.iter().find(|s| s.subscriber_id == job.subscriber_id) {
+                if !refs.contains(&s.id) {
+                    refs.push(s.id.clone());
+                }
+                if !workflows.contains(&job.workflow_ref) {
+                    workflows.push(job.workflow_ref.clone());
+                }
+            }
         }
+        if !refs.is_empty() {
+            match store.preferences_for(&env, &refs, &workflows).await {
+                Ok(rows) => {
+                    for p in rows {
+                        read.preferences
+                            .entry((p.environment_id.clone(), p.subscriber_ref.clone()))
+                            .or_default()
+                            .push(p);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = ?e, "prefetching preferences failed");
+                    return None;
+                }
+            }
+        }
+        read.subscribers.extend(found.into_iter().map(|s| {
+            (
+                (s.environment_id.clone(), s.subscriber_id.clone()),
+                Arc::new(s),
+            )
+        }));
     }
-    Some(found)
+    Some(read)
 }
 
 /// The outcome of a step that finished without producing anything else.

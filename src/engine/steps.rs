@@ -6,6 +6,7 @@ use super::{detail, finished, job_for_step};
 use crate::config::WireProfile;
 use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
+use crate::domain::preference::{Effective, Source, SubscriberPreference, WorkflowDefaults};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::workflow::{duration_ms, StepType};
 use crate::domain::{skip, Channel, EnvironmentId, JobId, Timestamp};
@@ -45,6 +46,9 @@ pub struct Prefetched<'a> {
     /// The job's subscriber: `Some(None)` when the batch's read found none (deleted); `None` when the
     /// batch's subscribers were not read (the job reads its own).
     pub subscriber: Option<Option<&'a Subscriber>>,
+    /// The subscriber's preferences (global, and for the job's workflow) when the job is a channel step;
+    /// `None` when the batch did not read them (the job reads its own).
+    pub preferences: Option<&'a [SubscriberPreference]>,
 }
 
 /// What a step decided about the rest of the chain.
@@ -180,6 +184,12 @@ impl Runner {
                 fetched_subscriber.as_ref()
             }
         };
+        if let Some(outcome) = self
+            .preferred(job, notification, subscriber, prefetched.preferences)
+            .await?
+        {
+            return Ok(outcome);
+        }
         let subscriber_json = subscriber.map(subscriber_values).unwrap_or(Value::Null);
 
         let filters: Vec<StepFilter> = job
@@ -275,6 +285,82 @@ impl Runner {
         };
         self.chain(&mut outcome, chain, job, notification).await?;
         Ok(outcome)
+    }
+
+    /// The subscriber's preferences (`domain::preference`), decided when the step runs: `None` when the
+    /// step runs (not a channel step, a critical workflow, the channel on, or no subscriber: delivery says
+    /// so), else the `skipped` outcome naming the preference, and the chain goes on.
+    async fn preferred(
+        &self,
+        job: &Job,
+        notification: &Notification,
+        subscriber: Option<&Subscriber>,
+        prefetched: Option<&[SubscriberPreference]>,
+    ) -> Result<Option<JobOutcome>> {
+        let (Some(channel), Some(subscriber)) = (job.step.step_type.channel(), subscriber) else {
+            return Ok(None);
+        };
+        if notification.critical {
+            return Ok(None);
+        }
+        let env = EnvironmentId(job.environment_id.clone());
+        let read;
+        let levels = match prefetched {
+            Some(levels) => levels,
+            None => {
+                read = self
+                    .store
+                    .preferences_for(
+                        &env,
+                        std::slice::from_ref(&subscriber.id),
+                        std::slice::from_ref(&job.workflow_ref),
+                    )
+                    .await?;
+                &read[..]
+            }
+        };
+        let global = levels.iter().find(|p| p.workflow_ref.is_none());
+        let own = levels
+            .iter()
+            .find(|p| p.workflow_ref.as_ref() == Some(&job.workflow_ref));
+        let defaults = self
+            .store
+            .get_workflow_cached(&env, job.workflow_ref.as_str())
+            .await?
+            .map(|w| WorkflowDefaults::of(w.preferences.as_ref()))
+            .unwrap_or_default();
+        let effective = Effective::of(false, defaults, global, own);
+        let Err(why) = effective.allows(channel) else {
+            return Ok(None);
+        };
+        let (on, source) = if effective.enabled.0 {
+            effective.channel(channel)
+        } else {
+            effective.enabled
+        };
+        let raw = json!({
+            "preference": {
+                "channel": channel.as_str(),
+                "enabled": on,
+                "level": match source {
+                    Source::Workflow => "workflow_defaults",
+                    Source::SubscriberGlobal => "subscriber_global",
+                    Source::SubscriberWorkflow => "subscriber_workflow",
+                },
+                "source": source.wire(),
+            }
+        });
+        let d = detail(
+            job,
+            DetailStatus::Success,
+            "Internal",
+            format!("Step skipped by the subscriber's preferences: {why}"),
+            Some(raw.to_string()),
+        );
+        let mut outcome = finished(JobStatus::Skipped, vec![d]);
+        self.chain(&mut outcome, Chain::Continue, job, notification)
+            .await?;
+        Ok(Some(outcome))
     }
 
     /// The step condition (`controlValues.skip`, JSON Logic over the template variables): `None` when the

@@ -7,6 +7,7 @@ pub mod environments;
 pub mod events;
 pub mod inbox;
 pub mod integrations;
+pub mod preferences;
 pub mod preview;
 pub mod subscribers;
 pub mod workflows;

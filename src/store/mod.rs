@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod messages;
 pub mod notifications;
 pub mod page;
+pub mod preferences;
 pub mod rate_limits;
 mod row;
 pub mod search;
@@ -76,6 +77,7 @@ embed_migrations!(
     "20261126074500_message_archive.sql",
     "20261126121948_sealed_subscriber_channels.sql",
     "20261126122008_rate_limits.sql",
+    "20261126160000_subscriber_preferences.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
