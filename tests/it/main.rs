@@ -17,6 +17,7 @@ mod integrations;
 mod novu_sdk;
 mod operability;
 mod pagination;
+mod preferences;
 mod preview;
 mod providers_chat;
 mod providers_email;
