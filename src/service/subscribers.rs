@@ -203,13 +203,18 @@ pub async fn patch(
     .await
 }
 
-/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search.
+/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search; its preferences are
+/// deleted (a subscriber created later under the same subscriberId starts afresh).
 pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
-    modify(store, tenant, subscriber_id, |s| {
+    let deleted = modify(store, tenant, subscriber_id, |s| {
         s.deleted = true;
         Ok(())
     })
-    .await
+    .await?;
+    store
+        .delete_preferences_of(&tenant.environment_id, &deleted.id)
+        .await?;
+    Ok(deleted)
 }
 
 pub async fn search(

@@ -104,4 +104,16 @@ impl Store {
         })?;
         Ok(())
     }
+
+    /// Deletes every level of one subscriber's preferences (the subscriber was deleted).
+    pub async fn delete_preferences_of(
+        &self,
+        env: &EnvironmentId,
+        subscriber: &SubscriberRef,
+    ) -> Result<()> {
+        on_db!(self.w(), p => sqlx::query(
+            "delete from subscriber_preferences where environment_id = $1 and subscriber_ref = $2")
+            .bind(env.as_str()).bind(subscriber.as_str()).execute(p).await.map(|_| ()))?;
+        Ok(())
+    }
 }

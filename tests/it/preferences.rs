@@ -177,6 +177,33 @@ async fn routes_read_and_change_each_level(app: TestApp) {
         false,
         "nothing changed"
     );
+
+    // A deleted subscriber's preferences go with it; created again under the same id, it starts from the
+    // defaults.
+    let (_, s) = app.get("/v2/subscribers/pat").await;
+    let old_ref = tidings::domain::SubscriberRef::from(s["_id"].as_str().unwrap().to_owned());
+    let env = &app.tenant.environment_id;
+    assert_eq!(
+        app.store.preferences_of(env, &old_ref).await.unwrap().len(),
+        2
+    );
+    let (status, _) = app.delete("/v2/subscribers/pat").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(app
+        .store
+        .preferences_of(env, &old_ref)
+        .await
+        .unwrap()
+        .is_empty());
+    let (status, _) = app.get("/v2/subscribers/pat/preferences").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    app.subscriber("pat", json!({})).await;
+    let (_, prefs) = app.get("/v2/subscribers/pat/preferences").await;
+    assert_eq!(prefs["global"]["channels"]["in_app"], true, "{prefs}");
+    assert_eq!(
+        of(&prefs, "news")["channels"],
+        json!({"email": false, "in_app": true})
+    );
 }
 db_test!(routes, routes_read_and_change_each_level);
 
