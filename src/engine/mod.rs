@@ -863,20 +863,26 @@ async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> {
                 return None;
             }
         };
-        // The subscribers and workflows of this environment's channel steps.
+        // The subscribers and workflows of this environment's channel steps, once each.
+        let by_id: HashMap<&str, &SubscriberRef> = found
+            .iter()
+            .map(|s| (s.subscriber_id.as_str(), &s.id))
+            .collect();
         let mut refs: Vec<SubscriberRef> = Vec::new();
         let mut workflows: Vec<WorkflowRef> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for job in jobs
             .iter()
             .filter(|j| j.environment_id == env.0 && j.step.step_type.channel().is_some())
         {
-            if let Some(s) = found.iter().find(|s| s.subscriber_id == job.subscriber_id) {
-                if !refs.contains(&s.id) {
-                    refs.push(s.id.clone());
-                }
-                if !workflows.contains(&job.workflow_ref) {
-                    workflows.push(job.workflow_ref.clone());
-                }
+            let Some(s) = by_id.get(job.subscriber_id.as_str()) else {
+                continue;
+            };
+            if seen.insert(s.as_str()) {
+                refs.push((*s).clone());
+            }
+            if !workflows.contains(&job.workflow_ref) {
+                workflows.push(job.workflow_ref.clone());
             }
         }
         if !refs.is_empty() {
