@@ -160,6 +160,14 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(v2::preferences::bulk_preferences))
         .routes(routes!(
+            v1::preferences::list_preferences,
+            v1::preferences::patch_global_preference
+        ))
+        .routes(routes!(
+            v1::preferences::preferences_by_level,
+            v1::preferences::patch_workflow_preference
+        ))
+        .routes(routes!(
             v1::subscriber_credentials::put_credentials,
             v1::subscriber_credentials::patch_credentials
         ))

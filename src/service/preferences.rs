@@ -197,6 +197,19 @@ pub async fn get(
     })
 }
 
+/// The subscriber's global preference alone.
+pub async fn global(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+) -> Result<GlobalPreference> {
+    let subscriber = subscriber(store, tenant, subscriber_id).await?;
+    let levels = store
+        .preferences_of(&tenant.environment_id, &subscriber.id)
+        .await?;
+    Ok(global_of(&levels))
+}
+
 fn global_of(levels: &[SubscriberPreference]) -> GlobalPreference {
     let global = levels.iter().find(|p| p.workflow_ref.is_none());
     GlobalPreference {

@@ -18,6 +18,7 @@ mod novu_sdk;
 mod operability;
 mod pagination;
 mod preferences;
+mod preferences_v1;
 mod preview;
 mod providers_chat;
 mod providers_email;

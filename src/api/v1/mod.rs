@@ -6,4 +6,5 @@ pub mod events;
 pub mod integrations;
 pub mod messages;
 pub mod notifications;
+pub mod preferences;
 pub mod subscriber_credentials;

@@ -34,7 +34,8 @@ pub struct ChannelsOut {
 }
 
 impl ChannelsOut {
-    fn of(shown: impl IntoIterator<Item = (Channel, bool)>) -> Self {
+    /// The channels `shown`, each with whether it is on.
+    pub fn of(shown: impl IntoIterator<Item = (Channel, bool)>) -> Self {
         let mut c = ChannelChoices::default();
         for (channel, on) in shown {
             c.set(channel, Some(on));
