@@ -2,7 +2,8 @@
 //! `@novu/api`, pinned in `tests/sdk-ts/package-lock.json`) drive a server in the `novu` wire profile. Each
 //! script asserts what the SDK needs (status codes, envelopes, field names and types, error models) and
 //! exits non-zero on a failure. The contract scenario (`tests/sdk/contract.py`, `tests/sdk-ts/contract.mjs`)
-//! calls every route through both SDKs after producing every state the engine produces.
+//! calls every route through both SDKs after producing every state the engine produces. The v1 preference
+//! routes, which the pinned releases no longer call, run with the last releases that do (`preferences_v1`).
 
 use tidings::config::WireProfile;
 
@@ -97,24 +98,43 @@ async fn contract(backend: Backend, sdk: Sdk) {
     }
 }
 
-/// The contract scenario in one SDK, on SQLite and on PostgreSQL.
-macro_rules! contract_test {
-    ($name:ident, $sdk:expr) => {
+/// Runs the v1 preference routes' scenario (`tests/sdk/preferences_v1.py`, `tests/sdk-ts/preferences_v1.mjs`)
+/// with the last release of `sdk` that has methods for them (novu-py 0.3.4, @novu/api 0.0.1), on `backend`.
+async fn preferences_v1(backend: Backend, sdk: Sdk) {
+    if backend == Backend::Postgres && support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python_legacy(&app, "preferences_v1.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "preferences_v1.mjs", &[]).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
+/// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
+macro_rules! scenario_test {
+    ($name:ident, $run:ident, $sdk:expr) => {
         mod $name {
             use super::*;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                contract(Backend::Sqlite, $sdk).await;
+                $run(Backend::Sqlite, $sdk).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                contract(Backend::Postgres, $sdk).await;
+                $run(Backend::Postgres, $sdk).await;
             }
         }
     };
 }
 
-contract_test!(contract_py, Sdk::Python);
-contract_test!(contract_ts, Sdk::Node);
+scenario_test!(contract_py, contract, Sdk::Python);
+scenario_test!(contract_ts, contract, Sdk::Node);
+scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
+scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);

@@ -129,6 +129,8 @@ function describe(e) {
     return `${e.constructor.name} ${e.statusCode}: ${String(e.message).slice(0, 300)}\n      last exchange: ${lastExchange()}`;
   }
   if (e instanceof CheckFailed) return `${e.message}\n      last exchange: ${lastExchange()}`;
+  // Another release's validation error (e.g. @novu/api-legacy's): its zod issues.
+  if (e?.cause?.issues) return `${e.constructor.name}: ${issues(e.cause)}\n      last exchange: ${lastExchange()}`;
   return `${e?.constructor?.name}: ${e?.stack ?? e}`;
 }
 

@@ -1,7 +1,13 @@
 //! Drives a [`TestApp`] with the official Novu SDKs: the Python scripts in `tests/sdk/` run in a venv
 //! (`TIDINGS_TEST_PYTHON`, else `.venv/` in the repository, created with `tests/sdk/requirements.txt`); the
 //! JavaScript scripts in `tests/sdk-ts/` run with `node` against `@novu/api` as pinned by
-//! `tests/sdk-ts/package-lock.json` (installed with `npm ci` when `node_modules` is missing).
+//! `tests/sdk-ts/package-lock.json` (installed with `npm ci` when `node_modules` lacks a pinned package).
+//!
+//! The v1 preference routes are driven by the last releases that have methods for them: `@novu/api-legacy`
+//! (an npm alias in the same lockfile) and the older `novu-py` of `tests/sdk/requirements-legacy.txt`, which
+//! shares its package name with the current one and so is installed with `pip install --target` into
+//! `tests/sdk/.legacy/` (see [`legacy_python_packages`]); the scripts that use it put that folder first on
+//! their path.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,6 +17,7 @@ use super::TestApp;
 
 static VENV: Mutex<Option<PathBuf>> = Mutex::new(None);
 static NODE_MODULES: Mutex<bool> = Mutex::new(false);
+static LEGACY: Mutex<bool> = Mutex::new(false);
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,14 +46,49 @@ pub fn python() -> PathBuf {
     py
 }
 
-/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api` (`npm ci` once when it is missing).
+/// Makes sure `tests/sdk/.legacy/` holds the packages of `tests/sdk/requirements-legacy.txt`, installed by
+/// [`python`]'s interpreter; again (from scratch) when the pins or the interpreter changed since.
+pub fn legacy_python_packages() {
+    let mut ready = LEGACY.lock().unwrap_or_else(|p| p.into_inner());
+    if *ready {
+        return;
+    }
+    let py = python();
+    let requirements = repo_root().join("tests/sdk/requirements-legacy.txt");
+    let dir = repo_root().join("tests/sdk/.legacy");
+    let marker = dir.join(".tidings-sdk-ready");
+    let stamp = format!(
+        "{}{}\n",
+        std::fs::read_to_string(&requirements).unwrap(),
+        py.display()
+    );
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(stamp.as_str()) {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        run(Command::new(&py)
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(&dir)
+            .arg("-r")
+            .arg(&requirements));
+        std::fs::write(&marker, stamp).unwrap();
+    }
+    *ready = true;
+}
+
+/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api` and `@novu/api-legacy` (`npm ci` once
+/// when one is missing).
 pub fn node_modules() {
     let mut ready = NODE_MODULES.lock().unwrap_or_else(|p| p.into_inner());
     if *ready {
         return;
     }
     let dir = repo_root().join("tests/sdk-ts");
-    if !dir.join("node_modules/@novu/api/package.json").exists() {
+    let installed = ["api", "api-legacy"].iter().all(|p| {
+        dir.join(format!("node_modules/@novu/{p}/package.json"))
+            .exists()
+    });
+    if !installed {
         run(Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(&dir));
@@ -114,6 +156,19 @@ pub async fn run_python(app: &TestApp, script: &str, env: &[(&str, String)]) -> 
     let py = tokio::task::spawn_blocking(python).await.unwrap();
     let path = repo_root().join("tests/sdk").join(script);
     run_with(app, py, path, env).await
+}
+
+/// Runs `tests/sdk/<script>`, a script of the older `novu-py` (installed first, see
+/// [`legacy_python_packages`]), like [`run_python`].
+pub async fn run_python_legacy(
+    app: &TestApp,
+    script: &str,
+    env: &[(&str, String)],
+) -> Result<(), String> {
+    tokio::task::spawn_blocking(legacy_python_packages)
+        .await
+        .unwrap();
+    run_python(app, script, env).await
 }
 
 /// Runs `tests/sdk-ts/<script>` with `node` and `env` besides the app's address and key; a failure
