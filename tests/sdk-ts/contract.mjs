@@ -487,6 +487,97 @@ async function main() {
     eq(page.data.length, 1, "carl's notification");
   });
 
+  // ------------------------------------------------------------------ subscriber preferences (v2)
+  // A subscriber of their own (the triggers above are not affected) and three workflows: default
+  // preferences set at creation (email off), read-only defaults, and a critical one (raw: the SDK's create
+  // model has no `critical`). The v1 routes run with older releases: tests/sdk-ts/preferences_v1.mjs.
+  const ON = { email: true, sms: true, inApp: true, chat: true, push: true };
+  const prefsOf = (result, identifier) => result.workflows.find((w) => w.workflow.identifier === identifier);
+  const mailStep = { name: "mail", stepId: "mail", type: "email", controlValues: { editorType: "html", subject: "Hi", body: "<p>Hi</p>" } };
+  await group("workflows: create with preferences (round trip through the SDK's models)", async () => {
+    await novu.subscribers.create({ subscriberId: "pat", firstName: "Pat" });
+    const defaults = { all: { enabled: true, readOnly: false }, channels: { email: { enabled: false } } };
+    const created = (await novu.workflows.create({ name: "Prefs defaults", workflowId: "prefs-defaults", active: true,
+      steps: [inApp("inbox", "Hi"), mailStep], preferences: { user: null, workflow: defaults } })).result;
+    eq([created.workflowId, created.preferences?.user, created.preferences?.default], ["prefs-defaults", null, defaults],
+      "preferences answered as {user, default}");
+    const locked = { all: { enabled: true, readOnly: true }, channels: {} };
+    const lockedOut = (await novu.workflows.create({ name: "Prefs locked", workflowId: "prefs-locked", active: true,
+      steps: [inApp("inbox", "Hi")], preferences: { user: null, workflow: locked } })).result;
+    eq(lockedOut.preferences?.default?.all, locked.all, "read-only defaults");
+    const critical = await rawOk("POST", "/v2/workflows", { name: "Prefs critical", workflowId: "prefs-critical", active: true,
+      critical: true, steps: [inApp("inbox", "Hi")] }, 201);
+    eq(critical.critical, true, "critical workflow");
+    const got = (await novu.workflows.get("prefs-defaults")).result;
+    eq(got.preferences?.default, defaults, "get: the defaults as created");
+  });
+  await group("subscriber preferences: list, defaults only", async () => {
+    const p = (await novu.subscribers.preferences.list({ subscriberId: "pat" })).result;
+    eq(p.global, { enabled: true, channels: ON }, "global: every channel on");
+    const d = prefsOf(p, "prefs-defaults");
+    eq([d.enabled, d.channels, d.overrides, d.workflow.slug, d.workflow.name, d.updatedAt],
+      [true, { email: false, inApp: true }, [{ channel: "in_app", source: "template" }, { channel: "email", source: "template" }],
+        "prefs-defaults", "Prefs defaults", undefined], "prefs-defaults: its defaults, never changed");
+    eq(prefsOf(p, "prefs-locked")?.channels, { inApp: true }, "prefs-locked");
+    eq(prefsOf(p, "prefs-critical"), undefined, "the critical workflow is not listed by default");
+    eq(prefsOf(p, "digest")?.channels, { inApp: true }, "a workflow with a digest and an in-app step shows in-app");
+    const critical = (await novu.subscribers.preferences.list({ subscriberId: "pat", criticality: "critical" })).result;
+    eq(critical.workflows.map((w) => w.workflow.identifier), ["prefs-critical"], "criticality=critical");
+    const all = (await novu.subscribers.preferences.list({ subscriberId: "pat", criticality: "all" })).result;
+    check(["prefs-defaults", "prefs-locked", "prefs-critical"].every((w) => prefsOf(all, w)), "criticality=all lists every one");
+  });
+  await group("subscriber preferences: a global change", async () => {
+    const p = (await novu.subscribers.preferences.update({ channels: { inApp: false } }, "pat")).result;
+    eq(p.global, { enabled: true, channels: { ...ON, inApp: false } }, "global in-app off");
+    const d = prefsOf(p, "prefs-defaults");
+    eq([d.channels, d.overrides[0]], [{ email: false, inApp: false }, { channel: "in_app", source: "subscriber" }], "prefs-defaults");
+    eq(prefsOf(p, "prefs-locked").channels, { inApp: true }, "read-only defaults ignore the subscriber");
+  });
+  await group("subscriber preferences: a workflow change (overrides name subscriber or template)", async () => {
+    const p = (await novu.subscribers.preferences.update({ workflowId: "prefs-defaults", channels: { email: true } }, "pat")).result;
+    const d = prefsOf(p, "prefs-defaults");
+    eq([d.channels, d.overrides], [{ email: true, inApp: false },
+      [{ channel: "in_app", source: "subscriber" }, { channel: "email", source: "subscriber" }]], "prefs-defaults");
+    check(ISO_UTC.test(d.updatedAt ?? ""), `updatedAt once changed: ${d.updatedAt}`);
+    eq(prefsOf(p, "mail-only").overrides, [{ channel: "email", source: "template" }], "another workflow keeps its source");
+    eq(p.global.channels.inApp, false, "the global level did not move");
+  });
+  await group("subscriber preferences: bulk update", async () => {
+    const out = (await novu.subscribers.preferences.bulkUpdate({ preferences: [
+      { workflowId: "prefs-defaults", channels: { email: false } }, { workflowId: "mail-only", channels: { email: false } }] }, "pat")).result;
+    eq(out.map((x) => [x.level, x.enabled, x.workflow?.identifier, x.workflow?.critical, x.workflow?.severity, x.channels]),
+      [["template", true, "prefs-defaults", false, "none", { email: false, inApp: false }],
+        ["template", true, "mail-only", false, "none", { email: false }]], "each workflow, in the order given");
+  });
+  await group("subscriber preferences: read-only and critical workflows refuse a change (400)", async () => {
+    for (const w of ["prefs-locked", "prefs-critical"]) {
+      const e = await expectError(() => novu.subscribers.preferences.update({ workflowId: w, channels: { inApp: false } }, "pat"),
+        errors.ErrorDto, 400, w);
+      check(e.message.includes(w), `${w}: the 400 names the workflow: ${e.message}`);
+    }
+    await expectError(() => novu.subscribers.preferences.bulkUpdate({ preferences: [{ workflowId: "prefs-locked", channels: { inApp: false } }] }, "pat"),
+      errors.ErrorDto, 400, "bulk with a read-only workflow");
+  });
+  await group("subscriber preferences: unknown subscriber or workflow (404)", async () => {
+    await expectError(() => novu.subscribers.preferences.list({ subscriberId: "nobody" }), errors.ErrorDto, 404, "list");
+    await expectError(() => novu.subscribers.preferences.update({ channels: { email: false } }, "nobody"), errors.ErrorDto, 404, "update");
+    const e = await expectError(() => novu.subscribers.preferences.update({ workflowId: "nothing", channels: { email: false } }, "pat"),
+      errors.ErrorDto, 404, "update an unknown workflow");
+    check(e.message.includes("nothing"), `the 404 names the workflow: ${e.message}`);
+    await expectError(() => novu.subscribers.preferences.bulkUpdate({ preferences: [{ workflowId: "nothing", channels: { email: false } }] }, "pat"),
+      errors.ErrorDto, 404, "bulk with an unknown workflow");
+  });
+  await group("subscriber preferences: a channel outside the five (422)", async () => {
+    const v = await expectError(() => novu.subscribers.preferences.update({ channels: { tool: true } }, "pat"),
+      errors.ValidationErrorDto, 422, "tool");
+    eq(Object.keys(v.errors ?? {}), ["channels.tool"], "the channel named");
+    const b = await expectError(() => novu.subscribers.preferences.bulkUpdate({ preferences: [{ workflowId: "prefs-defaults", channels: { tool: true } }] }, "pat"),
+      errors.ValidationErrorDto, 422, "bulk with tool");
+    eq(Object.keys(b.errors ?? {}), ["preferences.0.channels.tool"], "bulk: the channel named");
+    eq(prefsOf((await novu.subscribers.preferences.list({ subscriberId: "pat" })).result, "prefs-defaults").channels,
+      { email: false, inApp: false }, "nothing changed");
+  });
+
   // ------------------------------------------------------------------ channel connections and endpoints
   await group("channel connections: create, list, retrieve, update, delete", async () => {
     const c = (await novu.channelConnections.create({ subscriberId: "ann", integrationIdentifier: "slack",

@@ -659,6 +659,124 @@ def main():
     group("deleted subscriber: their activity still parses", lambda: eq(
         len(novu.notifications.list(request={"transaction_id": tx("carl")}).result.data), 1, "carl's notification"))
 
+    # ------------------------------------------------------------------ subscriber preferences (v2)
+    # A subscriber of their own (the triggers above are not affected) and three workflows: default
+    # preferences set at creation (email off), read-only defaults, and a critical one (raw: the SDK's create
+    # model has no `critical`). The v1 routes run with an older release: tests/sdk/preferences_v1.py.
+    prefs = novu.subscribers.preferences
+    every_on = {"email": True, "sms": True, "in_app": True, "chat": True, "push": True}
+
+    def chans(c):
+        """The channels a parsed preference shows (the ones set)."""
+        out = {"email": c.email, "sms": c.sms, "in_app": c.in_app, "chat": c.chat, "push": c.push, "tool": c.tool}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def of(p, identifier):
+        return next((w for w in p.workflows if w.workflow.identifier == identifier), None)
+
+    def overrides(w):
+        return [(val(o.channel), val(o.source)) for o in w.overrides]
+
+    mail_step = {"name": "mail", "step_id": "mail", "type": "email",
+                 "control_values": {"editor_type": "html", "subject": "Hi", "body": "<p>Hi</p>"}}
+
+    def workflows_with_preferences():
+        novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": "pat", "first_name": "Pat"})
+        defaults = {"all": {"enabled": True, "read_only": False}, "channels": {"email": {"enabled": False}}}
+        defaults_wire = {"all": {"enabled": True, "readOnly": False}, "channels": {"email": {"enabled": False}}}
+        created, wire = sdk("workflows.create prefs-defaults", lambda: novu.workflows.create(create_workflow_dto={
+            "name": "Prefs defaults", "workflow_id": "prefs-defaults", "active": True, "steps": [in_app("inbox", "Hi"), mail_step],
+            "preferences": {"user": None, "workflow": defaults}}))
+        eq((wire["preferences"]["user"], wire["preferences"]["default"]), (None, defaults_wire), "preferences answered as {user, default}")
+        check(created is not None and created.preferences.default.all.read_only is False
+              and created.preferences.default.channels["email"].enabled is False, f"parsed preferences: {created and created.preferences}")
+        _, wire = sdk("workflows.create prefs-locked", lambda: novu.workflows.create(create_workflow_dto={
+            "name": "Prefs locked", "workflow_id": "prefs-locked", "active": True, "steps": [in_app("inbox", "Hi")],
+            "preferences": {"user": None, "workflow": {"all": {"enabled": True, "read_only": True}, "channels": {}}}}))
+        eq(wire["preferences"]["default"]["all"], {"enabled": True, "readOnly": True}, "read-only defaults")
+        critical = raw_ok("POST", "/v2/workflows", {"name": "Prefs critical", "workflowId": "prefs-critical", "active": True,
+                                                    "critical": True, "steps": [{"name": "inbox", "stepId": "inbox", "type": "in_app",
+                                                                                 "controlValues": {"body": "Hi"}}]}, 201)
+        eq(critical["critical"], True, "critical workflow")
+        _, wire = sdk("workflows.get prefs-defaults", lambda: novu.workflows.get(workflow_id="prefs-defaults"))
+        eq(wire["preferences"]["default"], defaults_wire, "get: the defaults as created")
+    group("workflows: create with preferences (round trip through the SDK's models)", workflows_with_preferences)
+
+    def prefs_defaults():
+        p = prefs.list(subscriber_id="pat").result
+        eq((p.global_.enabled, chans(p.global_.channels)), (True, every_on), "global: every channel on")
+        d = of(p, "prefs-defaults")
+        eq((d.enabled, chans(d.channels), overrides(d), d.workflow.slug, d.workflow.name, d.updated_at),
+           (True, {"email": False, "in_app": True}, [("in_app", "template"), ("email", "template")], "prefs-defaults",
+            "Prefs defaults", None), "prefs-defaults: its defaults, never changed")
+        eq(chans(of(p, "prefs-locked").channels), {"in_app": True}, "prefs-locked")
+        eq(of(p, "prefs-critical"), None, "the critical workflow is not listed by default")
+        eq(chans(of(p, "digest").channels), {"in_app": True}, "a workflow with a digest and an in-app step shows in-app")
+        critical = prefs.list(subscriber_id="pat", criticality=models.Criticality.CRITICAL).result
+        eq([w.workflow.identifier for w in critical.workflows], ["prefs-critical"], "criticality=critical")
+        every = prefs.list(subscriber_id="pat", criticality=models.Criticality.ALL).result
+        check(all(of(every, w) for w in ["prefs-defaults", "prefs-locked", "prefs-critical"]), "criticality=all lists every one")
+    group("subscriber preferences: list, defaults only", prefs_defaults)
+
+    def prefs_global():
+        p = prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"in_app": False}}).result
+        eq((p.global_.enabled, chans(p.global_.channels)), (True, {**every_on, "in_app": False}), "global in-app off")
+        d = of(p, "prefs-defaults")
+        eq((chans(d.channels), overrides(d)[0]), ({"email": False, "in_app": False}, ("in_app", "subscriber")), "prefs-defaults")
+        eq(chans(of(p, "prefs-locked").channels), {"in_app": True}, "read-only defaults ignore the subscriber")
+    group("subscriber preferences: a global change", prefs_global)
+
+    def prefs_workflow():
+        p = prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+            "workflow_id": "prefs-defaults", "channels": {"email": True}}).result
+        d = of(p, "prefs-defaults")
+        eq((chans(d.channels), overrides(d)), ({"email": True, "in_app": False}, [("in_app", "subscriber"), ("email", "subscriber")]),
+           "prefs-defaults")
+        check(ISO_UTC.match(d.updated_at or ""), f"updatedAt once changed: {d.updated_at}")
+        eq(overrides(of(p, "mail-only")), [("email", "template")], "another workflow keeps its source")
+        eq(p.global_.channels.in_app, False, "the global level did not move")
+    group("subscriber preferences: a workflow change (overrides name subscriber or template)", prefs_workflow)
+
+    def prefs_bulk():
+        out = prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+            {"workflow_id": "prefs-defaults", "channels": {"email": False}},
+            {"workflow_id": "mail-only", "channels": {"email": False}}]}).result
+        eq([(val(x.level), x.enabled, x.workflow.identifier, x.workflow.critical, val(x.workflow.severity), chans(x.channels)) for x in out],
+           [("template", True, "prefs-defaults", False, "none", {"email": False, "in_app": False}),
+            ("template", True, "mail-only", False, "none", {"email": False})], "each workflow, in the order given")
+    group("subscriber preferences: bulk update", prefs_bulk)
+
+    def prefs_refused():
+        for w in ["prefs-locked", "prefs-critical"]:
+            e = expect_error(lambda w=w: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+                "workflow_id": w, "channels": {"in_app": False}}), models.ErrorDto, 400, w)
+            check(w in e.data.message, f"{w}: the 400 names the workflow: {e.data.message}")
+        expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+            {"workflow_id": "prefs-locked", "channels": {"in_app": False}}]}), models.ErrorDto, 400, "bulk with a read-only workflow")
+    group("subscriber preferences: read-only and critical workflows refuse a change (400)", prefs_refused)
+
+    def prefs_unknown():
+        expect_error(lambda: prefs.list(subscriber_id="nobody"), models.ErrorDto, 404, "list")
+        expect_error(lambda: prefs.update(subscriber_id="nobody", patch_subscriber_preferences_dto={"channels": {"email": False}}),
+                     models.ErrorDto, 404, "update")
+        e = expect_error(lambda: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+            "workflow_id": "nothing", "channels": {"email": False}}), models.ErrorDto, 404, "update an unknown workflow")
+        check("nothing" in e.data.message, f"the 404 names the workflow: {e.data.message}")
+        expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+            {"workflow_id": "nothing", "channels": {"email": False}}]}), models.ErrorDto, 404, "bulk with an unknown workflow")
+    group("subscriber preferences: unknown subscriber or workflow (404)", prefs_unknown)
+
+    def prefs_invalid():
+        v = expect_error(lambda: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"tool": True}}),
+                         models.ValidationErrorDto, 422, "tool")
+        eq(list(v.data.errors), ["channels.tool"], "the channel named")
+        b = expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+            {"workflow_id": "prefs-defaults", "channels": {"tool": True}}]}), models.ValidationErrorDto, 422, "bulk with tool")
+        eq(list(b.data.errors), ["preferences.0.channels.tool"], "bulk: the channel named")
+        eq(chans(of(prefs.list(subscriber_id="pat").result, "prefs-defaults").channels), {"email": False, "in_app": False},
+           "nothing changed")
+    group("subscriber preferences: a channel outside the five (422)", prefs_invalid)
+
     # ------------------------------------------------------------------ channel connections and endpoints
     def connections():
         c = novu.channel_connections.create(create_channel_connection_request_dto={
