@@ -115,6 +115,16 @@ async fn health_docs_and_unknown_routes(app: TestApp) {
         ("/v1/subscribers/{subscriberId}/notifications/unseen", "get"),
         ("/v1/subscribers/{subscriberId}/messages/mark-as", "post"),
         ("/v1/subscribers/{subscriberId}/messages/mark-all", "post"),
+        ("/v1/subscribers/{subscriberId}/preferences", "get"),
+        ("/v1/subscribers/{subscriberId}/preferences", "patch"),
+        (
+            "/v1/subscribers/{subscriberId}/preferences/{parameter}",
+            "get",
+        ),
+        (
+            "/v1/subscribers/{subscriberId}/preferences/{parameter}",
+            "patch",
+        ),
         ("/v1/health-check/ready", "get"),
     ];
     for (path, method) in expect {

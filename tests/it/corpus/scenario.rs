@@ -1,5 +1,6 @@
 //! The corpus scenario, part one: the public routes, authentication, integrations, subscribers and their
-//! credentials, workflows and previews, channel connections and endpoints, idempotency; then part two
+//! credentials, workflows and previews, channel connections and endpoints, idempotency, subscriber preferences
+//! (v2 and v1); then part two
 //! ([`super::scenario_engine`]): triggers in every engine state, the activity, messages and the feed.
 //! Every route of `src/api/mod.rs` (and `docs::routes`) is called at least once, with its typical errors.
 
@@ -58,6 +59,7 @@ pub async fn run(rec: &mut Recorder<'_>) {
     channels(rec).await;
     idempotency(rec).await;
     subscriber_delete(rec).await;
+    preferences(rec).await;
 }
 
 /// Health, the API reference, unserved routes and methods, and every way a key is refused.
@@ -594,4 +596,113 @@ async fn subscriber_delete(rec: &mut Recorder<'_>) {
     rec.delete("/v2/subscribers/carl").await;
     rec.get("/v1/notifications?transactionId=corpus-carl").await;
     rec.get("/v2/subscribers?limit=100").await;
+}
+
+/// Subscriber preferences through the v2 and the v1 routes: each level, a workflow's defaults, read-only and
+/// critical workflows, and the errors. A subscriber and workflows of their own, after every trigger.
+async fn preferences(rec: &mut Recorder<'_>) {
+    rec.post("/v2/subscribers", json!({"subscriberId": "pat"}))
+        .await;
+    rec.post(
+        "/v2/workflows",
+        json!({"name": "Prefs news", "workflowId": "prefs-news", "steps": [in_app("inbox", "news"),
+            {"name": "mail", "stepId": "mail", "type": "email", "controlValues": {"subject": "News", "body": "news"}}],
+            "preferences": {"user": null, "workflow": {"all": {"enabled": true, "readOnly": false},
+                "channels": {"email": {"enabled": false}}}}}),
+    )
+    .await;
+    rec.post(
+        "/v2/workflows",
+        json!({"name": "Prefs alerts", "workflowId": "prefs-alerts", "critical": true,
+            "steps": [in_app("inbox", "alert")]}),
+    )
+    .await;
+    rec.post(
+        "/v2/workflows",
+        json!({"name": "Prefs locked", "workflowId": "prefs-locked", "steps": [in_app("inbox", "locked")],
+            "preferences": {"user": null, "workflow": {"all": {"enabled": true, "readOnly": true}, "channels": {}}}}),
+    )
+    .await;
+
+    // v2: read, a global change, a workflow's change, a bulk change.
+    rec.get("/v2/subscribers/pat/preferences").await;
+    rec.get("/v2/subscribers/pat/preferences?criticality=critical")
+        .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences",
+        json!({"channels": {"in_app": false}}),
+    )
+    .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences",
+        json!({"workflowId": "prefs-news", "channels": {"email": true}}),
+    )
+    .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences/bulk",
+        json!({"preferences": [{"workflowId": "prefs-news", "channels": {"email": false}}]}),
+    )
+    .await;
+    rec.get("/v2/subscribers/nobody/preferences").await;
+    rec.get("/v2/subscribers/pat/preferences?criticality=some")
+        .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences",
+        json!({"channels": {"tool": true}}),
+    )
+    .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences",
+        json!({"workflowId": "prefs-locked", "channels": {"in_app": false}}),
+    )
+    .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences",
+        json!({"workflowId": "nothing", "channels": {"in_app": false}}),
+    )
+    .await;
+    rec.patch(
+        "/v2/subscribers/pat/preferences/bulk",
+        json!({"preferences": []}),
+    )
+    .await;
+
+    // v1: the list (every channel, or the workflow's), by level, a workflow's change, the global change.
+    rec.get("/v1/subscribers/pat/preferences").await;
+    rec.get("/v1/subscribers/pat/preferences?includeInactiveChannels=false")
+        .await;
+    rec.get("/v1/subscribers/pat/preferences/global").await;
+    rec.get("/v1/subscribers/pat/preferences/template").await;
+    rec.patch(
+        "/v1/subscribers/pat/preferences/prefs-news",
+        json!({"channel": {"type": "sms", "enabled": false}, "enabled": false}),
+    )
+    .await;
+    rec.patch(
+        "/v1/subscribers/pat/preferences",
+        json!({"enabled": false, "preferences": [{"type": "chat", "enabled": false}]}),
+    )
+    .await;
+    rec.get("/v1/subscribers/nobody/preferences").await;
+    rec.get("/v1/subscribers/pat/preferences/weekly").await;
+    rec.patch(
+        "/v1/subscribers/pat/preferences/prefs-news",
+        json!({"channel": {"type": "tool", "enabled": true}}),
+    )
+    .await;
+    rec.patch(
+        "/v1/subscribers/pat/preferences/prefs-alerts",
+        json!({"enabled": false}),
+    )
+    .await;
+    rec.patch(
+        "/v1/subscribers/pat/preferences/nothing",
+        json!({"enabled": false}),
+    )
+    .await;
+    rec.patch(
+        "/v1/subscribers/nobody/preferences",
+        json!({"preferences": [{"type": "email", "enabled": false}]}),
+    )
+    .await;
 }
