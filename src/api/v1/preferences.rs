@@ -149,6 +149,28 @@ fn every_channel(v: &mut Validation, q: &QueryMap) -> bool {
     q.bool(v, "includeInactiveChannels").unwrap_or(true)
 }
 
+/// The template level: the subscriber's preference for each non-critical workflow with a channel step,
+/// oldest first.
+async fn template_level(
+    state: &AppState,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    every_channel: bool,
+) -> crate::error::Result<Vec<SubscriberPreferenceOut>> {
+    let found = service::get(
+        &state.store,
+        tenant,
+        subscriber_id,
+        Criticality::NonCritical,
+    )
+    .await?;
+    Ok(found
+        .workflows
+        .iter()
+        .map(|p| SubscriberPreferenceOut::workflow(p, every_channel))
+        .collect())
+}
+
 /// The subscriber's preference for each non-critical workflow with a channel step, oldest first.
 #[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/preferences", tag = "Subscribers",
     params(("subscriberId" = String, Path),
@@ -164,18 +186,7 @@ pub async fn list_preferences(
     let mut v = Validation::new();
     let every = every_channel(&mut v, &q);
     v.finish()?;
-    let found = service::get(
-        &state.store,
-        &tenant,
-        &subscriber_id,
-        Criticality::NonCritical,
-    )
-    .await?;
-    let out: Vec<SubscriberPreferenceOut> = found
-        .workflows
-        .iter()
-        .map(|p| SubscriberPreferenceOut::workflow(p, every))
-        .collect();
+    let out = template_level(&state, &tenant, &subscriber_id, every).await?;
     Ok(Reply::ok(out).into_response())
 }
 
@@ -206,18 +217,7 @@ pub async fn preferences_by_level(
         let g = service::global(&state.store, &tenant, &subscriber_id).await?;
         vec![SubscriberPreferenceOut::global(&g)]
     } else {
-        let found = service::get(
-            &state.store,
-            &tenant,
-            &subscriber_id,
-            Criticality::NonCritical,
-        )
-        .await?;
-        found
-            .workflows
-            .iter()
-            .map(|p| SubscriberPreferenceOut::workflow(p, every))
-            .collect()
+        template_level(&state, &tenant, &subscriber_id, every).await?
     };
     Ok(Reply::ok(out).into_response())
 }
