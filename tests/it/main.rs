@@ -26,4 +26,5 @@ mod reads;
 mod rendering;
 mod server;
 mod subscribers;
+mod unsubscribe;
 mod workflows;

@@ -7,3 +7,4 @@ pub mod integrations;
 pub mod messages;
 pub mod notifications;
 pub mod subscriber_credentials;
+pub mod unsubscribe;

@@ -58,6 +58,7 @@ pub async fn run(rec: &mut Recorder<'_>) {
     channels(rec).await;
     idempotency(rec).await;
     subscriber_delete(rec).await;
+    unsubscribe_links(rec).await;
 }
 
 /// Health, the API reference, unserved routes and methods, and every way a key is refused.
@@ -594,4 +595,17 @@ async fn subscriber_delete(rec: &mut Recorder<'_>) {
     rec.delete("/v2/subscribers/carl").await;
     rec.get("/v1/notifications?transactionId=corpus-carl").await;
     rec.get("/v2/subscribers?limit=100").await;
+}
+
+/// An unsubscribe link's refusal page (a valid token names ids that change from run to run; tests/it/unsubscribe.rs
+/// covers those).
+async fn unsubscribe_links(rec: &mut Recorder<'_>) {
+    rec.send(Call::new(Method::GET, "/v1/unsubscribe/not-a-token").auth(Auth::None))
+        .await;
+    rec.send(
+        Call::new(Method::POST, "/v1/unsubscribe/not-a-token")
+            .auth(Auth::None)
+            .raw("{}"),
+    )
+    .await;
 }
