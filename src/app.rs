@@ -113,7 +113,10 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),
+        crate::engine::WorkerOptions {
+            public_url: cfg.public_url.clone(),
+            ..crate::engine::WorkerOptions::new(cfg.workers, cfg.compat)
+        },
         state.wakeup.clone(),
         shutdown.clone(),
     );
@@ -199,7 +202,10 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        crate::engine::WorkerOptions::new(cfg.workers, cfg.compat),
+        crate::engine::WorkerOptions {
+            public_url: cfg.public_url.clone(),
+            ..crate::engine::WorkerOptions::new(cfg.workers, cfg.compat)
+        },
         crate::engine::Wakeup::default(),
         shutdown.clone(),
     );

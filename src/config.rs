@@ -132,6 +132,9 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// `TIDINGS_PUBLIC_URL`: the address the world reaches the server at (see [`public_url`]); when set,
+    /// emails carry one-click unsubscribe links.
+    pub public_url: Option<String>,
 }
 
 /// Requests per second per environment in each of Novu's rate-limit categories; 0 turns a category off.
@@ -202,6 +205,7 @@ impl std::fmt::Debug for Config {
                 "metrics_token",
                 &self.metrics_token.as_ref().map(|_| "<set>"),
             )
+            .field("public_url", &self.public_url)
             .finish()
     }
 }
@@ -221,6 +225,15 @@ impl Config {
         };
         let server = crate::server::ServerOptions::default();
         let requests = crate::api::limits::RequestLimits::default();
+        let public_url = non_empty_env("TIDINGS_PUBLIC_URL")
+            .map(|v| public_url(&v))
+            .transpose()?;
+        if public_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("http://"))
+        {
+            tracing::warn!("TIDINGS_PUBLIC_URL is not https: mail providers ignore one-click unsubscribe links that are not");
+        }
         Ok(Self {
             listen: cli.listen,
             database_url: cli.database_url.clone(),
@@ -251,8 +264,31 @@ impl Config {
             },
             rate_limits: RateLimits::from_env()?,
             metrics_token: non_empty_env("TIDINGS_METRICS_TOKEN"),
+            public_url,
         })
     }
+}
+
+/// `TIDINGS_PUBLIC_URL` checked and normalised: an absolute `http` or `https` URL with a host, without
+/// credentials, query or fragment; trailing slashes are removed (`https://mail.example.com/tidings/` →
+/// `https://mail.example.com/tidings`), so a route is appended as `{url}/v1/…`.
+pub fn public_url(raw: &str) -> anyhow::Result<String> {
+    let bad = |why: &str| anyhow::anyhow!("TIDINGS_PUBLIC_URL {why}, got {raw:?}");
+    let url = url::Url::parse(raw.trim())
+        .map_err(|e| bad(&format!("must be an absolute http(s) URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("must start with https:// (or http://)"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("must name a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("must not hold a user name or password"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("must not have a query (?…) or a fragment (#…)"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 /// A duration in seconds (fractions allowed) from the environment variable `name`, else `default`.
@@ -346,6 +382,35 @@ mod tests {
                 command: EnvironmentsCommand::RotateKey { name },
             } => assert_eq!(name, "Production"),
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_public_url_is_checked_and_loses_its_trailing_slash() {
+        assert_eq!(
+            public_url("https://mail.example.com/").unwrap(),
+            "https://mail.example.com"
+        );
+        assert_eq!(
+            public_url(" http://127.0.0.1:3000/tidings// ").unwrap(),
+            "http://127.0.0.1:3000/tidings"
+        );
+        assert_eq!(
+            public_url("HTTPS://Mail.Example.com:8443/a").unwrap(),
+            "https://mail.example.com:8443/a"
+        );
+        for (bad, why) in [
+            ("mail.example.com", "absolute http(s) URL"),
+            ("/v1", "absolute http(s) URL"),
+            ("ftp://example.com", "https://"),
+            ("mailto:a@example.com", "https://"),
+            ("https://u:p@example.com", "user name or password"),
+            ("https://example.com/?a=1", "query"),
+            ("https://example.com/#top", "fragment"),
+        ] {
+            let e = public_url(bad).unwrap_err().to_string();
+            assert!(e.starts_with("TIDINGS_PUBLIC_URL "), "{e}");
+            assert!(e.contains(why) && e.contains(bad), "{bad}: {e}");
         }
     }
 

@@ -1,5 +1,5 @@
 //! Secrets at rest: AES-256-GCM for credentials and API-key copies, SHA-256 for API-key lookup,
-//! HMAC-SHA256 for signatures.
+//! HMAC-SHA256 for signatures (keyed with an API key, or with a key derived from the encryption key).
 
 use aes_gcm::aead::{Aead, KeyInit, OsRng};
 use aes_gcm::{AeadCore, Aes256Gcm, Key, Nonce};
@@ -7,10 +7,13 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// The 32-byte key that encrypts secrets stored in the database.
+/// The 32-byte key that encrypts secrets stored in the database, and the signing master derived from it.
 #[derive(Clone)]
 pub struct Cipher {
     aead: Aes256Gcm,
+    /// `HKDF-Expand(encryption key, "tidings signing master v1", 32)`: the root of every signing key
+    /// ([`Cipher::signing_key`]), so the AES key itself is used for nothing but encryption.
+    signing_master: [u8; 32],
 }
 
 impl std::fmt::Debug for Cipher {
@@ -29,9 +32,22 @@ pub enum CryptoError {
 
 impl Cipher {
     pub fn from_bytes(key: &[u8; 32]) -> Self {
+        // HKDF-Expand (RFC 5869) with the key as the pseudorandom key (it is 32 random bytes): one block,
+        // HMAC(key, info ‖ 0x01).
         Self {
             aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key)),
+            signing_master: hmac_sha256(key, &[b"tidings signing master v1", &[1]]),
         }
+    }
+
+    /// The HMAC-SHA256 key of one `purpose` (a fixed label naming the use and its version) within one
+    /// `scope` (e.g. an environment id): `HMAC(master, purpose ‖ 0x00 ‖ scope)`. Keys of different purposes or
+    /// scopes are unrelated, and none reveals the master or the encryption key.
+    pub fn signing_key(&self, purpose: &str, scope: &str) -> [u8; 32] {
+        hmac_sha256(
+            &self.signing_master,
+            &[purpose.as_bytes(), &[0], scope.as_bytes()],
+        )
     }
 
     /// Parses the base64 form used by `TIDINGS_ENCRYPTION_KEY` and `secret.key`.
@@ -120,13 +136,29 @@ pub fn svc_signature(key: &str, t_ms: i64, body_json: &str) -> String {
 
 /// Hex HMAC-SHA256 of the concatenated `parts` keyed with `key`.
 pub fn hmac_sha256_hex(key: &str, parts: &[&[u8]]) -> String {
+    hex::encode(hmac_sha256(key.as_bytes(), parts))
+}
+
+/// HMAC-SHA256 of the concatenated `parts` keyed with `key`.
+pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use hmac::Mac;
+    hmac_of(key, parts).finalize().into_bytes().into()
+}
+
+/// Whether `tag` is the HMAC-SHA256 of the concatenated `parts` keyed with `key`, compared in constant time.
+pub fn hmac_sha256_verify(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    use hmac::Mac;
+    hmac_of(key, parts).verify_slice(tag).is_ok()
+}
+
+fn hmac_of(key: &[u8], parts: &[&[u8]]) -> hmac::Hmac<Sha256> {
     use hmac::{Hmac, Mac};
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes())
-        .expect("HMAC accepts keys of any length");
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
     for p in parts {
         mac.update(p);
     }
-    hex::encode(mac.finalize().into_bytes())
+    mac
 }
 
 #[cfg(test)]
@@ -140,5 +172,43 @@ mod signature_tests {
             "t=1700000000000,v1=8399216d111287e3bb28e25c0f4f31dffdf831c68c9ee2b96c2f67c9b81d341b"
         );
         assert_ne!(s, super::svc_signature("other", 1_700_000_000_000, "{}"));
+    }
+
+    #[test]
+    fn signing_keys_are_derived_per_purpose_and_scope() {
+        use super::Cipher;
+        let raw = [7u8; 32];
+        let c = Cipher::from_bytes(&raw);
+        let k = c.signing_key("p v1", "env-a");
+        assert_eq!(k, Cipher::from_bytes(&raw).signing_key("p v1", "env-a"));
+        assert_ne!(k, c.signing_key("p v1", "env-b"));
+        assert_ne!(k, c.signing_key("p v2", "env-a"));
+        // The separator keeps `purpose` and `scope` apart.
+        assert_ne!(c.signing_key("ab", "c"), c.signing_key("a", "bc"));
+        assert_ne!(
+            k,
+            Cipher::from_bytes(&[8u8; 32]).signing_key("p v1", "env-a")
+        );
+        // Neither the master nor a derived key is the encryption key.
+        assert_ne!(c.signing_master, raw);
+        assert_ne!(k, raw);
+        // Reference values computed independently (Python's hmac): the master is HKDF-Expand's first block,
+        // HMAC-SHA256(0x07 × 32, "tidings signing master v1" ‖ 0x01); the key HMAC(master, "p v1" ‖ 0x00 ‖ "env-a").
+        assert_eq!(
+            hex::encode(c.signing_master),
+            "65c7d55af2609b9f7515aff3f43bd36ddb2cbc4b1c9778d78d35a2a12b18011a"
+        );
+        assert_eq!(
+            hex::encode(k),
+            "8f75a9b4fc47a1e11fd46e151da2e34863a69e6cea88f1300a8309a942d0020f"
+        );
+        let tag = super::hmac_sha256(&k, &[b"a", b"b"]);
+        assert!(super::hmac_sha256_verify(&k, &[b"ab"], &tag));
+        assert!(!super::hmac_sha256_verify(&k, &[b"ab"], &tag[..31]));
+        assert!(!super::hmac_sha256_verify(
+            &c.signing_key("p v1", "env-b"),
+            &[b"ab"],
+            &tag
+        ));
     }
 }

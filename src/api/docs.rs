@@ -132,7 +132,8 @@ fn add_common_responses(doc: &mut Value) {
                 let too_large = format!("The body is larger than {BODY_LIMIT_TEXT}");
                 add("413", &too_large);
             }
-            if has_body || !names.is_empty() {
+            // The API's extractors; the public unsubscribe pages answer any refusal with a 400 page.
+            if authenticated && (has_body || !names.is_empty()) {
                 add(
                     "422",
                     "Invalid body, path or query (the `errors` member names each field)",

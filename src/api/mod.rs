@@ -101,7 +101,7 @@ impl std::ops::Deref for AppState {
     security(("ApiKey" = [])),
     tags(
         (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
-        (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Health"),
+        (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Unsubscribe"), (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -225,12 +225,17 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .router
 }
 
-/// The complete application: public routes, authenticated routes, and the middleware stack.
+/// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
+/// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)
         .routes(routes!(health_check))
         .routes(routes!(readiness))
+        .routes(routes!(
+            v1::unsubscribe::unsubscribe_page,
+            v1::unsubscribe::unsubscribe
+        ))
         .router
         .split_for_parts();
     openapi.merge(public_doc);

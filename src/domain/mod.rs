@@ -13,6 +13,7 @@ pub mod preference;
 pub mod skip;
 pub mod subscriber;
 pub mod time;
+pub mod unsubscribe;
 pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};

@@ -470,7 +470,7 @@ fn timed_metadata(timed: &Value) -> Option<Value> {
 }
 
 /// How a process runs its workers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WorkerOptions {
     /// Jobs running at once.
     pub concurrency: usize,
@@ -481,6 +481,9 @@ pub struct WorkerOptions {
     /// handed over, running or waiting) every third of this, so only a process that stopped (crashed, lost
     /// the database) lets its jobs go to another, within this long.
     pub lease: Duration,
+    /// `TIDINGS_PUBLIC_URL` (checked by `config::public_url`): when set, email steps carry one-click
+    /// unsubscribe links under it.
+    pub public_url: Option<String>,
 }
 
 impl WorkerOptions {
@@ -491,6 +494,7 @@ impl WorkerOptions {
             profile,
             retry_base: Duration::from_secs(1),
             lease: Duration::from_millis(LEASE_MS as u64),
+            public_url: None,
         }
     }
 }
@@ -507,10 +511,13 @@ pub fn spawn_workers(
         profile,
         retry_base,
         lease,
+        public_url,
     } = options;
     crate::background::spawn(async move {
         let worker = format!("w-{}", new_object_id());
-        let runner = Arc::new(steps::Runner::new(store.clone(), profile, retry_base));
+        let runner = Arc::new(
+            steps::Runner::new(store.clone(), profile, retry_base).with_public_url(public_url),
+        );
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs
         // running at once (`concurrency`). Leases are renewed while the process holds its jobs, so a batch
         // of slow steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast one.

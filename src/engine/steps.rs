@@ -8,8 +8,9 @@ use crate::domain::filters::{passes, StepFilter};
 use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
 use crate::domain::preference::{Effective, Source, SubscriberPreference, WorkflowDefaults};
 use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::{duration_ms, StepType};
-use crate::domain::{skip, Channel, EnvironmentId, JobId, Timestamp};
+use crate::domain::unsubscribe::UnsubscribeToken;
+use crate::domain::workflow::{duration_ms, StepType, Workflow};
+use crate::domain::{skip, Channel, EnvironmentId, JobId, SubscriberRef, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
     context_values, environment_values, subscriber_values, template_variables, workflow_values,
@@ -36,6 +37,8 @@ pub struct Runner {
     pub(super) retry_base: std::time::Duration,
     /// Environment names by id (for `env.name`).
     env_names: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// `TIDINGS_PUBLIC_URL`: the base of emails' unsubscribe links (none without it).
+    public_url: Option<String>,
 }
 
 /// What a worker read for its whole batch, handed to each job so that it need not read it again.
@@ -83,7 +86,14 @@ impl Runner {
             profile,
             retry_base,
             env_names: Default::default(),
+            public_url: None,
         }
+    }
+
+    /// Emails carry one-click unsubscribe links under `public_url` (`TIDINGS_PUBLIC_URL`, already checked).
+    pub fn with_public_url(mut self, public_url: Option<String>) -> Self {
+        self.public_url = public_url;
+        self
     }
 
     /// Runs one claimed job and returns what completes it. On an infrastructure error the job is put back
@@ -213,7 +223,13 @@ impl Runner {
         }
 
         let vars = self
-            .variables(job, notification, subscriber_json, &env)
+            .variables(
+                job,
+                notification,
+                subscriber_json,
+                subscriber.map(|s| &s.id),
+                &env,
+            )
             .await?;
         if !job.step.issues.controls.contains_key("skip") {
             if let Some(outcome) = self.condition(job, notification, &vars).await? {
@@ -455,12 +471,13 @@ impl Runner {
 
     /// The template variables of `job`, built by the same [`template_variables`] as the step
     /// preview: the trigger's payload, context and actor (a subscriber id is looked up), the
-    /// subscriber, the environment, earlier steps' outputs and the workflow.
+    /// subscriber, the environment, earlier steps' outputs, the workflow and an email's unsubscribe link.
     async fn variables(
         &self,
         job: &Job,
         n: &Notification,
         subscriber: Value,
+        subscriber_ref: Option<&SubscriberRef>,
         env: &EnvironmentId,
     ) -> Result<Value> {
         let context = if n.context_keys.is_empty() {
@@ -475,8 +492,8 @@ impl Runner {
         let workflow = self
             .store
             .get_workflow_cached(env, job.workflow_ref.as_str())
-            .await?
-            .map_or(Value::Null, |w| workflow_values(&w));
+            .await?;
+        let unsubscribe_url = self.unsubscribe_url(job, n, subscriber_ref, workflow.as_deref());
         Ok(template_variables(TemplateInputs {
             payload: job.payload.clone(),
             subscriber,
@@ -484,8 +501,40 @@ impl Runner {
             context,
             env: self.environment_values(env).await?,
             steps: steps_vars(job),
-            workflow,
+            workflow: workflow.map_or(Value::Null, |w| workflow_values(&w)),
+            unsubscribe_url,
         }))
+    }
+
+    /// An email step's one-click unsubscribe link (`{TIDINGS_PUBLIC_URL}/v1/unsubscribe/{token}`): only
+    /// with `TIDINGS_PUBLIC_URL` set, for an existing subscriber, and in a workflow whose email the subscriber
+    /// may turn off (not critical, its defaults not read-only), since the link could not do it otherwise.
+    fn unsubscribe_url(
+        &self,
+        job: &Job,
+        n: &Notification,
+        subscriber: Option<&SubscriberRef>,
+        workflow: Option<&Workflow>,
+    ) -> Option<String> {
+        let (Some(base), Some(subscriber), Some(workflow)) =
+            (self.public_url.as_deref(), subscriber, workflow)
+        else {
+            return None;
+        };
+        if job.step.step_type != StepType::Email
+            || n.critical
+            || workflow.critical
+            || WorkflowDefaults::of(workflow.preferences.as_ref()).read_only
+        {
+            return None;
+        }
+        let token = UnsubscribeToken {
+            environment_id: EnvironmentId(job.environment_id.clone()),
+            subscriber_ref: subscriber.clone(),
+            workflow_ref: workflow.id.clone(),
+        }
+        .sign(self.store.cipher());
+        Some(format!("{base}/v1/unsubscribe/{token}"))
     }
 
     /// `env` of an environment; names never change, so each is read once per process.

@@ -181,7 +181,7 @@ fn escape_keep_liquid(text: &str, out: &mut String) {
     escape(rest, out);
 }
 
-fn escape(text: &str, out: &mut String) {
+pub(crate) fn escape(text: &str, out: &mut String) {
     for ch in text.chars() {
         match ch {
             '&' => out.push_str("&amp;"),

@@ -7,7 +7,9 @@
 //!   ([`actor_values`]);
 //! - `context`: `{type: {id, data}}` ([`context_values`]);
 //! - `env`: `{name, type}`, `type` being `dev` for "Development", else `prod`;
-//! - `workflow`: `{workflowId, name, description, tags, severity}`.
+//! - `workflow`: `{workflowId, name, description, tags, severity}`;
+//! - `unsubscribeUrl` (top level, email steps only): the one-click unsubscribe link, present when
+//!   `TIDINGS_PUBLIC_URL` is set and the workflow lets subscribers turn it off (else it renders empty).
 
 use serde_json::{json, Map, Value};
 
@@ -25,6 +27,8 @@ pub struct TemplateInputs {
     pub env: Value,
     pub steps: Value,
     pub workflow: Value,
+    /// The email's one-click unsubscribe link, when it has one.
+    pub unsubscribe_url: Option<String>,
 }
 
 /// The variables object templates are rendered with. Absent parts are `{}` (`actor`: `null`), so
@@ -37,7 +41,7 @@ pub fn template_variables(i: TemplateInputs) -> Value {
             Value::Object(Map::new())
         }
     };
-    json!({
+    let mut vars = json!({
         "payload": object(i.payload),
         "subscriber": object(i.subscriber),
         "actor": i.actor,
@@ -45,7 +49,11 @@ pub fn template_variables(i: TemplateInputs) -> Value {
         "env": object(i.env),
         "steps": object(i.steps),
         "workflow": object(i.workflow),
-    })
+    });
+    if let Some(url) = i.unsubscribe_url {
+        vars["unsubscribeUrl"] = Value::String(url);
+    }
+    vars
 }
 
 /// A subscriber as templates and filters see it.

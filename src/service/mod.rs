@@ -10,6 +10,7 @@ pub mod integrations;
 pub mod preferences;
 pub mod preview;
 pub mod subscribers;
+pub mod unsubscribe;
 pub mod workflows;
 
 /// How often a read-modify-write retries when another writer changed the row in between.

@@ -260,7 +260,7 @@ pub async fn change(
     })
 }
 
-fn changeable(w: Arc<Workflow>) -> Result<Arc<Workflow>> {
+pub(crate) fn changeable(w: Arc<Workflow>) -> Result<Arc<Workflow>> {
     if w.critical {
         return Err(Error::bad_request(format!(
             "Workflow {} is critical: it always delivers, and its preferences cannot be changed",

@@ -270,6 +270,8 @@ pub fn build(
         env: part("env"),
         steps: part("steps"),
         workflow: workflow_values(workflow),
+        // A link names a real subscriber: the preview's example has none, and `unsubscribeUrl` renders empty.
+        unsubscribe_url: None,
     });
     let mut example = example;
     // The example's subscriber holds only the fields a preview payload may set (spec §2.8).

@@ -251,6 +251,20 @@ impl Store {
         row.map(|s| self.unseal_subscriber(s)).transpose()
     }
 
+    /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
+    pub async fn subscriber_id_of(
+        &self,
+        env: &EnvironmentId,
+        id: &SubscriberRef,
+    ) -> Result<Option<String>> {
+        let mut q = Sql::new("select subscriber_id from subscribers where environment_id = ");
+        q.bind(env.as_str())
+            .push(" and id = ")
+            .bind(id.as_str())
+            .push(" and deleted = false");
+        Ok(self.row::<(String,)>(Cost::Point, q).await?.map(|(s,)| s))
+    }
+
     /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
     /// none. On SQLite `visit` runs while the row is current, on the task that runs the read's batch (see
     /// `store::sqlite`).

@@ -53,6 +53,19 @@ impl Store {
         Ok(self.row::<(String,)>(Cost::Point, q).await?.map(|(n,)| n))
     }
 
+    /// The tenant (organization and environment) of an environment; `None` when there is no such environment.
+    pub async fn environment_tenant(&self, env: &EnvironmentId) -> Result<Option<Tenant>> {
+        let mut q = Sql::new("select organization_id from environments where id = ");
+        q.bind(env.as_str());
+        Ok(self
+            .row::<(String,)>(Cost::Point, q)
+            .await?
+            .map(|(org,)| Tenant {
+                organization_id: OrganizationId(org),
+                environment_id: env.clone(),
+            }))
+    }
+
     pub async fn insert_environment(
         &self,
         org: &OrganizationId,

@@ -27,4 +27,5 @@ mod reads;
 mod rendering;
 mod server;
 mod subscribers;
+mod unsubscribe;
 mod workflows;

@@ -14,7 +14,7 @@ use crate::db_test;
 use crate::support::{assert_error, deliver_one, send, Backend, TestApp};
 
 /// Everything the request and engine targets log in this test binary (one global subscriber, installed once).
-fn captured() -> Arc<Mutex<Vec<u8>>> {
+pub(crate) fn captured() -> Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOGS.get_or_init(|| {
         let buf = Arc::new(Mutex::new(Vec::new()));
@@ -45,7 +45,7 @@ impl Write for Sink {
 }
 
 /// The one captured line containing `needle` (waits a little: engine lines come from worker tasks).
-async fn log_line(logs: &Arc<Mutex<Vec<u8>>>, needle: &str) -> String {
+pub(crate) async fn log_line(logs: &Arc<Mutex<Vec<u8>>>, needle: &str) -> String {
     for _ in 0..50 {
         let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
         let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();

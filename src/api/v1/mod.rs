@@ -8,3 +8,4 @@ pub mod messages;
 pub mod notifications;
 pub mod preferences;
 pub mod subscriber_credentials;
+pub mod unsubscribe;

@@ -118,10 +118,12 @@ fn resolve<'a>(
     })
 }
 
-/// What is sent: the rendered step and its attachments (fetched once for all attempts of a run).
+/// What is sent: the rendered step, its attachments (fetched once for all attempts of a run) and an
+/// email's one-click unsubscribe link (the template variable `unsubscribeUrl`).
 struct Outgoing {
     rendered: Rendered,
     attachments: Vec<Attachment>,
+    unsubscribe_url: Option<String>,
 }
 
 /// Why a channel step ends without delivering (or why one integration could not deliver).
@@ -237,6 +239,11 @@ impl Runner {
         let out = Outgoing {
             rendered,
             attachments,
+            // The link the templates saw (see `Runner::unsubscribe_url`): one value for body and headers.
+            unsubscribe_url: vars
+                .get("unsubscribeUrl")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         };
         self.send(&r, &candidates, state, out).await
     }

@@ -127,7 +127,7 @@ impl Runner {
 }
 
 /// An email to the subscriber's address and any `overrides.email.to`, with the overrides' sender, text,
-/// reply-to, cc, bcc and headers.
+/// reply-to, cc, bcc and headers, and the unsubscribe headers when it has a link.
 fn email(
     r: &Resolved<'_>,
     credentials: &Credentials,
@@ -163,15 +163,7 @@ fn email(
         cc: strings(channel_overrides.get("cc")),
         bcc: strings(channel_overrides.get("bcc")),
         attachments: out.attachments.clone(),
-        headers: channel_overrides
-            .get("headers")
-            .and_then(Value::as_object)
-            .map(|h| {
-                h.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        headers: headers(channel_overrides, out.unsubscribe_url.as_deref()),
         payload: r.step.job.payload.clone(),
     };
     Ok(vec![Target {
@@ -182,6 +174,34 @@ fn email(
             ..Default::default()
         },
     }])
+}
+
+/// The headers an email step has: those of `overrides.email.headers` (string values), then, when the email
+/// has an unsubscribe link, RFC 8058's one-click pair. The pair replaces any header of the same names
+/// (case-insensitive) from the overrides: a link of another system beside ours, or a `List-Unsubscribe-Post`
+/// that pointed to it, would unsubscribe from one place and not the other.
+fn headers(channel_overrides: &Value, unsubscribe_url: Option<&str>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = channel_overrides
+        .get("headers")
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(url) = unsubscribe_url {
+        let ours = [
+            ("List-Unsubscribe", format!("<{url}>")),
+            (
+                "List-Unsubscribe-Post",
+                "List-Unsubscribe=One-Click".to_owned(),
+            ),
+        ];
+        out.retain(|(k, _)| !ours.iter().any(|(name, _)| k.eq_ignore_ascii_case(name)));
+        out.extend(ours.map(|(k, v)| (k.to_owned(), v)));
+    }
+    out
 }
 
 /// An SMS to `phone` (see `Runner::phone`), from `overrides.sms.from` or the `from` credential.
@@ -376,6 +396,7 @@ mod tests {
         Outgoing {
             rendered: rendered(),
             attachments: vec![],
+            unsubscribe_url: None,
         }
     }
 
@@ -426,6 +447,27 @@ mod tests {
         assert!(m.bcc.is_empty());
         assert_eq!(m.headers, [("X-A".to_owned(), "1".to_owned())]);
         assert_eq!(m.payload, json!({"plan": "free"}));
+    }
+
+    #[test]
+    fn an_unsubscribe_link_adds_the_one_click_pair_over_the_overrides_headers() {
+        let overrides = json!({"headers": {"X-A": "1", "list-unsubscribe": "<mailto:u@x.test>",
+            "List-Unsubscribe-POST": "x"}});
+        let url = "https://t.example/v1/unsubscribe/abc.def";
+        assert_eq!(
+            headers(&overrides, Some(url)),
+            [
+                ("X-A".to_owned(), "1".to_owned()),
+                ("List-Unsubscribe".to_owned(), format!("<{url}>")),
+                (
+                    "List-Unsubscribe-Post".to_owned(),
+                    "List-Unsubscribe=One-Click".to_owned()
+                ),
+            ]
+        );
+        // Without a link the overrides' headers are sent as given.
+        assert_eq!(headers(&overrides, None).len(), 3);
+        assert!(headers(&Value::Null, None).is_empty());
     }
 
     #[test]

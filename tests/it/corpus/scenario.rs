@@ -60,6 +60,7 @@ pub async fn run(rec: &mut Recorder<'_>) {
     idempotency(rec).await;
     subscriber_delete(rec).await;
     preferences(rec).await;
+    unsubscribe_links(rec).await;
 }
 
 /// Health, the API reference, unserved routes and methods, and every way a key is refused.
@@ -703,6 +704,19 @@ async fn preferences(rec: &mut Recorder<'_>) {
     rec.patch(
         "/v1/subscribers/nobody/preferences",
         json!({"preferences": [{"type": "email", "enabled": false}]}),
+    )
+    .await;
+}
+
+/// An unsubscribe link's refusal page (a valid token names ids that change from run to run; tests/it/unsubscribe.rs
+/// covers those).
+async fn unsubscribe_links(rec: &mut Recorder<'_>) {
+    rec.send(Call::new(Method::GET, "/v1/unsubscribe/not-a-token").auth(Auth::None))
+        .await;
+    rec.send(
+        Call::new(Method::POST, "/v1/unsubscribe/not-a-token")
+            .auth(Auth::None)
+            .raw("{}"),
     )
     .await;
 }
