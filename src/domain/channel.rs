@@ -24,6 +24,9 @@ impl Channel {
         Channel::Push,
     ];
 
+    /// What a validation error says of a name that is not a channel.
+    pub const EXPECTED: &'static str = "the channel must be one of in_app, email, sms, chat, push";
+
     pub fn as_str(self) -> &'static str {
         match self {
             Channel::InApp => "in_app",

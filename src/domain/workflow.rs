@@ -312,11 +312,7 @@ pub fn validate_preferences(v: &mut Validation, field: &str, prefs: &Value) {
                         for (c, pref) in channels {
                             let at = format!("{at}.{c}");
                             if Channel::parse(c).is_none() {
-                                v.add(
-                                    &at,
-                                    "the channel must be one of in_app, email, sms, chat, push",
-                                    pref.clone(),
-                                );
+                                v.add(&at, Channel::EXPECTED, pref.clone());
                             } else {
                                 check_flags(v, &at, pref, &["enabled"]);
                             }

@@ -130,11 +130,7 @@ pub fn parse_channels(v: &mut Validation, field: &str, raw: &Value) -> ChannelCh
     for (key, value) in map {
         let at = format!("{field}.{key}");
         let Some(channel) = Channel::parse(key) else {
-            v.add(
-                &at,
-                "the channel must be one of in_app, email, sms, chat, push",
-                value.clone(),
-            );
+            v.add(&at, Channel::EXPECTED, value.clone());
             continue;
         };
         match value {

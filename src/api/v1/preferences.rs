@@ -136,7 +136,7 @@ fn channels_of<'a>(
             Some(c) => out.set(c, Some(item.enabled)),
             None => v.add(
                 &format!("{field}{at}.type"),
-                "the channel must be one of in_app, email, sms, chat, push",
+                Channel::EXPECTED,
                 item.channel_type.as_str(),
             ),
         }
