@@ -100,7 +100,7 @@ impl std::ops::Deref for AppState {
     modifiers(&ApiKeyAuthModifier),
     security(("ApiKey" = [])),
     tags(
-        (name = "Subscribers"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
+        (name = "Subscribers"), (name = "Topics"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
         (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Unsubscribe"), (name = "Health"),
     )
 )]
@@ -154,6 +154,22 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
             v2::subscribers::patch_subscriber,
             v2::subscribers::delete_subscriber
         ))
+        .routes(routes!(v2::topics::list_topics, v2::topics::upsert_topic))
+        .routes(routes!(
+            v2::topics::get_topic,
+            v2::topics::patch_topic,
+            v2::topics::delete_topic
+        ))
+        .routes(routes!(
+            v2::topics::list_subscriptions,
+            v2::topics::create_subscriptions,
+            v2::topics::delete_subscriptions
+        ))
+        .routes(routes!(
+            v2::topics::get_subscription,
+            v2::topics::patch_subscription
+        ))
+        .routes(routes!(v2::topics::list_subscriber_subscriptions))
         .routes(routes!(
             v2::preferences::get_preferences,
             v2::preferences::patch_preferences

@@ -160,6 +160,14 @@ id_type!(
     /// Id of a message a job produced (in-app or channel delivery).
     MessageId
 );
+id_type!(
+    /// The internal `_id` of a topic, not its user-given `key`.
+    TopicId
+);
+id_type!(
+    /// The `_id` of a topic subscription (time-ordered: a fan-out reads a topic's subscriptions by it).
+    SubscriptionId
+);
 
 #[cfg(test)]
 mod tests {

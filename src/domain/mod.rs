@@ -13,13 +13,14 @@ pub mod preference;
 pub mod skip;
 pub mod subscriber;
 pub mod time;
+pub mod topic;
 pub mod unsubscribe;
 pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};
 pub use id::{
     new_object_id, EnvironmentId, IntegrationId, JobId, MessageId, NotificationId, ObjectId,
-    OrganizationId, SubscriberRef, WorkflowRef,
+    OrganizationId, SubscriberRef, SubscriptionId, TopicId, WorkflowRef,
 };
 pub use time::Timestamp;
 

@@ -10,6 +10,7 @@ pub mod integrations;
 pub mod preferences;
 pub mod preview;
 pub mod subscribers;
+pub mod topics;
 pub mod unsubscribe;
 pub mod workflows;
 

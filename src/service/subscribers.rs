@@ -203,8 +203,8 @@ pub async fn patch(
     .await
 }
 
-/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search; its preferences are
-/// deleted (a subscriber created later under the same subscriberId starts afresh).
+/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search; its preferences and
+/// topic subscriptions are deleted (a subscriber created later under the same subscriberId starts afresh).
 pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
     let deleted = modify(store, tenant, subscriber_id, |s| {
         s.deleted = true;
@@ -213,6 +213,9 @@ pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Resu
     .await?;
     store
         .delete_preferences_of(&tenant.environment_id, &deleted.id)
+        .await?;
+    store
+        .delete_subscriptions_of(&tenant.environment_id, &deleted.id)
         .await?;
     Ok(deleted)
 }

@@ -21,6 +21,7 @@ pub(crate) mod sqlite;
 pub mod subscriber_search;
 pub mod subscribers;
 pub mod tenants;
+pub mod topics;
 pub mod triggers;
 pub mod workflows;
 
@@ -78,6 +79,7 @@ embed_migrations!(
     "20261126121948_sealed_subscriber_channels.sql",
     "20261126122008_rate_limits.sql",
     "20261126160000_subscriber_preferences.sql",
+    "20261126170000_topics.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

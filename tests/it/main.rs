@@ -27,5 +27,6 @@ mod reads;
 mod rendering;
 mod server;
 mod subscribers;
+mod topics;
 mod unsubscribe;
 mod workflows;

@@ -3,4 +3,5 @@
 pub mod preferences;
 pub mod preview;
 pub mod subscribers;
+pub mod topics;
 pub mod workflows;

@@ -1,0 +1,324 @@
+//! Topics and topic subscriptions.
+
+use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
+use super::row::{insert, table, Table};
+use super::sql::{bind_args, like_escape, Sql};
+use super::{is_unique_violation, on_db, Cost, Store};
+use crate::domain::topic::{Topic, TopicSubscription};
+use crate::domain::{EnvironmentId, SubscriberRef, TopicId};
+use crate::error::{Error, Result};
+
+table! {
+    Topic => "topics" {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        key: String,
+        name: Option<String>,
+        created_at: i64,
+        updated_at: i64,
+    }
+}
+
+table! {
+    TopicSubscription => "topic_subscriptions" {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        topic_id: String,
+        topic_key: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        identifier: String,
+        created_at: i64,
+        updated_at: i64,
+    }
+}
+
+impl Keyed for Topic {
+    fn key(&self) -> &str {
+        self.id.as_str()
+    }
+}
+
+impl Keyed for TopicSubscription {
+    fn key(&self) -> &str {
+        self.id.as_str()
+    }
+}
+
+/// What a topic or subscription list is ordered by (`id` breaks ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicOrder {
+    Id,
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl From<TopicOrder> for SortColumn {
+    fn from(o: TopicOrder) -> Self {
+        match o {
+            TopicOrder::Id => SortColumn::Id,
+            TopicOrder::CreatedAt => SortColumn::Int("created_at"),
+            TopicOrder::UpdatedAt => SortColumn::Int("updated_at"),
+        }
+    }
+}
+
+/// Filters of `GET /v2/topics`, combined with AND.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicFilter {
+    /// The exact key.
+    pub key: Option<String>,
+    /// A case-insensitive substring of the name.
+    pub name: Option<String>,
+}
+
+/// Filters of a subscription list: one topic's, or one subscriber's, and optionally one subscriberId.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriptionScope {
+    Topic {
+        topic: TopicId,
+        subscriber_id: Option<String>,
+    },
+    Subscriber {
+        subscriber: SubscriberRef,
+        topic_key: Option<String>,
+    },
+}
+
+fn scope(env: &EnvironmentId) -> Sql {
+    let mut s = Sql::new("environment_id = ");
+    s.bind(env.as_str());
+    s
+}
+
+impl Store {
+    /// Inserts a topic; `Err(Duplicate)` when its key is taken in the environment.
+    pub async fn insert_topic(&self, t: &Topic) -> Result<()> {
+        let q = insert(t)?;
+        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A topic by key.
+    pub async fn get_topic(&self, env: &EnvironmentId, key: &str) -> Result<Option<Topic>> {
+        let mut q = Sql::new("select ");
+        q.push(Topic::COLUMNS)
+            .push(" from topics where environment_id = ")
+            .bind(env.as_str())
+            .push(" and key = ")
+            .bind(key);
+        self.row(Cost::Point, q).await
+    }
+
+    /// Topics by `_id`. One query.
+    pub async fn topics_by_ids(&self, env: &EnvironmentId, ids: &[TopicId]) -> Result<Vec<Topic>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select ");
+        q.push(Topic::COLUMNS)
+            .push(" from topics where environment_id = ")
+            .bind(env.as_str());
+        q.push_in("id", ids);
+        self.rows(Cost::Point, q).await
+    }
+
+    /// Sets a topic's name; false when the topic is gone.
+    pub async fn update_topic(&self, t: &Topic) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update topics set name = $1, updated_at = $2 where environment_id = $3 and id = $4")
+            .bind(t.name.as_deref()).bind(t.updated_at.0).bind(&t.environment_id).bind(t.id.as_str())
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Deletes a topic and its subscriptions in one transaction; false when there was no such topic.
+    pub async fn delete_topic(&self, env: &EnvironmentId, id: &TopicId) -> Result<bool> {
+        let n = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            sqlx::query("delete from topic_subscriptions where environment_id = $1 and topic_id = $2")
+                .bind(env.as_str()).bind(id.as_str()).execute(&mut *tx).await?;
+            let n = sqlx::query("delete from topics where environment_id = $1 and id = $2")
+                .bind(env.as_str()).bind(id.as_str()).execute(&mut *tx).await?.rows_affected();
+            tx.commit().await.map(|()| n)
+        })?;
+        Ok(n == 1)
+    }
+
+    /// A page of the environment's topics.
+    pub async fn list_topics(
+        &self,
+        env: &EnvironmentId,
+        filter: &TopicFilter,
+        page: &PageRequest<TopicOrder>,
+    ) -> Result<Page<Topic>> {
+        let mut where_ = scope(env);
+        if let Some(key) = &filter.key {
+            where_.push(" and key = ").bind(key.as_str());
+        }
+        if let Some(name) = &filter.name {
+            let pattern = format!("%{}%", like_escape(&name.to_lowercase()));
+            where_
+                .push(" and lower(name) like ")
+                .bind(pattern)
+                .push(" escape '\\'");
+        }
+        let listing = Listing {
+            columns: Topic::COLUMNS,
+            from: "topics",
+            filter: where_,
+            cursor_scope: scope(env),
+        };
+        self.cursor_page(listing, &page.by_column()).await
+    }
+
+    /// Inserts the subscriptions that do not exist yet, in one transaction; returns, in the order given, each
+    /// subscription as stored (the existing one when the subscriber was already subscribed).
+    /// `Err(Duplicate)` when an identifier is taken by another subscriber of the topic.
+    pub async fn subscribe(&self, subs: &[TopicSubscription]) -> Result<Vec<TopicSubscription>> {
+        let Some(first) = subs.first() else {
+            return Ok(Vec::new());
+        };
+        let mut statements = Vec::with_capacity(subs.len());
+        for s in subs {
+            let mut q = insert(s)?;
+            q.push(" on conflict (topic_id, subscriber_id) do nothing");
+            statements.push(q);
+        }
+        // In an async block: a failed statement ends the block (not this function), so its error is matched.
+        let res = on_db!(self.w(), p => async {
+            let mut tx = p.begin().await?;
+            for q in statements {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        }.await);
+        match res {
+            Ok(()) => {}
+            Err(e) if is_unique_violation(&e) => return Err(Error::Duplicate),
+            Err(e) => return Err(e.into()),
+        }
+        let ids: Vec<&str> = subs.iter().map(|s| s.subscriber_id.as_str()).collect();
+        let env = EnvironmentId::from(first.environment_id.as_str());
+        let mut stored = self.subscriptions_of(&env, &first.topic_id, &ids).await?;
+        let order = |s: &TopicSubscription| ids.iter().position(|i| *i == s.subscriber_id);
+        stored.sort_by_key(order);
+        Ok(stored)
+    }
+
+    /// The subscriptions of `subscriber_ids` to one topic (at most one each). One query.
+    pub async fn subscriptions_of(
+        &self,
+        env: &EnvironmentId,
+        topic: &TopicId,
+        subscriber_ids: &[&str],
+    ) -> Result<Vec<TopicSubscription>> {
+        if subscriber_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select ");
+        q.push(TopicSubscription::COLUMNS)
+            .push(" from topic_subscriptions where environment_id = ")
+            .bind(env.as_str())
+            .push(" and topic_id = ")
+            .bind(topic.as_str());
+        q.push_in("subscriber_id", subscriber_ids);
+        self.rows(Cost::Point, q).await
+    }
+
+    /// One subscription of a topic by its identifier.
+    pub async fn get_subscription(
+        &self,
+        env: &EnvironmentId,
+        topic: &TopicId,
+        identifier: &str,
+    ) -> Result<Option<TopicSubscription>> {
+        let mut q = Sql::new("select ");
+        q.push(TopicSubscription::COLUMNS)
+            .push(" from topic_subscriptions where environment_id = ")
+            .bind(env.as_str())
+            .push(" and topic_id = ")
+            .bind(topic.as_str())
+            .push(" and identifier = ")
+            .bind(identifier);
+        self.row(Cost::Point, q).await
+    }
+
+    /// Deletes the subscriptions of `subscriber_ids` to one topic; returns the ones it deleted.
+    pub async fn unsubscribe(
+        &self,
+        env: &EnvironmentId,
+        topic: &TopicId,
+        subscriber_ids: &[&str],
+    ) -> Result<Vec<TopicSubscription>> {
+        let found = self.subscriptions_of(env, topic, subscriber_ids).await?;
+        if found.is_empty() {
+            return Ok(found);
+        }
+        let mut q = Sql::new("delete from topic_subscriptions where environment_id = ");
+        q.bind(env.as_str())
+            .push(" and topic_id = ")
+            .bind(topic.as_str());
+        let ids: Vec<&str> = found.iter().map(|s| s.id.as_str()).collect();
+        q.push_in("id", &ids);
+        on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()))?;
+        Ok(found)
+    }
+
+    /// Deletes every subscription of one subscriber (the subscriber was deleted).
+    pub async fn delete_subscriptions_of(
+        &self,
+        env: &EnvironmentId,
+        subscriber: &SubscriberRef,
+    ) -> Result<()> {
+        on_db!(self.w(), p => sqlx::query(
+            "delete from topic_subscriptions where environment_id = $1 and subscriber_ref = $2")
+            .bind(env.as_str()).bind(subscriber.as_str()).execute(p).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    /// A page of subscriptions: one topic's or one subscriber's.
+    pub async fn list_subscriptions(
+        &self,
+        env: &EnvironmentId,
+        scope_of: &SubscriptionScope,
+        page: &PageRequest<TopicOrder>,
+    ) -> Result<Page<TopicSubscription>> {
+        let mut where_ = scope(env);
+        match scope_of {
+            SubscriptionScope::Topic {
+                topic,
+                subscriber_id,
+            } => {
+                where_.push(" and topic_id = ").bind(topic.as_str());
+                if let Some(s) = subscriber_id {
+                    where_.push(" and subscriber_id = ").bind(s.as_str());
+                }
+            }
+            SubscriptionScope::Subscriber {
+                subscriber,
+                topic_key,
+            } => {
+                where_
+                    .push(" and subscriber_ref = ")
+                    .bind(subscriber.as_str());
+                if let Some(k) = topic_key {
+                    where_.push(" and topic_key = ").bind(k.as_str());
+                }
+            }
+        }
+        let listing = Listing {
+            columns: TopicSubscription::COLUMNS,
+            from: "topic_subscriptions",
+            filter: where_,
+            cursor_scope: scope(env),
+        };
+        self.cursor_page(listing, &page.by_column()).await
+    }
+}
