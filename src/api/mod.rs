@@ -170,6 +170,7 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
             v2::topics::patch_subscription
         ))
         .routes(routes!(v2::topics::list_subscriber_subscriptions))
+        .routes(routes!(v1::topics::get_topic_subscriber))
         .routes(routes!(
             v2::preferences::get_preferences,
             v2::preferences::patch_preferences

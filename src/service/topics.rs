@@ -34,6 +34,7 @@ pub async fn upsert(
     tenant: &Tenant,
     key: &str,
     name: Option<String>,
+    fail_if_exists: bool,
 ) -> Result<Upserted> {
     let mut v = Validation::new();
     validate_key(&mut v, "key", key);
@@ -43,6 +44,9 @@ pub async fn upsert(
     v.finish()?;
     for _ in 0..2 {
         if let Some(topic) = store.get_topic(&tenant.environment_id, key).await? {
+            if fail_if_exists {
+                return Err(Error::Conflict(format!("Topic \"{key}\" already exists")));
+            }
             let topic = match name.clone() {
                 Some(n) if topic.name.as_deref() != Some(n.as_str()) => {
                     rename_stored(store, topic, Some(n)).await?
@@ -319,7 +323,7 @@ async fn upsert_for_subscribe(
     if let Some(topic) = store.get_topic(&tenant.environment_id, key).await? {
         return Ok(topic);
     }
-    Ok(upsert(store, tenant, key, name).await?.topic)
+    Ok(upsert(store, tenant, key, name, false).await?.topic)
 }
 
 /// Unsubscribes subscribers (named by subscriberId or by their subscription's identifier) from the topic
@@ -450,6 +454,25 @@ pub async fn get_subscription(
         topic,
         subscriber,
     })
+}
+
+/// The subscription of the subscriber `subscriber_id` to the topic `key`.
+pub async fn subscription_of(
+    store: &Store,
+    tenant: &Tenant,
+    key: &str,
+    subscriber_id: &str,
+) -> Result<TopicSubscription> {
+    let topic = get(store, tenant, key).await?;
+    store
+        .subscriptions_of(&tenant.environment_id, &topic.id, &[subscriber_id])
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "Subscriber \"{subscriber_id}\" is not subscribed to topic \"{key}\""
+            ))
+        })
 }
 
 /// A page of one topic's subscriptions, optionally of one subscriberId.

@@ -36,6 +36,10 @@ async fn topic_routes(app: TestApp) {
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!(again["_id"], created["_id"]);
     assert_eq!(again["name"], "Team 1");
+    let (status, out) = app
+        .post("/v2/topics?failIfExists=true", json!({"key": "team:1"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{out}");
     let (status, same) = app.post("/v2/topics", json!({"key": "team:1"})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(same["name"], "Team 1", "no name keeps the name");
@@ -298,6 +302,21 @@ async fn subscriptions(app: TestApp) {
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
     assert!(out["errors"]["name"].is_object());
+
+    // The v1 read of one membership.
+    let (status, member) = app.get("/v1/topics/watchers/subscribers/bob").await;
+    assert_eq!(status, StatusCode::OK, "{member}");
+    assert_eq!(member["topicKey"], "watchers");
+    assert_eq!(member["externalSubscriberId"], "bob");
+    assert_eq!(member["_topicId"], topic["_id"]);
+    assert_eq!(member["_subscriberId"], data[1]["subscriber"]["_id"]);
+    for path in [
+        "/v1/topics/watchers/subscribers/dee",
+        "/v1/topics/nope/subscribers/bob",
+    ] {
+        let (status, out) = app.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {out}");
+    }
 
     // A subscriber's subscriptions, over topics.
     app.post(

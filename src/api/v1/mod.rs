@@ -8,4 +8,5 @@ pub mod messages;
 pub mod notifications;
 pub mod preferences;
 pub mod subscriber_credentials;
+pub mod topics;
 pub mod unsubscribe;

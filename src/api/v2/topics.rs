@@ -229,14 +229,19 @@ pub async fn list_topics(
 
 /// Create a topic, or rename the existing one with this key (201 created, 200 existing).
 #[utoipa::path(post, path = "/v2/topics", tag = "Topics", request_body = TopicIn,
-    responses((status = 201, body = TopicOut), (status = 200, body = TopicOut, description = "Existing topic"),
+    params(("failIfExists" = Option<bool>, Query, description = "409 instead of answering an existing topic")),
+    responses((status = 409, description = "Exists and failIfExists=true"), (status = 201, body = TopicOut), (status = 200, body = TopicOut, description = "Existing topic"),
         (status = 422, description = "Invalid body")))]
 pub async fn upsert_topic(
     State(state): State<AppState>,
     tenant: Tenant,
+    q: QueryMap,
     AppJson(body): AppJson<TopicIn>,
 ) -> ApiResult<Response> {
-    let done = service::upsert(&state.store, &tenant, &body.key, body.name).await?;
+    let mut v = Validation::new();
+    let fail_if_exists = q.bool(&mut v, "failIfExists").unwrap_or(false);
+    v.finish()?;
+    let done = service::upsert(&state.store, &tenant, &body.key, body.name, fail_if_exists).await?;
     let out = TopicOut::from(done.topic);
     Ok(if done.created {
         Reply::created(out).into_response()
