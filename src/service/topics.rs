@@ -26,9 +26,12 @@ fn topic_not_found(key: &str) -> Error {
 pub struct Upserted {
     pub topic: Topic,
     pub created: bool,
+    /// The topic existed and `fail_if_exists` was given: nothing changed, the answer is a 409.
+    pub refused: bool,
 }
 
-/// Creates the topic `key`, or, when it exists, sets its name (if one is given).
+/// Creates the topic `key`, or, when it exists, sets its name (if one is given; with `fail_if_exists`,
+/// leaves it alone and says so).
 pub async fn upsert(
     store: &Store,
     tenant: &Tenant,
@@ -45,7 +48,11 @@ pub async fn upsert(
     for _ in 0..2 {
         if let Some(topic) = store.get_topic(&tenant.environment_id, key).await? {
             if fail_if_exists {
-                return Err(Error::Conflict(format!("Topic \"{key}\" already exists")));
+                return Ok(Upserted {
+                    topic,
+                    created: false,
+                    refused: true,
+                });
             }
             let topic = match name.clone() {
                 Some(n) if topic.name.as_deref() != Some(n.as_str()) => {
@@ -56,6 +63,7 @@ pub async fn upsert(
             return Ok(Upserted {
                 topic,
                 created: false,
+                refused: false,
             });
         }
         let now = Timestamp::now();
@@ -73,6 +81,7 @@ pub async fn upsert(
                 return Ok(Upserted {
                     topic,
                     created: true,
+                    refused: false,
                 })
             }
             // A concurrent create won: read its topic on the next turn.

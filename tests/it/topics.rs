@@ -40,6 +40,11 @@ async fn topic_routes(app: TestApp) {
         .post("/v2/topics?failIfExists=true", json!({"key": "team:1"}))
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{out}");
+    assert_error(&out, 409);
+    assert_eq!(
+        (&out["_id"], &out["name"]),
+        (&created["_id"], &json!("Team 1"))
+    );
     let (status, same) = app.post("/v2/topics", json!({"key": "team:1"})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(same["name"], "Team 1", "no name keeps the name");

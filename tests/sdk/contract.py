@@ -854,6 +854,73 @@ def main():
         eq(code, 201, f"create with port 2525: {out}")
     group("integrations: credentials.port accepted as a JSON number", port_number)
 
+    # ------------------------------------------------------------------ topics and subscriptions
+    topics = novu.topics
+
+    def topics_crud():
+        for sid in ["tp-ann", "tp-bob"]:
+            novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": sid, "first_name": sid})
+        created, wire = sdk("topics.create", lambda: topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "News"}))
+        eq(RECORDER.last.status_code, 201, "create: 201")
+        eq((created.key, created.name), ("tp-news", "News"), "created topic")
+        check(OBJECT_ID.match(created.id) and ISO_UTC.match(created.created_at or ""), f"created: {wire}")
+        again, _ = sdk("topics.create again", lambda: topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "Newer"}))
+        eq(RECORDER.last.status_code, 200, "upsert of an existing topic: 200")
+        eq((again.id, again.name), (created.id, "Newer"), "same topic, new name")
+        e = expect_error(lambda: topics.create(create_update_topic_request_dto={"key": "tp-news"}, fail_if_exists=True),
+                         models.TopicResponseDtoError, 409, "failIfExists")
+        eq((e.data.id, e.data.key, e.data.name), (created.id, "tp-news", "Newer"), "the 409 shows the existing topic")
+        got, _ = sdk("topics.get", lambda: topics.get(topic_key="tp-news"))
+        eq(got.name, "Newer", "get")
+        updated, _ = sdk("topics.update", lambda: topics.update(topic_key="tp-news", update_topic_request_dto={"name": "Renamed"}))
+        eq(updated.name, "Renamed", "update")
+        topics.create(create_update_topic_request_dto={"key": "tp-other"})
+        page, _ = sdk("topics.list", lambda: topics.list(request={"key": "tp-news"}))
+        eq([t.key for t in page.data], ["tp-news"], "list by key")
+        eq((page.total_count, page.next), (1, None), "list counts")
+        named, _ = sdk("topics.list by name", lambda: topics.list(request={"name": "renam", "limit": 5}))
+        eq([t.key for t in named.data], ["tp-news"], "list by name substring")
+        expect_error(lambda: topics.get(topic_key="tp-none"), models.ErrorDto, 404, "unknown topic")
+        e = expect_error(lambda: topics.create(create_update_topic_request_dto={"key": "bad key"}), models.ValidationErrorDto, 422, "bad key")
+        eq(sorted(e.data.errors), ["key"], "the 422 names the key")
+    group("topics: create (201, then 200), get, update, list, 404, 422", topics_crud)
+
+    def topic_subscriptions():
+        subs = topics.subscriptions
+        out, wire = sdk("subscriptions.create", lambda: subs.create(topic_key="tp-news", create_topic_subscriptions_request_dto={
+            "subscriptions": ["tp-ann", {"identifier": "bob-news", "subscriber_id": "tp-bob"}, "tp-ghost"]}))
+        eq(RECORDER.last.status_code, 201, "subscribe: 201")
+        eq((out.meta.total_count, out.meta.successful, out.meta.failed), (3, 2, 1), "meta")
+        eq([(x.subscriber_id, x.code) for x in out.errors], [("tp-ghost", "SUBSCRIBER_NOT_FOUND")], "errors")
+        eq([(x.identifier, x.topic.key, x.subscriber.subscriber_id, x.subscriber.first_name) for x in out.data],
+           [("tk_tp-news:si_tp-ann", "tp-news", "tp-ann", "tp-ann"), ("bob-news", "tp-news", "tp-bob", "tp-bob")], "subscriptions")
+        e = expect_error(lambda: subs.create(topic_key="tp-news", create_topic_subscriptions_request_dto={"subscriptions": ["tp-ghost"]}),
+                         models.ErrorDto, 400, "all failed")
+        eq(RECORDER.last.json()["errors"][0]["code"], "SUBSCRIBER_NOT_FOUND", "the 400 reports each subscriber")
+        page, _ = sdk("subscriptions.list", lambda: subs.list(request={"topic_key": "tp-news", "order_direction": models.TopicsControllerListTopicSubscriptionsQueryParamOrderDirection.ASC}))
+        eq([(x.identifier, x.subscriber.subscriber_id, x.topic.name) for x in page.data],
+           [("tk_tp-news:si_tp-ann", "tp-ann", "Renamed"), ("bob-news", "tp-bob", "Renamed")], "list")
+        one, _ = sdk("subscriptions.list by subscriberId", lambda: subs.list(request={"topic_key": "tp-news", "subscriber_id": "tp-bob"}))
+        eq([x.identifier for x in one.data], ["bob-news"], "list by subscriberId")
+        detail, _ = sdk("subscriptions.get_subscription", lambda: subs.get_subscription(topic_key="tp-news", identifier="bob-news"))
+        eq((detail.id, detail.identifier), (out.data[1].id, "bob-news"), "get by identifier")
+        same, _ = sdk("subscriptions.update (nothing to change)", lambda: subs.update(topic_key="tp-news", identifier="bob-news",
+                                                                                       update_topic_subscription_request_dto={}))
+        eq((same.id, same.identifier), (out.data[1].id, "bob-news"), "update answers the subscription")
+        mine, _ = sdk("subscribers.topics.list", lambda: novu.subscribers.topics.list(request={"subscriber_id": "tp-ann"}))
+        eq([(x.topic.key, x.identifier) for x in mine.data], [("tp-news", "tk_tp-news:si_tp-ann")], "a subscriber's subscriptions")
+        member, _ = sdk("topics.subscribers.retrieve (v1)", lambda: topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-bob"))
+        eq((member.topic_key, member.external_subscriber_id, member.topic_id), ("tp-news", "tp-bob", out.data[1].topic.id), "v1 membership")
+        expect_error(lambda: topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-ghost"), models.ErrorDto, 404, "v1: not subscribed")
+        gone, _ = sdk("subscriptions.delete", lambda: subs.delete(topic_key="tp-news", delete_topic_subscriptions_request_dto={
+            "subscriptions": [{"identifier": "bob-news"}, {"subscriber_id": "tp-ghost"}]}))
+        eq((gone.meta.successful, gone.meta.failed, [x.identifier for x in gone.data]), (1, 1, ["bob-news"]), "unsubscribe")
+        deleted, _ = sdk("topics.delete", lambda: topics.delete(topic_key="tp-news"))
+        eq(deleted.acknowledged, True, "delete topic")
+        mine, _ = sdk("subscribers.topics.list after delete", lambda: novu.subscribers.topics.list(request={"subscriber_id": "tp-ann"}))
+        eq(mine.data, [], "deleting the topic removed its subscriptions")
+    group("topics: subscriptions create (partial, all failed), list, get, update, delete; subscriber's list; v1 membership", topic_subscriptions)
+
     def broadcast():
         e = expect_error(lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={"name": "hello", "payload": {}}),
                          models.ErrorDto, 404, "broadcast")

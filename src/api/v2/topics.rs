@@ -230,7 +230,7 @@ pub async fn list_topics(
 /// Create a topic, or rename the existing one with this key (201 created, 200 existing).
 #[utoipa::path(post, path = "/v2/topics", tag = "Topics", request_body = TopicIn,
     params(("failIfExists" = Option<bool>, Query, description = "409 instead of answering an existing topic")),
-    responses((status = 409, description = "Exists and failIfExists=true"), (status = 201, body = TopicOut), (status = 200, body = TopicOut, description = "Existing topic"),
+    responses((status = 409, description = "Exists and failIfExists=true: the error body with the existing topic's fields"), (status = 201, body = TopicOut), (status = 200, body = TopicOut, description = "Existing topic"),
         (status = 422, description = "Invalid body")))]
 pub async fn upsert_topic(
     State(state): State<AppState>,
@@ -243,6 +243,14 @@ pub async fn upsert_topic(
     v.finish()?;
     let done = service::upsert(&state.store, &tenant, &body.key, body.name, fail_if_exists).await?;
     let out = TopicOut::from(done.topic);
+    if done.refused {
+        // The SDKs read the existing topic from the 409's body.
+        let Value::Object(fields) = serde_json::to_value(&out).map_err(Error::from)? else {
+            return Err(Error::Internal(anyhow::anyhow!("a topic is an object")).into());
+        };
+        let message = format!("Topic \"{}\" already exists", out.key);
+        return Ok(error_response(StatusCode::CONFLICT, &message, fields));
+    }
     Ok(if done.created {
         Reply::created(out).into_response()
     } else {
