@@ -29,6 +29,8 @@ pub struct TopicOut {
     #[serde(rename = "_id")]
     pub id: String,
     pub key: String,
+    /// Absent when the topic has none (the SDKs' models refuse a `null` name).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
