@@ -171,6 +171,14 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(v2::topics::list_subscriber_subscriptions))
         .routes(routes!(v1::topics::get_topic_subscriber))
+        .routes(routes!(v1::topics::list_topics, v1::topics::create_topic))
+        .routes(routes!(
+            v1::topics::get_topic,
+            v1::topics::rename_topic,
+            v1::topics::delete_topic
+        ))
+        .routes(routes!(v1::topics::add_subscribers))
+        .routes(routes!(v1::topics::remove_subscribers))
         .routes(routes!(
             v2::preferences::get_preferences,
             v2::preferences::patch_preferences

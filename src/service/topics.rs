@@ -112,6 +112,19 @@ pub async fn list(
         .await
 }
 
+/// A page of topics by offset (the v1 list), and how many match.
+pub async fn list_by_offset(
+    store: &Store,
+    tenant: &Tenant,
+    key: Option<&str>,
+    page: i64,
+    page_size: i64,
+) -> Result<(Vec<Topic>, i64)> {
+    store
+        .list_topics_by_offset(&tenant.environment_id, key, page_size, page * page_size)
+        .await
+}
+
 /// Sets (or, with `None`, clears) a topic's name.
 pub async fn rename(
     store: &Store,

@@ -178,6 +178,34 @@ impl Store {
         self.cursor_page(listing, &page.by_column()).await
     }
 
+    /// A page of the environment's topics by offset (`GET /v1/topics`), oldest first, and how many match.
+    pub async fn list_topics_by_offset(
+        &self,
+        env: &EnvironmentId,
+        key: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<Topic>, i64)> {
+        let mut filter = Sql::new(" from topics where environment_id = ");
+        filter.bind(env.as_str());
+        if let Some(key) = key {
+            filter.push(" and key = ").bind(key);
+        }
+        let mut count = Sql::new("select count(*)");
+        count.append(&filter);
+        let total = self
+            .row::<(i64,)>(Cost::Scan, count)
+            .await?
+            .map_or(0, |(n,)| n);
+        let mut q = Sql::new("select ");
+        q.push(Topic::COLUMNS).append(&filter);
+        q.push(" order by id limit ")
+            .bind(limit)
+            .push(" offset ")
+            .bind(offset);
+        Ok((self.rows(Cost::Scan, q).await?, total))
+    }
+
     /// Inserts the subscriptions that do not exist yet, in one transaction; returns, in the order given, each
     /// subscription as stored (the existing one when the subscriber was already subscribed).
     /// `Err(Duplicate)` when an identifier is taken by another subscriber of the topic.

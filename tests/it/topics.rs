@@ -439,3 +439,94 @@ async fn cascades_and_tenants(app: TestApp) {
     assert_eq!(subscriber_ids(&page), ["bob"]);
 }
 db_test!(topics_cascades, cascades_and_tenants);
+
+async fn v1_routes(app: TestApp) {
+    for id in ["ada", "bob"] {
+        app.subscriber(id, json!({})).await;
+    }
+    let (status, created) = app
+        .post("/v1/topics", json!({"key": "v1-news", "name": "News"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["key"], "v1-news");
+    let id = created["_id"].as_str().unwrap().to_owned();
+    let (status, out) = app.post("/v1/topics", json!({"key": "v1-news"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{out}");
+    assert_error(&out, 409);
+
+    let (status, added) = app
+        .post(
+            "/v1/topics/v1-news/subscribers",
+            json!({"subscribers": ["ada", "bob", "ghost"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    assert_eq!(
+        added,
+        json!({"succeeded": ["ada", "bob"], "failed": {"notFound": ["ghost"]}})
+    );
+    let (_, page) = app.get("/v2/topics/v1-news/subscriptions").await;
+    assert_eq!(page["totalCount"], 2);
+
+    let (status, got) = app.get("/v1/topics/v1-news").await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["_id"], id.as_str());
+    assert_eq!(
+        (&got["key"], &got["name"]),
+        (&json!("v1-news"), &json!("News"))
+    );
+    assert_eq!(got["subscribers"], json!([]));
+    assert!(got["_environmentId"].is_string() && got["_organizationId"].is_string());
+
+    let (status, renamed) = app
+        .patch("/v1/topics/v1-news", json!({"name": "Renamed"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{renamed}");
+    assert_eq!(renamed["name"], "Renamed");
+
+    app.post("/v1/topics", json!({"key": "v1-other", "name": "Other"}))
+        .await;
+    let (status, list) = app.get("/v1/topics?page=0&pageSize=1").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(
+        (&list["page"], &list["pageSize"], &list["totalCount"]),
+        (&json!(0), &json!(1), &json!(2))
+    );
+    assert_eq!(list["data"][0]["key"], "v1-news");
+    let (_, second) = app.get("/v1/topics?page=1&pageSize=1").await;
+    assert_eq!(second["data"][0]["key"], "v1-other");
+    let (_, by_key) = app.get("/v1/topics?key=v1-other").await;
+    assert_eq!(by_key["totalCount"], 1);
+    let (status, _) = app.get("/v1/topics?pageSize=101").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let (status, out) = app
+        .post(
+            "/v1/topics/v1-news/subscribers/removal",
+            json!({"subscribers": ["ada", "ghost"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    let (_, page) = app.get("/v2/topics/v1-news/subscriptions").await;
+    assert_eq!(subscriber_ids(&page), ["bob"]);
+    let (status, _) = app
+        .post(
+            "/v1/topics/nope/subscribers/removal",
+            json!({"subscribers": ["ada"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, out) = app.delete("/v1/topics/v1-news").await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    for path in ["/v1/topics/v1-news", "/v1/topics/v1-news/subscribers/bob"] {
+        let (status, _) = app.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    // A method a topic path does not have is a 404, not a 405.
+    let (status, _) = app
+        .post("/v1/topics/v1-other/subscribers/bob", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+db_test!(topics_v1, v1_routes);
