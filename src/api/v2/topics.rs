@@ -164,14 +164,14 @@ fn outcome_reply(
             })
             .collect(),
     };
-    let Value::Object(fields) = serde_json::to_value(&body).map_err(Error::from)? else {
-        return Err(Error::Internal(anyhow::anyhow!("a result body is an object")).into());
-    };
     if refused {
+        let Value::Object(fields) = serde_json::to_value(&body).map_err(Error::from)? else {
+            return Err(Error::Internal(anyhow::anyhow!("a result body is an object")).into());
+        };
         let message = format!("No subscription was {what}");
         return Ok(error_response(StatusCode::BAD_REQUEST, &message, fields));
     }
-    let bytes = serde_json::to_vec(&Value::Object(fields)).map_err(Error::from)?;
+    let bytes = serde_json::to_vec(&body).map_err(Error::from)?;
     Ok(json_response(status, bytes))
 }
 

@@ -61,6 +61,7 @@ pub async fn run(rec: &mut Recorder<'_>) {
     subscriber_delete(rec).await;
     preferences(rec).await;
     unsubscribe_links(rec).await;
+    topics(rec).await;
 }
 
 /// Health, the API reference, unserved routes and methods, and every way a key is refused.
@@ -719,4 +720,75 @@ async fn unsubscribe_links(rec: &mut Recorder<'_>) {
             .raw("{}"),
     )
     .await;
+}
+
+/// Topics and subscriptions through the v2 and v1 routes: upsert, partial success, all failed, the lists, one
+/// subscription, unsubscribe, the refusals and the deletions.
+async fn topics(rec: &mut Recorder<'_>) {
+    for id in ["tp-a", "tp-b"] {
+        rec.post(
+            "/v2/subscribers",
+            json!({"subscriberId": id, "firstName": id}),
+        )
+        .await;
+    }
+    rec.post("/v2/topics", json!({"key": "tp-news", "name": "News"}))
+        .await;
+    rec.post("/v2/topics", json!({"key": "tp-news", "name": "Newer"}))
+        .await;
+    rec.post("/v2/topics?failIfExists=true", json!({"key": "tp-news"}))
+        .await;
+    rec.post("/v2/topics", json!({"key": "bad key"})).await;
+    rec.get("/v2/topics/tp-news").await;
+    rec.patch("/v2/topics/tp-news", json!({"name": "Renamed"}))
+        .await;
+    rec.get("/v2/topics?key=tp-news").await;
+    rec.get("/v2/topics/tp-none").await;
+    rec.post(
+        "/v2/topics/tp-news/subscriptions",
+        json!({"subscriptions": ["tp-a", {"subscriberId": "tp-b", "identifier": "b-news"}, "tp-ghost"]}),
+    )
+    .await;
+    rec.post(
+        "/v2/topics/tp-news/subscriptions",
+        json!({"subscriberIds": ["tp-ghost"]}),
+    )
+    .await;
+    rec.post(
+        "/v2/topics/tp-news/subscriptions",
+        json!({"subscriberIds": ["tp-a"], "preferences": []}),
+    )
+    .await;
+    rec.get("/v2/topics/tp-news/subscriptions?orderDirection=ASC")
+        .await;
+    rec.get("/v2/topics/tp-news/subscriptions/b-news").await;
+    rec.patch("/v2/topics/tp-news/subscriptions/b-news", json!({}))
+        .await;
+    rec.get("/v2/subscribers/tp-a/subscriptions").await;
+    rec.get("/v1/topics/tp-news/subscribers/tp-b").await;
+    rec.send(
+        Call::new(Method::DELETE, "/v2/topics/tp-news/subscriptions")
+            .json(&json!({"subscriptions": [{"identifier": "b-news"}, "tp-ghost"]})),
+    )
+    .await;
+    rec.delete("/v2/topics/tp-news").await;
+
+    // v1.
+    rec.post("/v1/topics", json!({"key": "tp-v1", "name": "V1"}))
+        .await;
+    rec.post(
+        "/v1/topics/tp-v1/subscribers",
+        json!({"subscribers": ["tp-a", "tp-ghost"]}),
+    )
+    .await;
+    rec.get("/v1/topics?page=0&pageSize=10").await;
+    rec.get("/v1/topics/tp-v1").await;
+    rec.patch("/v1/topics/tp-v1", json!({"name": "V1 renamed"}))
+        .await;
+    rec.post(
+        "/v1/topics/tp-v1/subscribers/removal",
+        json!({"subscribers": ["tp-a"]}),
+    )
+    .await;
+    rec.delete("/v1/topics/tp-v1").await;
 }
