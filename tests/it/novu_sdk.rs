@@ -115,6 +115,23 @@ async fn preferences_v1(backend: Backend, sdk: Sdk) {
     }
 }
 
+/// Runs the v1 topic routes' scenario (`tests/sdk/topics_v1.py`, `tests/sdk-ts/topics_v1.mjs`) with the last
+/// release of `sdk` that has methods for them (novu-py 0.3.4, @novu/api 0.0.1), on `backend`.
+async fn topics_v1(backend: Backend, sdk: Sdk) {
+    if backend == Backend::Postgres && support::postgres_url().is_none() {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    }
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python_legacy(&app, "topics_v1.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "topics_v1.mjs", &[]).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
 macro_rules! scenario_test {
     ($name:ident, $run:ident, $sdk:expr) => {
@@ -138,3 +155,5 @@ scenario_test!(contract_py, contract, Sdk::Python);
 scenario_test!(contract_ts, contract, Sdk::Node);
 scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
 scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);
+scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
+scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
