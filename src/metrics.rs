@@ -28,6 +28,7 @@ pub const JOBS_FINISHED: &str = "tidings_jobs_finished_total";
 pub const DELIVERIES: &str = "tidings_deliveries_total";
 pub const DELIVERY_RETRIES: &str = "tidings_delivery_retries_total";
 pub const LEASE_EXPIRIES: &str = "tidings_job_lease_expiries_total";
+pub const FANOUT_RECIPIENTS: &str = "tidings_fanout_recipients_total";
 pub const RATE_LIMITED: &str = "tidings_rate_limit_rejections_total";
 
 /// Request latency buckets, in seconds.
@@ -74,6 +75,10 @@ fn describe() {
     describe_counter!(
         TRIGGERS,
         "Trigger events answered, by status (bulk counts each event)"
+    );
+    describe_counter!(
+        FANOUT_RECIPIENTS,
+        "Notifications written by topic and broadcast fan-outs"
     );
     describe_counter!(JOBS_FINISHED, "Jobs the workers finished, by final status");
     describe_counter!(
@@ -180,6 +185,13 @@ pub fn job_finished(job: &Job, outcome: &JobOutcome) {
 pub fn lease_expiries(n: usize) {
     if n > 0 {
         counter!(LEASE_EXPIRIES).increment(n as u64);
+    }
+}
+
+/// `n` recipients of a fan-out reached (their notifications written).
+pub fn fanout_recipients(n: usize) {
+    if n > 0 {
+        counter!(FANOUT_RECIPIENTS).increment(n as u64);
     }
 }
 

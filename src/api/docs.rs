@@ -59,12 +59,34 @@ pub fn recipients_schema() -> Schema {
                     ))
                     .description(Some("A subscriber, created or updated with these fields")),
             )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property(
+                        "type",
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some(["Topic"])),
+                    )
+                    .property("topicKey", ObjectBuilder::new().schema_type(Type::String))
+                    .property(
+                        "exclude",
+                        ArrayBuilder::new()
+                            .items(ObjectBuilder::new().schema_type(Type::String))
+                            .description(Some("subscriberIds of the topic not to reach")),
+                    )
+                    .required("type")
+                    .required("topicKey")
+                    .description(Some(
+                        "Every subscriber of a topic (each subscriber reached once per trigger)",
+                    )),
+            )
     };
     Schema::OneOf(
         one()
             .item(ArrayBuilder::new().items(RefOr::T(Schema::OneOf(one().build()))))
             .description(Some(
-                "A subscriberId, a subscriber object (upserted), or an array of them",
+                "A subscriberId, a subscriber object (upserted), a topic, or an array of them",
             ))
             .build(),
     )

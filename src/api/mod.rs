@@ -209,6 +209,7 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(v1::integrations::set_primary_integration))
         .routes(routes!(v1::events::trigger_event))
         .routes(routes!(v1::events::trigger_bulk))
+        .routes(routes!(v1::events::trigger_broadcast))
         .routes(routes!(v1::events::cancel_trigger))
         .routes(routes!(v1::notifications::list_notifications))
         .routes(routes!(v1::notifications::get_notification))

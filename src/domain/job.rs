@@ -137,6 +137,10 @@ pub struct Notification {
     pub critical: bool,
     pub context_keys: Vec<String>,
     pub digested_notification_id: Option<NotificationId>,
+    /// Through a topic: the topic and the identifier of the subscription that reached the subscriber.
+    pub topic_id: Option<String>,
+    pub topic_key: Option<String>,
+    pub subscription_identifier: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -191,6 +195,9 @@ pub struct NotificationView<'a> {
     /// JSON array of `type:id` strings.
     pub context_keys: &'a str,
     pub digested_notification_id: Option<&'a str>,
+    /// Reached through a topic: the topic's id and key.
+    pub topic_id: Option<&'a str>,
+    pub topic_key: Option<&'a str>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

@@ -4,6 +4,7 @@
 pub mod channel;
 pub mod context;
 pub mod endpoint;
+pub mod fanout;
 pub mod filters;
 pub mod id;
 pub mod integration;

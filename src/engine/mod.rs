@@ -3,6 +3,7 @@
 //! transaction that completes it, so a crashed worker's job is simply claimed again and never finishes twice.
 
 mod deliver;
+pub mod fanout;
 mod handoff;
 mod leases;
 pub mod steps;
@@ -373,6 +374,36 @@ pub async fn jobs_for_trigger(
     Ok(jobs)
 }
 
+/// The provider a job of `step` shows before its delivery: the one `providers` names for its type (see
+/// `service::events::step_providers`), else the channel's default.
+pub fn step_provider(providers: &[(StepType, String)], step: StepType) -> String {
+    providers
+        .iter()
+        .find(|(s, _)| *s == step)
+        .map_or_else(|| provider_for(step).to_owned(), |(_, p)| p.clone())
+}
+
+/// A new notification's rows as a trigger records them: the notification, the jobs of all the template's
+/// steps (the first queued, or merged into an open digest; the others pending) and the first job's
+/// "Step queued" detail.
+pub async fn first_rows(
+    store: &Store,
+    n: Notification,
+    template: &crate::domain::fanout::Template,
+    now: Timestamp,
+) -> crate::error::Result<(Notification, Vec<Job>, Vec<ExecutionDetail>)> {
+    let provider = |t| step_provider(&template.providers, t);
+    let jobs = jobs_for_trigger(store, &n, &template.steps, provider, now).await?;
+    let queued = detail(
+        &jobs[0],
+        DetailStatus::Pending,
+        "Internal",
+        "Step queued",
+        None,
+    );
+    Ok((n, jobs, vec![queued]))
+}
+
 /// A digest job's `digest` member as Novu's DigestMetadata has it: `type` always, the window and key only
 /// when the step sets them (with the types the SDKs expect), `stepId` (which step's events later steps
 /// read) and the events collected so far.
@@ -548,6 +579,16 @@ pub fn spawn_workers(
                 shutdown.clone(),
             ));
         }
+        // Fan-outs (triggers to topics, broadcasts) are expanded beside the jobs, their batches recorded
+        // as triggers are (and handed to these workers).
+        loops.spawn(fanout::expand(
+            store.clone(),
+            TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
+            worker.clone(),
+            lease,
+            wakeup.clone(),
+            shutdown.clone(),
+        ));
         // The leases of everything the loops hold are renewed until the last loop has stopped.
         let renewing = leases::renew(store.clone(), worker.clone(), held, lease);
         tokio::select! {

@@ -230,13 +230,16 @@ impl Line {
     }
 }
 
-/// The rows a trigger writes: per recipient its notification, its jobs and their first details.
+/// The rows a trigger writes: per recipient its notification, its jobs and their first details (and its
+/// fan-out's row, or the advance of its fan-out's cursor).
 fn rows_of(record: &TriggerRecord) -> usize {
-    record
-        .batch
-        .iter()
-        .map(|(_, jobs, details)| 1 + jobs.len() + details.len())
-        .sum()
+    let fanout = usize::from(record.fanout.is_some() || record.advance.is_some());
+    fanout
+        + record
+            .batch
+            .iter()
+            .map(|(_, jobs, details)| 1 + jobs.len() + details.len())
+            .sum::<usize>()
 }
 
 /// Records `records` in one transaction; when the database refuses it, each half on its own, down to the
@@ -332,6 +335,9 @@ mod tests {
             critical: false,
             context_keys: Vec::new(),
             digested_notification_id: None,
+            topic_id: None,
+            topic_key: None,
+            subscription_identifier: None,
             created_at: crate::domain::Timestamp(0),
             updated_at: crate::domain::Timestamp(0),
         };
@@ -341,6 +347,8 @@ mod tests {
             batch: (0..recipients)
                 .map(|_| (n.clone(), Vec::new(), Vec::new()))
                 .collect(),
+            fanout: None,
+            advance: None,
         }
     }
 

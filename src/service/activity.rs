@@ -73,8 +73,6 @@ pub struct ActivityQuery {
     pub emails: Vec<String>,
     pub subscriber_ids: Vec<String>,
     pub search: Option<String>,
-    /// Topics are not supported: a query on them matches nothing.
-    pub topic_filter: bool,
     pub page: i64,
     pub limit: i64,
 }
@@ -116,9 +114,6 @@ pub async fn list(
     sink: &mut impl ActivitySink,
 ) -> Result<(bool, i64)> {
     let env = &tenant.environment_id;
-    if q.topic_filter {
-        return Ok((false, q.page));
-    }
     let mut filter = q.filter.clone();
     let names_subscribers =
         !q.emails.is_empty() || !q.subscriber_ids.is_empty() || q.search.is_some();

@@ -5,13 +5,13 @@
 use serde_json::{json, Map, Value};
 
 use crate::domain::context::{context_keys, parse_context, ContextEntry};
+use crate::domain::fanout::{Fanout, Reached, Source, Template};
 use crate::domain::integration::Integration;
-use crate::domain::job::{DetailStatus, Notification};
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
 use crate::domain::workflow::{StepType, Workflow};
-use crate::domain::{NotificationId, Tenant, Timestamp};
-use crate::engine::{detail, jobs_for_trigger, provider_for, TriggerWriter};
+use crate::domain::{Tenant, Timestamp};
+use crate::engine::{first_rows, TriggerWriter};
 use crate::error::{Error, Result, Validation};
 use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
 use crate::store::triggers::TriggerRecord;
@@ -27,6 +27,8 @@ pub struct TriggerInput {
     pub transaction_id: Option<String>,
     pub actor: Option<Value>,
     pub context: Option<Value>,
+    /// A broadcast (`POST /v1/events/trigger/broadcast`): every subscriber of the environment, no `to`.
+    pub everyone: bool,
 }
 
 /// `{acknowledged, status, transactionId, error?}`.
@@ -199,11 +201,60 @@ fn with_error_type(e: Error) -> Error {
     }
 }
 
-/// A trigger's input, checked: its recipients, the channels given with each, its context.
+/// A topic named in a trigger's `to`, and the subscriberIds its fan-out passes over.
+#[derive(Debug, Clone, PartialEq)]
+struct TopicTarget {
+    key: String,
+    exclude: Vec<String>,
+}
+
+/// A trigger's input, checked: its subscribers (each with its place in `to`) and the channels given with
+/// each, its topics, its context.
 struct Checked {
-    recipients: Vec<Value>,
+    recipients: Vec<(usize, Value)>,
     channels: Vec<Vec<ChannelInput>>,
+    topics: Vec<TopicTarget>,
     contexts: Vec<ContextEntry>,
+}
+
+/// `{type: "Topic", topicKey, exclude?}` of a trigger's `to`, checked; `None` when `r` is not a topic.
+fn topic_target(v: &mut Validation, r: &Value) -> Option<TopicTarget> {
+    let kind = r.get("type").and_then(Value::as_str)?;
+    if !kind.eq_ignore_ascii_case("topic") {
+        return None;
+    }
+    let key = r
+        .get("topicKey")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    crate::domain::topic::validate_key(v, "to.topicKey", key);
+    let exclude = match r.get("exclude") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(ids)) => {
+            super::over_cap(v, "to.exclude", ids.len(), super::limits::EXCLUDED);
+            ids.iter()
+                .filter_map(|id| match id.as_str() {
+                    Some(id) if !id.is_empty() => Some(id.to_owned()),
+                    _ => {
+                        v.add("to.exclude", "exclude holds subscriberIds", id.clone());
+                        None
+                    }
+                })
+                .collect()
+        }
+        Some(other) => {
+            v.add(
+                "to.exclude",
+                "exclude must be an array of subscriberIds",
+                other.clone(),
+            );
+            Vec::new()
+        }
+    };
+    Some(TopicTarget {
+        key: key.to_owned(),
+        exclude,
+    })
 }
 
 /// Checks a trigger's input; every problem is one entry of the 422.
@@ -216,7 +267,8 @@ fn check(input: &TriggerInput) -> Result<Checked> {
             input.name.as_str(),
         );
     }
-    let recipients: Vec<Value> = match &input.to {
+    let entries: Vec<Value> = match &input.to {
+        Value::Null if input.everyone => Vec::new(),
         Value::Array(items) if !items.is_empty() => items.clone(),
         Value::Array(_) | Value::Null => {
             v.add(
@@ -228,21 +280,32 @@ fn check(input: &TriggerInput) -> Result<Checked> {
         }
         one => vec![one.clone()],
     };
-    super::over_cap(&mut v, "to", recipients.len(), super::limits::RECIPIENTS);
-    let mut recipient_channels: Vec<Vec<ChannelInput>> = Vec::with_capacity(recipients.len());
-    for (i, r) in recipients.iter().enumerate() {
+    super::over_cap(&mut v, "to", entries.len(), super::limits::RECIPIENTS);
+    let mut recipients = Vec::with_capacity(entries.len());
+    let mut recipient_channels: Vec<Vec<ChannelInput>> = Vec::with_capacity(entries.len());
+    let mut topics = Vec::new();
+    for (i, r) in entries.into_iter().enumerate() {
+        if let Some(topic) = topic_target(&mut v, &r) {
+            topics.push(topic);
+            continue;
+        }
         let ok = r.as_str().is_some_and(|s| !s.is_empty())
             || r.get("subscriberId")
                 .and_then(Value::as_str)
                 .is_some_and(|s| !s.is_empty());
         if !ok {
-            v.add("to", "each recipient is a subscriberId or an object with a subscriberId (topics are not supported)", r.clone());
+            v.add(
+                "to",
+                "each recipient is a subscriberId, an object with a subscriberId, or {type: \"Topic\", topicKey}",
+                r.clone(),
+            );
         }
         let channels = match r.get("channels") {
             None | Some(Value::Null) => Vec::new(),
             Some(c) => subscribers::parse_channels(&mut v, &channels_field(input, i), c),
         };
         recipient_channels.push(channels);
+        recipients.push((i, r));
     }
     for (key, value) in [("payload", &input.payload), ("overrides", &input.overrides)] {
         if let Some(x) = value.as_ref().filter(|x| !x.is_null() && !x.is_object()) {
@@ -266,6 +329,7 @@ fn check(input: &TriggerInput) -> Result<Checked> {
     Ok(Checked {
         recipients,
         channels: recipient_channels,
+        topics,
         contexts,
     })
 }
@@ -305,6 +369,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     let Checked {
         recipients,
         channels: recipient_channels,
+        topics,
         contexts,
     } = check(&input)?;
 
@@ -338,68 +403,123 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
     store
         .ensure_contexts(&tenant.environment_id, &contexts)
         .await?;
-    let keys = context_keys(&contexts);
-    let payload = payload_for(&workflow, &input)?;
-    let channels: Vec<String> = workflow
-        .steps
-        .iter()
-        .map(|s| s.step_type.as_str().to_owned())
-        .collect();
-    let providers = step_providers(store, tenant, &workflow.steps).await?;
-    let provider = |t: StepType| {
-        providers
-            .iter()
-            .find(|(s, _)| *s == t)
-            .map_or_else(|| provider_for(t).to_owned(), |(_, p)| p.clone())
-    };
     let now = Timestamp::now();
+    let template = Template {
+        workflow_ref: workflow.id.clone(),
+        workflow_identifier: workflow.workflow_id.clone(),
+        providers: step_providers(store, tenant, &workflow.steps).await?,
+        steps: workflow.steps.clone(),
+        channels: workflow
+            .steps
+            .iter()
+            .map(|s| s.step_type.as_str().to_owned())
+            .collect(),
+        payload: payload_for(&workflow, &input)?,
+        overrides: input.overrides.clone().filter(|o| o.is_object()),
+        actor: input.actor.clone(),
+        tags: workflow.tags.clone(),
+        severity: workflow.severity.as_str().to_owned(),
+        critical: workflow.critical,
+        context_keys: context_keys(&contexts),
+    };
     let mut batch = Vec::with_capacity(recipients.len());
-    for (i, (r, given)) in recipients.iter().zip(&recipient_channels).enumerate() {
+    for ((i, r), given) in recipients.iter().zip(&recipient_channels) {
         // A bulk request prepares up to 10,000 recipients in this task, and SQLite point reads answer
         // without yielding: the task gives the thread up now and then so that other requests run meanwhile.
         tokio::task::consume_budget().await;
-        let s = resolve_recipient(store, tenant, r, given, &channels_field(&input, i)).await?;
-        let n = Notification {
-            id: NotificationId::new(),
-            organization_id: tenant.organization_id.0.clone(),
-            environment_id: tenant.environment_id.0.clone(),
-            subscriber_ref: s.id.clone(),
-            subscriber_id: s.subscriber_id.clone(),
-            workflow_ref: workflow.id.clone(),
-            workflow_identifier: workflow.workflow_id.clone(),
-            transaction_id: transaction_id.clone(),
-            channels: channels.clone(),
-            payload: payload.clone(),
-            overrides: input.overrides.clone().filter(|o| o.is_object()),
-            // As Novu stores it: a subscriberId given as a string becomes `{subscriberId}`.
-            to: Some(match r {
-                Value::String(id) => json!({ "subscriberId": id }),
-                other => other.clone(),
-            }),
-            actor: input.actor.clone(),
-            tags: workflow.tags.clone(),
-            severity: workflow.severity.as_str().to_owned(),
-            critical: workflow.critical,
-            context_keys: keys.clone(),
-            digested_notification_id: None,
-            created_at: now,
-            updated_at: now,
+        let s = resolve_recipient(store, tenant, r, given, &channels_field(&input, *i)).await?;
+        let to = Reached {
+            subscriber_ref: s.id,
+            subscriber_id: s.subscriber_id,
+            subscription: None,
         };
-        let jobs = jobs_for_trigger(store, &n, &workflow.steps, &provider, now).await?;
-        let queued = detail(
-            &jobs[0],
-            DetailStatus::Pending,
-            "Internal",
-            "Step queued",
-            None,
+        let mut n = template.notification(
+            &tenant.organization_id.0,
+            &tenant.environment_id.0,
+            &transaction_id,
+            &to,
+            now,
         );
-        batch.push((n, jobs, vec![queued]));
+        // As Novu stores it: a subscriberId given as a string becomes `{subscriberId}`.
+        if r.is_object() {
+            n.to = Some(r.clone());
+        }
+        batch.push(first_rows(store, n, &template, now).await?);
     }
+    let fanout = fanout_for(
+        store,
+        tenant,
+        &input,
+        &topics,
+        &transaction_id,
+        &template,
+        now,
+    )
+    .await?;
     Ok(Prepared::Ready(TriggerRecord {
         environment_id: tenant.environment_id.clone(),
         transaction_id,
         batch,
+        fanout,
+        advance: None,
     }))
+}
+
+/// The fan-out of a trigger to topics (in the order `to` names them; unknown topics reach no one) or of a
+/// broadcast; `None` when there is nothing to expand.
+async fn fanout_for(
+    store: &Store,
+    tenant: &Tenant,
+    input: &TriggerInput,
+    topics: &[TopicTarget],
+    transaction_id: &str,
+    template: &Template,
+    now: Timestamp,
+) -> Result<Option<Box<Fanout>>> {
+    let mut sources = Vec::new();
+    if input.everyone {
+        sources.push(Source::Everyone);
+    }
+    for t in topics {
+        let Some(topic) = store.get_topic(&tenant.environment_id, &t.key).await? else {
+            continue;
+        };
+        let known = sources
+            .iter()
+            .any(|s| matches!(s, Source::Topic { topic_id, .. } if *topic_id == topic.id));
+        if !known {
+            sources.push(Source::Topic {
+                topic_id: topic.id,
+                topic_key: topic.key,
+                exclude: t.exclude.clone(),
+            });
+        }
+    }
+    if sources.is_empty() {
+        return Ok(None);
+    }
+    // The actor is not notified of its own action through a topic or a broadcast.
+    let skip = input
+        .actor
+        .as_ref()
+        .and_then(crate::render::inputs::actor_reference)
+        .map(|id| vec![id.to_owned()])
+        .unwrap_or_default();
+    Ok(Some(Box::new(Fanout {
+        id: crate::domain::new_object_id(),
+        organization_id: tenant.organization_id.0.clone(),
+        environment_id: tenant.environment_id.0.clone(),
+        transaction_id: transaction_id.to_owned(),
+        template: template.clone(),
+        sources,
+        skip,
+        source_index: 0,
+        cursor: String::new(),
+        recipients: 0,
+        status: "running".into(),
+        created_at: now,
+        updated_at: now,
+    })))
 }
 
 /// The provider each delivery step type of `steps` shows before its delivery: the provider of the
@@ -441,10 +561,15 @@ async fn step_providers(
     Ok(out)
 }
 
-/// Cancels the pending (delayed, digesting, queued) jobs of a transaction. True when any was canceled.
+/// Cancels the pending (delayed, digesting, queued) jobs of a transaction, and its fan-out: no recipient
+/// is reached after this. True when anything was canceled.
 pub async fn cancel(store: &Store, tenant: &Tenant, transaction_id: &str) -> Result<bool> {
-    Ok(store
+    // The fan-out first, so that no batch adds queued jobs behind the jobs' cancel.
+    let fanouts = store
+        .cancel_fanouts(&tenant.environment_id, transaction_id)
+        .await?;
+    let jobs = store
         .cancel_transaction(&tenant.environment_id, transaction_id)
-        .await?
-        > 0)
+        .await?;
+    Ok(fanouts + jobs > 0)
 }

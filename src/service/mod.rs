@@ -24,6 +24,8 @@ pub mod limits {
     pub const BULK_EVENTS: usize = 100;
     /// Recipients in a trigger's `to`.
     pub const RECIPIENTS: usize = 100;
+    /// `exclude` of one topic in a trigger's `to`.
+    pub const EXCLUDED: usize = 100;
     /// `messageId` of mark-as.
     pub const MESSAGE_IDS: usize = 1000;
     /// A workflow's `tags` (Novu's cap).

@@ -4,6 +4,7 @@
 //! code says so in an explicit two-arm `match`.
 
 pub mod channels;
+pub mod fanouts;
 pub mod idempotency;
 mod insert;
 pub mod integrations;
@@ -80,6 +81,7 @@ embed_migrations!(
     "20261126122008_rate_limits.sql",
     "20261126160000_subscriber_preferences.sql",
     "20261126170000_topics.sql",
+    "20261126190000_fanouts.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

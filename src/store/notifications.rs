@@ -23,6 +23,10 @@ pub struct NotificationFilter {
     pub subscriber_ids: Option<Vec<String>>,
     pub severity: Vec<String>,
     pub transaction_id: Option<String>,
+    /// Notifications reached through this topic (`topicKey`).
+    pub topic_key: Option<String>,
+    /// Notifications reached through the subscription of this identifier (`subscriptionId`).
+    pub subscription_identifier: Option<String>,
     pub context_set: Option<String>,
     pub after: Option<i64>,
     pub before: Option<i64>,
@@ -48,6 +52,9 @@ table! {
         critical: bool,
         context_keys: Json<Vec<String>>,
         digested_notification_id: Option<String>,
+        topic_id: Option<String>,
+        topic_key: Option<String>,
+        subscription_identifier: Option<String>,
         created_at: i64,
         updated_at: i64,
     }
@@ -78,7 +85,7 @@ table! {
 /// The columns the activity feed shows of a notification (see [`NotificationView`]).
 const NOTIFICATION_VIEW_COLUMNS: &str = "id, subscriber_ref, subscriber_id, \
     workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
-    context_keys, digested_notification_id, created_at, updated_at";
+    context_keys, digested_notification_id, topic_id, topic_key, created_at, updated_at";
 
 sql_row! {
     struct NotificationViewRow {
@@ -96,6 +103,8 @@ sql_row! {
         critical: bool,
         context_keys: Json<Box<RawValue>>,
         digested_notification_id: Option<String>,
+        topic_id: Option<String>,
+        topic_key: Option<String>,
         created_at: i64,
         updated_at: i64,
     }
@@ -120,6 +129,8 @@ impl ViewRow for NotificationViewRow {
             critical: self.critical,
             context_keys: self.context_keys.0.get(),
             digested_notification_id: self.digested_notification_id.as_deref(),
+            topic_id: self.topic_id.as_deref(),
+            topic_key: self.topic_key.as_deref(),
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
         }
@@ -142,6 +153,8 @@ impl ViewRow for NotificationViewRow {
             critical: c.get("critical")?,
             context_keys: c.str("context_keys")?,
             digested_notification_id: c.opt_str("digested_notification_id")?,
+            topic_id: c.opt_str("topic_id")?,
+            topic_key: c.opt_str("topic_key")?,
             created_at: Timestamp(c.get("created_at")?),
             updated_at: Timestamp(c.get("updated_at")?),
         })
@@ -294,6 +307,15 @@ impl Store {
         }
         if let Some(t) = &f.transaction_id {
             q.push(" and transaction_id = ").bind(t);
+        }
+        // Each served by its partial index (`notifications_topic`, `notifications_subscription`).
+        if let Some(k) = &f.topic_key {
+            q.push(" and topic_key is not null and topic_key = ")
+                .bind(k);
+        }
+        if let Some(i) = &f.subscription_identifier {
+            q.push(" and subscription_identifier is not null and subscription_identifier = ")
+                .bind(i);
         }
         if let Some(c) = &f.context_set {
             q.push(" and context_set = ").bind(c);

@@ -2,11 +2,14 @@
 //! of concurrent requests is the trigger writer's work (`engine::trigger_writer`); handing the due first jobs
 //! to this process's workers is the hand-off's (`engine::handoff`). Here the rows are written.
 
+use super::fanouts::Advance;
 use super::insert::{
-    append_digest_event, batched, insert_details, insert_jobs, insert_notifications, insert_rows,
+    append_digest_event, batched, insert_declared, insert_details, insert_jobs,
+    insert_notifications, insert_rows,
 };
 use super::sql::{bind_args, Arg};
 use super::{on_db, Dialect, Store};
+use crate::domain::fanout::Fanout;
 use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
@@ -18,6 +21,11 @@ pub struct TriggerRecord {
     pub environment_id: EnvironmentId,
     pub transaction_id: String,
     pub batch: Vec<(Notification, Vec<Job>, Vec<ExecutionDetail>)>,
+    /// A trigger to topics: the fan-out recorded with it, expanded later by workers.
+    pub fanout: Option<Box<Fanout>>,
+    /// A batch of a fan-out (not a trigger of its own: its transaction id was recorded by the trigger): it
+    /// is recorded only when this advance of the fan-out's cursor is still possible.
+    pub advance: Option<Advance>,
 }
 
 /// Where the first jobs of new notifications that are due at once may go already leased (as a claim would
@@ -34,8 +42,8 @@ pub type Leased<R> = (R, Vec<(Job, Notification)>);
 
 /// What recording a group of triggers did.
 pub struct Recorded<R> {
-    /// Per record: true when it was recorded, false when its transaction id was seen before (then nothing of
-    /// it was written).
+    /// Per record: true when it was recorded, false when its transaction id was seen before or its advance
+    /// was no longer possible (then nothing of it was written).
     pub fresh: Vec<bool>,
     /// The jobs recorded already leased: `Some` when a lease was given and its `reserve` found room.
     pub leased: Option<Leased<R>>,
@@ -67,6 +75,7 @@ impl Store {
             "on conflict (environment_id, transaction_id) do nothing returning environment_id, transaction_id",
             ordered
                 .iter()
+                .filter(|r| r.advance.is_none())
                 .map(|r| vec![Arg::from(r.environment_id.as_str()), Arg::from(&r.transaction_id), Arg::Int(now)])
                 .collect(),
         );
@@ -79,11 +88,18 @@ impl Store {
                     bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
                 inserted.extend(rows);
             }
-            // A transaction id repeated within this call counts once.
-            let fresh: Vec<bool> = records
-                .iter()
-                .map(|r| inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())))
-                .collect();
+            // A transaction id repeated within this call counts once; a fan-out's batch counts when its cursor
+            // moved.
+            let mut fresh: Vec<bool> = Vec::with_capacity(records.len());
+            for r in records {
+                fresh.push(match &r.advance {
+                    None => inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())),
+                    Some(a) => {
+                        let q = a.statement(r.batch.len(), now);
+                        bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected() == 1
+                    }
+                });
+            }
             let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
             let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
             let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().filter_map(|b| b.1.first())).collect();
@@ -95,7 +111,9 @@ impl Store {
             };
             let (queued, leased) = split_due(&jobs, &notifications, now, reserve);
             let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
-            let mut inserts = insert_notifications(&notifications)?;
+            let fanouts: Vec<&Fanout> = kept.iter().filter_map(|r| r.fanout.as_deref()).collect();
+            let mut inserts = insert_declared(&fanouts, "")?;
+            inserts.extend(insert_notifications(&notifications)?);
             inserts.extend(insert_jobs(&queued, None)?);
             inserts.extend(insert_jobs(&later, None)?);
             if let Some(worker) = worker {

@@ -14,7 +14,7 @@ use tidings::service::environments;
 use tidings::store::triggers::TriggerRecord;
 
 use crate::db_test;
-use crate::support::{eventually, Backend, TestApp};
+use crate::support::{count, eventually, Backend, TestApp};
 
 /// A trigger of a one-step in-app workflow in `env` to `recipients` subscribers, as the events service
 /// builds it.
@@ -46,6 +46,9 @@ fn record(org: &str, env: &str, transaction_id: &str, recipients: usize) -> Trig
                 critical: false,
                 context_keys: Vec::new(),
                 digested_notification_id: None,
+                topic_id: None,
+                topic_key: None,
+                subscription_identifier: None,
                 created_at: now,
                 updated_at: now,
             };
@@ -64,6 +67,8 @@ fn record(org: &str, env: &str, transaction_id: &str, recipients: usize) -> Trig
         environment_id: EnvironmentId(env.to_owned()),
         transaction_id: transaction_id.to_owned(),
         batch,
+        fanout: None,
+        advance: None,
     }
 }
 
@@ -76,42 +81,6 @@ fn refused_record(org: &str, env: &str, transaction_id: &str) -> TriggerRecord {
         job.notification_id = id.clone();
     }
     r
-}
-
-/// The one number `sql` (bound to `arg`) selects, read over a connection of the test's own.
-async fn count(app: &TestApp, sql: &str, arg: &str) -> i64 {
-    match app.backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&app.database_url).await.unwrap();
-            let (n,): (i64,) = sqlx::query_as(sql)
-                .bind(arg)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
-            n
-        }
-        Backend::Postgres => {
-            let schema = app.pg_schema.clone().unwrap();
-            let sep = if app.database_url.contains('?') {
-                '&'
-            } else {
-                '?'
-            };
-            let url = format!(
-                "{}{sep}options=-c%20search_path%3D{schema}",
-                app.database_url
-            );
-            let pool = sqlx::PgPool::connect(&url).await.unwrap();
-            let (n,): (i64,) = sqlx::query_as(sql)
-                .bind(arg)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
-            n
-        }
-    }
 }
 
 /// How many notifications `env` has.

@@ -51,6 +51,17 @@ pub(crate) fn to_member(stored: &str) -> Option<Cow<'_, str>> {
     }
 }
 
+/// The `topics` member of a notification: `[{_topicId, topicKey}]` of the topic that reached its
+/// subscriber, `[]` for a direct recipient.
+pub(crate) fn topics_member(n: &NotificationView<'_>) -> String {
+    match (n.topic_id, n.topic_key) {
+        (Some(id), Some(key)) => {
+            serde_json::json!([{ "_topicId": id, "topicKey": key }]).to_string()
+        }
+        _ => "[]".to_owned(),
+    }
+}
+
 /// The `digest` member of a digest job as Novu's DigestMetadata has it: `type` always (`regular` for a
 /// job stored without one, as merged jobs once were), members stored as `null` left out.
 pub(crate) fn digest_member(stored: &str) -> String {
@@ -369,7 +380,7 @@ impl ActivitySink for ActivityJson {
             obj.raw("to", &to);
         }
         obj.raw("tags", n.tags)
-            .raw("topics", "[]")
+            .raw("topics", &topics_member(&n))
             .str("severity", n.severity)
             .bool("critical", n.critical)
             .raw("contextKeys", n.context_keys);
@@ -518,6 +529,8 @@ mod tests {
             critical: true,
             context_keys: r#"["tenant:t1"]"#,
             digested_notification_id: if id == "n2" { Some("n1") } else { None },
+            topic_id: if id == "n2" { Some("t1") } else { None },
+            topic_key: if id == "n2" { Some("team:\"a\"") } else { None },
             created_at: Timestamp(T0),
             updated_at: Timestamp(T0 + 5),
         }
@@ -682,7 +695,7 @@ mod tests {
             payload: raw(n.payload),
             to: n.to.and_then(to_member).map(|t| raw(&t)),
             tags: raw(n.tags),
-            topics: Vec::new(),
+            topics: serde_json::from_str(&super::topics_member(&n)).unwrap(),
             severity: n.severity.into(),
             critical: n.critical,
             context_keys: raw(n.context_keys),

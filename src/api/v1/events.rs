@@ -21,7 +21,8 @@ use crate::service::limits::BULK_EVENTS;
 pub struct TriggerIn {
     /// The workflow's trigger identifier.
     pub name: String,
-    /// A subscriberId, a subscriber object (upserted), or an array of them.
+    /// A subscriberId, a subscriber object (upserted), a topic `{type: "Topic", topicKey, exclude?}`, or an
+    /// array of them.
     #[schema(schema_with = crate::api::docs::recipients_schema)]
     pub to: Value,
     #[schema(value_type = Option<Object>)]
@@ -35,6 +36,41 @@ pub struct TriggerIn {
     /// Map of context type → id or `{id, data?}`.
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
+}
+
+/// Body of `POST /v1/events/trigger/broadcast`: a trigger to every subscriber of the environment.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BroadcastIn {
+    /// The workflow's trigger identifier.
+    pub name: String,
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub overrides: Option<Value>,
+    /// Generated when absent; a repeated one does not run again.
+    pub transaction_id: Option<String>,
+    /// Not notified of its own action.
+    #[schema(value_type = Option<Object>)]
+    pub actor: Option<Value>,
+    /// Map of context type → id or `{id, data?}`.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+impl From<BroadcastIn> for TriggerInput {
+    fn from(t: BroadcastIn) -> Self {
+        Self {
+            name: t.name,
+            to: Value::Null,
+            payload: t.payload,
+            overrides: t.overrides,
+            transaction_id: t.transaction_id,
+            actor: t.actor,
+            context: t.context,
+            everyone: true,
+        }
+    }
 }
 
 /// Body of `POST /v1/events/trigger/bulk`.
@@ -76,6 +112,7 @@ impl From<TriggerIn> for TriggerInput {
             transaction_id: t.transaction_id,
             actor: t.actor,
             context: t.context,
+            everyone: false,
         }
     }
 }
@@ -90,10 +127,34 @@ pub async fn trigger_event(
     tenant: Tenant,
     AppJson(body): AppJson<TriggerIn>,
 ) -> ApiResult<Response> {
-    let result = service::trigger(&state.store, &state.triggers, &tenant, body.into()).await?;
+    trigger_one(&state, &tenant, body.into()).await
+}
+
+/// Records one trigger and wakes this process's workers: `201 {acknowledged, status, transactionId}`.
+async fn trigger_one(
+    state: &AppState,
+    tenant: &Tenant,
+    input: TriggerInput,
+) -> ApiResult<Response> {
+    let result = service::trigger(&state.store, &state.triggers, tenant, input).await?;
     crate::metrics::triggers(result.status, 1);
     state.wakeup.notify();
     Ok(Reply::created(TriggerOut::from(result)).into_response())
+}
+
+/// Trigger a workflow for every subscriber of the environment (but the actor). Answers at once; the
+/// notifications are written in batches by the workers (`DELETE /v1/events/trigger/{transactionId}` stops
+/// the rest).
+#[utoipa::path(post, path = "/v1/events/trigger/broadcast", tag = "Events", request_body = BroadcastIn,
+    responses((status = 201, body = TriggerOut),
+        (status = 400, description = "The payload fails the workflow's payloadSchema (validatePayload): the error body adds `type` and `errors`"),
+        (status = 404, description = "Unknown workflow"), (status = 422, description = "Invalid body")))]
+pub async fn trigger_broadcast(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppJson(body): AppJson<BroadcastIn>,
+) -> ApiResult<Response> {
+    trigger_one(&state, &tenant, body.into()).await
 }
 
 /// Trigger up to 100 events at once; answers one result per event, in order.

@@ -258,6 +258,8 @@ pub async fn list_notifications(
             subscriber_ids: None,
             severity,
             transaction_id: q.string("transactionId"),
+            topic_key: q.string("topicKey"),
+            subscription_identifier: q.string("subscriptionId"),
             context_set: context,
             after,
             before,
@@ -265,7 +267,6 @@ pub async fn list_notifications(
         emails,
         subscriber_ids,
         search: q.string("search"),
-        topic_filter: q.string("topicKey").is_some() || q.string("subscriptionId").is_some(),
         page,
         limit,
     };

@@ -66,6 +66,9 @@ pub(super) fn notification() -> Notification {
         critical: false,
         context_keys: vec![],
         digested_notification_id: None,
+        topic_id: None,
+        topic_key: None,
+        subscription_identifier: None,
         created_at: Timestamp(0),
         updated_at: Timestamp(0),
     }

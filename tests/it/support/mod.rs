@@ -346,6 +346,42 @@ pub fn assert_error(body: &Value, status: u16) {
     assert!(body["error"].is_string(), "{body}");
 }
 
+/// The one number `sql` (bound to `arg`) selects, read over a connection of the test's own.
+pub async fn count(app: &TestApp, sql: &str, arg: &str) -> i64 {
+    match app.backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&app.database_url).await.unwrap();
+            let (n,): (i64,) = sqlx::query_as(sql)
+                .bind(arg)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            n
+        }
+        Backend::Postgres => {
+            let schema = app.pg_schema.clone().unwrap();
+            let sep = if app.database_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            let url = format!(
+                "{}{sep}options=-c%20search_path%3D{schema}",
+                app.database_url
+            );
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            let (n,): (i64,) = sqlx::query_as(sql)
+                .bind(arg)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            n
+        }
+    }
+}
+
 /// Polls until `f` returns Some, for up to 20 s.
 pub async fn eventually<T, F, Fut>(mut f: F) -> T
 where

@@ -1,0 +1,248 @@
+//! Fan-outs: claimed with a short lease, read batch by batch from a cursor over their sources. A batch's
+//! notifications and the cursor's advance are written together by `record_triggers` (see [`Advance`]).
+
+use std::collections::HashSet;
+
+use sqlx::types::Json;
+
+use super::row::{sql_row, table};
+use super::sql::Sql;
+use super::{on_db, Cost, Dialect, Store};
+use crate::domain::fanout::{Fanout, Position, Reached, Source, Subscription, Template};
+use crate::domain::{EnvironmentId, Timestamp};
+use crate::error::Result;
+
+table! {
+    Fanout => "fanouts" {
+        id: String,
+        organization_id: String,
+        environment_id: String,
+        transaction_id: String,
+        template: Json<Template>,
+        sources: Json<Vec<Source>>,
+        skip: Json<Vec<String>>,
+        source_index: i64,
+        cursor: String,
+        recipients: i64,
+        status: String,
+        created_at: i64,
+        updated_at: i64,
+    }
+}
+
+sql_row! {
+    struct ReachedRow {
+        id: String,
+        subscriber_ref: String,
+        subscriber_id: String,
+        identifier: Option<String>,
+    }
+}
+
+/// A batch's move of a fan-out's cursor, written in the transaction that records the batch's notifications
+/// and guarded by the lease and the position the batch was read from: a batch read twice (a lease that
+/// expired under a slow worker, two processes) is recorded once, the other copy writes nothing.
+#[derive(Debug, Clone)]
+pub struct Advance {
+    pub fanout_id: String,
+    pub worker: String,
+    pub from: Position,
+    pub to: Position,
+    /// The last source is exhausted: the fan-out completes.
+    pub done: bool,
+}
+
+/// One batch of a fan-out: the recipients read from `from`, where the next batch starts, and whether the
+/// sources are exhausted.
+pub struct Batch {
+    pub reached: Vec<Reached>,
+    pub to: Position,
+    pub done: bool,
+}
+
+impl Advance {
+    /// `update fanouts …` that moves the cursor from `from` to `to` (counting `recipients` more), releases
+    /// the lease so that the next batch may be claimed by any process, and completes the fan-out when
+    /// `done`; it changes one row only while `worker` holds the lease and the cursor is still at `from`.
+    pub(super) fn statement(&self, recipients: usize, now: i64) -> Sql {
+        let mut q = Sql::new("update fanouts set source_index = ");
+        q.bind(self.to.source_index)
+            .push(", cursor = ")
+            .bind(self.to.cursor.as_str())
+            .push(", recipients = recipients + ")
+            .bind(recipients as i64)
+            .push(", status = ")
+            .bind(if self.done { "completed" } else { "running" })
+            .push(", locked_by = null, locked_until = null, updated_at = ")
+            .bind(now)
+            .push(" where id = ")
+            .bind(self.fanout_id.as_str())
+            .push(" and status = 'running' and locked_by = ")
+            .bind(self.worker.as_str())
+            .push(" and source_index = ")
+            .bind(self.from.source_index)
+            .push(" and cursor = ")
+            .bind(self.from.cursor.as_str());
+        q
+    }
+}
+
+impl Store {
+    /// Claims the running fan-out that advanced longest ago and whose lease is free (or expired), for
+    /// `worker` until `lease_ms` from now. One batch per claim: the batch's advance releases it, so fan-outs
+    /// take turns and every process may take the next batch.
+    pub async fn claim_fanout(&self, worker: &str, lease_ms: i64) -> Result<Option<Fanout>> {
+        let now = Timestamp::now().0;
+        let lock = match self.dialect() {
+            Dialect::Postgres => " for update skip locked",
+            Dialect::Sqlite => "",
+        };
+        let sql = format!(
+            "update fanouts set locked_by = $1, locked_until = $2
+             where id in (select id from fanouts
+                          where status = 'running' and (locked_until is null or locked_until < $3)
+                          order by updated_at limit 1{lock})
+             returning {}",
+            <Fanout as super::row::Table>::COLUMNS
+        );
+        let claimed = on_db!(self.w(), p => sqlx::query_as::<_, Fanout>(&sql)
+            .bind(worker).bind(now + lease_ms).bind(now).fetch_optional(p).await)?;
+        Ok(claimed)
+    }
+
+    /// Up to `limit` recipients of `fanout` from its position on, across its sources in order, each once:
+    /// a subscriber skipped by the fan-out, or already reached by its transaction (a direct recipient, an
+    /// earlier topic, an earlier batch), is passed over.
+    pub async fn fanout_batch(&self, fanout: &Fanout, limit: usize) -> Result<Batch> {
+        let mut at = Position {
+            source_index: fanout.source_index,
+            cursor: fanout.cursor.clone(),
+        };
+        let mut reached: Vec<Reached> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        while let Some(source) = fanout.sources.get(at.source_index as usize) {
+            let want = limit - reached.len();
+            let rows: Vec<ReachedRow> = self
+                .rows(Cost::Scan, batch_query(fanout, source, &at.cursor, want))
+                .await?;
+            let exhausted = rows.len() < want;
+            for row in rows {
+                at.cursor = row.id.clone();
+                // A subscriber in two topics of this batch: the first reaches it.
+                if !seen.insert(row.subscriber_ref.clone()) {
+                    continue;
+                }
+                reached.push(Reached {
+                    subscriber_ref: row.subscriber_ref.into(),
+                    subscriber_id: row.subscriber_id,
+                    subscription: match (source, row.identifier) {
+                        (
+                            Source::Topic {
+                                topic_id,
+                                topic_key,
+                                ..
+                            },
+                            Some(identifier),
+                        ) => Some(Subscription {
+                            topic_id: topic_id.clone(),
+                            topic_key: topic_key.clone(),
+                            identifier,
+                        }),
+                        _ => None,
+                    },
+                });
+            }
+            if !exhausted {
+                return Ok(Batch {
+                    reached,
+                    to: at,
+                    done: false,
+                });
+            }
+            at = Position {
+                source_index: at.source_index + 1,
+                cursor: String::new(),
+            };
+        }
+        Ok(Batch {
+            reached,
+            to: at,
+            done: true,
+        })
+    }
+
+    /// Cancels the running fan-outs of a transaction: no batch is expanded after this. The number canceled.
+    pub async fn cancel_fanouts(&self, env: &EnvironmentId, transaction_id: &str) -> Result<u64> {
+        let now = Timestamp::now().0;
+        Ok(on_db!(self.w(), p => sqlx::query(
+            "update fanouts set status = 'canceled', locked_by = null, locked_until = null, updated_at = $1
+             where environment_id = $2 and transaction_id = $3 and status = 'running'")
+            .bind(now).bind(env.as_str()).bind(transaction_id).execute(p).await.map(|r| r.rows_affected()))?)
+    }
+
+    /// The fan-outs of a transaction (tests and the activity feed's counts).
+    pub async fn fanouts_of(
+        &self,
+        env: &EnvironmentId,
+        transaction_id: &str,
+    ) -> Result<Vec<Fanout>> {
+        let mut q = Sql::new(&format!(
+            "select {} from fanouts where environment_id = ",
+            <Fanout as super::row::Table>::COLUMNS
+        ));
+        q.bind(env.as_str())
+            .push(" and transaction_id = ")
+            .bind(transaction_id)
+            .push(" order by id");
+        self.rows(Cost::Point, q).await
+    }
+}
+
+/// The next `limit` rows of `source` after `cursor`, in id order, without the fan-out's skipped subscribers
+/// and those its transaction reached already (probed in `notifications_transaction`).
+fn batch_query(fanout: &Fanout, source: &Source, cursor: &str, limit: usize) -> Sql {
+    let (mut q, subscriber_ref) = match source {
+        Source::Topic { topic_id, .. } => {
+            let mut q = Sql::new(
+                "select s.id, s.subscriber_ref, s.subscriber_id, s.identifier from topic_subscriptions s \
+                 where s.topic_id = ",
+            );
+            q.bind(topic_id.as_str());
+            (q, "s.subscriber_ref")
+        }
+        Source::Everyone => {
+            let mut q = Sql::new(
+                "select s.id, s.id as subscriber_ref, s.subscriber_id, cast(null as text) as identifier \
+                 from subscribers s where s.environment_id = ",
+            );
+            q.bind(fanout.environment_id.as_str())
+                .push(" and s.deleted = false");
+            (q, "s.id")
+        }
+    };
+    q.push(" and s.id > ").bind(cursor);
+    let excluded = match source {
+        Source::Topic { exclude, .. } => exclude.as_slice(),
+        Source::Everyone => &[],
+    };
+    let skipped: Vec<&String> = fanout.skip.iter().chain(excluded).collect();
+    if !skipped.is_empty() {
+        q.push(" and s.subscriber_id not in (");
+        for (i, id) in skipped.into_iter().enumerate() {
+            if i > 0 {
+                q.push(", ");
+            }
+            q.bind(id.as_str());
+        }
+        q.push(")");
+    }
+    q.push(" and not exists (select 1 from notifications n where n.environment_id = ")
+        .bind(fanout.environment_id.as_str())
+        .push(" and n.transaction_id = ")
+        .bind(fanout.transaction_id.as_str())
+        .push(" and n.subscriber_ref = ")
+        .push(subscriber_ref)
+        .push(") order by s.id limit ")
+        .bind(limit as i64);
+    q
+}
