@@ -15,6 +15,7 @@ import {
   client,
   eq,
   errors,
+  exchanges,
   expectError,
   finish,
   group,
@@ -707,8 +708,38 @@ async function main() {
     eq(after.data, [], "deleting the topic removed its subscriptions");
   });
 
-  await group("routes Novu has and Tidings lacks answer 404 with the JSON error body", async () => {
-    const e = await expectError(() => novu.triggerBroadcast({ name: "hello", payload: {} }), errors.ErrorDto, 404, "broadcast");
+  await group("events: trigger to a topic (mixed, exclude, actor); notifications by topicKey and subscriptionId", async () => {
+    for (const subscriberId of ["tt-1", "tt-2", "tt-3", "tt-boss"]) await novu.subscribers.create({ subscriberId });
+    await topics.subscriptions.create({ subscriptions: ["tt-1", "tt-2", "tt-3", "tt-boss"] }, "tt-team");
+    const { result: out } = await sdk("trigger to a topic", () => novu.trigger({
+      workflowId: "hello", payload: {}, transactionId: tx("topic"), actor: "tt-boss",
+      to: ["tt-1", { type: "Topic", topicKey: "tt-team", exclude: ["tt-3"] }],
+    }));
+    eq([out?.acknowledged, out?.status, out?.transactionId], [true, "processed", tx("topic")], "trigger to a topic");
+    const items = await settled(tx("topic"), 2);
+    eq(items.map((n) => n.subscriber.subscriberId).sort(), ["tt-1", "tt-2"],
+      "the direct recipient once, the topic's members but the excluded one and the actor");
+    const { result: page } = await sdk("notifications.list by topicKey", () => novu.notifications.list({ topicKey: "tt-team", limit: 10 }));
+    eq(page?.data.map((n) => [n.subscriber.subscriberId, n.topics.map((t) => [t.topicKey, t.topicId.length])]),
+      [["tt-2", [["tt-team", 24]]]], "list by topicKey: topics parsed");
+    const { result: one } = await sdk("notifications.list by subscriptionId", () => novu.notifications.list({
+      subscriptionId: "tk_tt-team:si_tt-2", transactionId: tx("topic") }));
+    eq(one?.data.map((n) => n.id), [page?.data[0].id], "list by subscriptionId");
+    const { result: got } = await sdk("notifications.retrieve through a topic", () => novu.notifications.retrieve(page.data[0].id));
+    eq(got?.topics.map((t) => t.topicKey), ["tt-team"], "retrieve: topics");
+  });
+
+  await group("events: broadcast to every subscriber but the actor", async () => {
+    const everyone = (await rawOk("GET", "/v2/subscribers?limit=100")).data;
+    const { result: out } = await sdk("triggerBroadcast", () => novu.triggerBroadcast({
+      name: "hello", payload: {}, transactionId: tx("broadcast"), actor: { subscriberId: "tt-boss" } }));
+    eq(exchanges[exchanges.length - 1].status, 201, "broadcast: 201");
+    eq([out?.acknowledged, out?.status, out?.transactionId], [true, "processed", tx("broadcast")], "broadcast");
+    const items = await settled(tx("broadcast"), everyone.length - 1);
+    eq(items.map((n) => n.subscriber.subscriberId).sort(),
+      everyone.map((s) => s.subscriberId).filter((id) => id !== "tt-boss").sort(), "every subscriber but the actor");
+    const e = await expectError(() => novu.triggerBroadcast({ name: "no-such-workflow", payload: {} }), errors.ErrorDto, 404,
+      "broadcast of an unknown workflow");
     eq(e.path, "/v1/events/trigger/broadcast", "broadcast 404 path");
   });
 }

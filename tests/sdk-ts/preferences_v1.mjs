@@ -6,19 +6,12 @@
 // subscriber or workflow, and a channel outside the five. tests/sdk/preferences_v1.py runs the same scenario
 // with novu-py 0.3.4.
 
-import { Novu } from "@novu/api-legacy";
-import { HTTPClient } from "@novu/api-legacy/lib/http.js";
-import * as legacyErrors from "@novu/api-legacy/models/errors/index.js";
 import { readFileSync } from "node:fs";
 
-import { KEY, URL, check, eq as eqOrdered, exchanges, expectError, finish, group, parseWith, raw, rawOk } from "./lib.mjs";
+import { legacyErrors, novu } from "./legacy.mjs";
+import { check, eq as eqOrdered, exchanges, expectError, finish, group, parseWith, raw, rawOk } from "./lib.mjs";
 
 const SUBSCRIBER = "leo";
-const http = new HTTPClient();
-http.addHook("response", async (res, req) => {
-  exchanges.push({ method: req.method, url: req.url, status: res.status, body: await res.clone().text() });
-});
-const novu = new Novu({ apiKey: KEY, serverURL: URL, retryConfig: { strategy: "none" }, httpClient: http });
 const prefs = novu.subscribers.preferences;
 
 /** `eq` of lib.mjs, blind to the order of an object's keys (the SDK's models keep the server's order). */

@@ -2,17 +2,9 @@
 // as `@novu/api-legacy` (package.json). Every answer is parsed by that release's models and its values are
 // asserted. tests/sdk/topics_v1.py runs the same scenario with novu-py 0.3.4.
 
-import { Novu } from "@novu/api-legacy";
-import { HTTPClient } from "@novu/api-legacy/lib/http.js";
-import * as legacyErrors from "@novu/api-legacy/models/errors/index.js";
+import { legacyErrors, novu } from "./legacy.mjs";
+import { check, eq, exchanges, expectError, finish, group, raw, rawOk } from "./lib.mjs";
 
-import { KEY, URL, check, eq, exchanges, expectError, finish, group, raw, rawOk } from "./lib.mjs";
-
-const http = new HTTPClient();
-http.addHook("response", async (res, req) => {
-  exchanges.push({ method: req.method, url: req.url, status: res.status, body: await res.clone().text() });
-});
-const novu = new Novu({ apiKey: KEY, serverURL: URL, retryConfig: { strategy: "none" }, httpClient: http });
 const topics = novu.topics;
 const lastStatus = () => exchanges[exchanges.length - 1]?.status;
 

@@ -921,12 +921,41 @@ def main():
         eq(mine.data, [], "deleting the topic removed its subscriptions")
     group("topics: subscriptions create (partial, all failed), list, get, update, delete; subscriber's list; v1 membership", topic_subscriptions)
 
-    def broadcast():
-        e = expect_error(lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={"name": "hello", "payload": {}}),
-                         models.ErrorDto, 404, "broadcast")
-        eq(e.data.path, "/v1/events/trigger/broadcast", "broadcast 404 path")
-    group("routes Novu has and Tidings lacks answer 404 with the JSON error body", broadcast)
+    def topic_triggers():
+        for sid in ["tt-1", "tt-2", "tt-3", "tt-boss"]:
+            novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": sid})
+        topics.subscriptions.create(topic_key="tt-team", create_topic_subscriptions_request_dto={
+            "subscriptions": ["tt-1", "tt-2", "tt-3", "tt-boss"]})
+        out, _ = sdk("trigger to a topic", lambda: novu.trigger(trigger_event_request_dto={
+            "workflow_id": "hello", "payload": {}, "transaction_id": tx("topic"), "actor": "tt-boss",
+            "to": ["tt-1", {"type": models.TriggerRecipientsTypeEnum.TOPIC, "topic_key": "tt-team", "exclude": ["tt-3"]}]}))
+        eq((out.acknowledged, val(out.status), out.transaction_id), (True, "processed", tx("topic")), "trigger to a topic")
+        items = settled(tx("topic"), 2)
+        eq(sorted(n["subscriber"]["subscriberId"] for n in items), ["tt-1", "tt-2"],
+           "the direct recipient once, the topic's members but the excluded one and the actor")
+        page, _ = sdk("notifications.list by topicKey", lambda: novu.notifications.list(request={"topic_key": "tt-team", "limit": 10}))
+        eq([(n.subscriber.subscriber_id, [(t.topic_key, len(t.topic_id)) for t in n.topics]) for n in page.data],
+           [("tt-2", [("tt-team", 24)])], "list by topicKey: topics parsed")
+        one, _ = sdk("notifications.list by subscriptionId", lambda: novu.notifications.list(request={
+            "subscription_id": "tk_tt-team:si_tt-2", "transaction_id": tx("topic")}))
+        eq([n.id for n in one.data], [page.data[0].id], "list by subscriptionId")
+        got, _ = sdk("notifications.retrieve through a topic", lambda: novu.notifications.retrieve(notification_id=page.data[0].id))
+        eq([t.topic_key for t in got.topics], ["tt-team"], "retrieve: topics")
+    group("events: trigger to a topic (mixed, exclude, actor); notifications by topicKey and subscriptionId", topic_triggers)
 
+    def broadcast():
+        everyone = raw_ok("GET", "/v2/subscribers?limit=100")["data"]
+        out, _ = sdk("trigger_broadcast", lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={
+            "name": "hello", "payload": {}, "transaction_id": tx("broadcast"), "actor": {"subscriber_id": "tt-boss"}}))
+        eq(RECORDER.last.status_code, 201, "broadcast: 201")
+        eq((out.acknowledged, val(out.status), out.transaction_id), (True, "processed", tx("broadcast")), "broadcast")
+        items = settled(tx("broadcast"), len(everyone) - 1)
+        eq(sorted(n["subscriber"]["subscriberId"] for n in items),
+           sorted(s["subscriberId"] for s in everyone if s["subscriberId"] != "tt-boss"), "every subscriber but the actor")
+        e = expect_error(lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={"name": "no-such-workflow", "payload": {}}),
+                         models.ErrorDto, 404, "broadcast of an unknown workflow")
+        eq(e.data.path, "/v1/events/trigger/broadcast", "broadcast 404 path")
+    group("events: broadcast to every subscriber but the actor", broadcast)
 
 if __name__ == "__main__":
     main()

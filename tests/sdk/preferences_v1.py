@@ -1,7 +1,7 @@
 """The v1 preference routes (issue 22) through novu-py 0.3.4, the last release with methods for them
 (`subscribers.preferences.list`, `retrieve_by_level`, `update_legacy`, `update_global`), pinned in
 tests/sdk/requirements-legacy.txt. It has the package name of the current novu-py, so it is installed apart in
-tests/sdk/.legacy/ (tests/it/support/sdk.rs), which this script puts first on its path.
+tests/sdk/.legacy/ (tests/it/support/sdk.rs), which tests/sdk/legacy.py puts first on the path.
 
 Every answer is parsed by that release's models, its values are asserted, in each state a subscriber's
 preferences can be in: defaults only, a workflow's default preferences, global and per-workflow changes,
@@ -12,71 +12,15 @@ tests/sdk-ts/preferences_v1.mjs runs the same scenario with @novu/api 0.0.1.
 
 import importlib.metadata
 import json
-import os
-import sys
-import traceback
 
-LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".legacy")
-sys.path.insert(0, LEGACY)
-
-import httpx  # noqa: E402
+from legacy import (  # legacy first: it puts novu-py 0.3.4 on the path
+    EXCHANGES, LEGACY, CheckFailed, check, eq, finish, group, novu, raw,
+)
 import novu_py  # noqa: E402
-from novu_py import Novu, models  # noqa: E402
-from novu_py.utils import BackoffStrategy, RetryConfig  # noqa: E402
+from novu_py import models  # noqa: E402
 
-URL = os.environ["TIDINGS_URL"]
-KEY = os.environ["TIDINGS_KEY"]
 SUBSCRIBER = "leo"
-FAILURES = []
-EXCHANGES = []
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise CheckFailed(what)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
-
-
-def last_exchange():
-    if not EXCHANGES:
-        return "(none)"
-    r = EXCHANGES[-1]
-    return f"{r.request.method} {r.request.url.raw_path.decode()} -> {r.status_code} {r.text[:800]}"
-
-
-def group(name, fn):
-    """Runs one route group; a failure is recorded and the script goes on."""
-    try:
-        fn()
-        print(f"ok    {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - record anything, go on
-        FAILURES.append(f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc()}      last exchange: {last_exchange()}")
-        print(f"FAIL  {name}", flush=True)
-
-
-def record(response):
-    response.read()
-    EXCHANGES.append(response)
-
-
-HTTP = httpx.Client(timeout=30.0, event_hooks={"response": [record]})
-novu = Novu(secret_key=KEY, server_url=URL, retry_config=RetryConfig("none", BackoffStrategy(1, 1, 1.0, 1), False),
-            client=HTTP)
 prefs = novu.subscribers.preferences
-
-
-def raw(method, path, body=None):
-    """A request the SDK cannot make: (status, JSON body)."""
-    r = HTTP.request(method, f"{URL}{path}", json=body, headers={"Authorization": f"ApiKey {KEY}"})
-    return r.status_code, r.json()
 
 
 def raw_ok(method, path, body=None, status=200):
@@ -265,9 +209,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    if FAILURES:
-        print(f"\n{len(FAILURES)} failure(s) with novu-py 0.3.4:", file=sys.stderr)
-        for f in FAILURES:
-            print(f"  - {f}", file=sys.stderr)
-        sys.exit(1)
-    print("ok")
+    finish()

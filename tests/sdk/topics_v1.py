@@ -1,63 +1,17 @@
 """The v1 topic routes (issue 23) through novu-py 0.3.4, the last release with methods for them (`topics.create`,
 `list`, `retrieve`, `rename`, `delete`, `topics.subscribers.assign`, `retrieve`, `remove`), pinned in
-tests/sdk/requirements-legacy.txt and installed apart in tests/sdk/.legacy/ (tests/it/support/sdk.rs).
+tests/sdk/requirements-legacy.txt and installed apart in tests/sdk/.legacy/ (see tests/sdk/legacy.py).
 
 Every answer is parsed by that release's models and its values are asserted; each group's failure is recorded
 and the script goes on; it exits 1 when any failed.
 """
 
-import json
-import os
-import sys
-import traceback
+from legacy import (  # legacy first: it puts novu-py 0.3.4 on the path
+    EXCHANGES, CheckFailed, check, eq, finish, group, novu, raw,
+)
+from novu_py import models  # noqa: E402
 
-LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".legacy")
-sys.path.insert(0, LEGACY)
-
-import httpx  # noqa: E402
-from novu_py import Novu, models  # noqa: E402
-from novu_py.utils import BackoffStrategy, RetryConfig  # noqa: E402
-
-URL = os.environ["TIDINGS_URL"]
-KEY = os.environ["TIDINGS_KEY"]
-FAILURES = []
-EXCHANGES = []
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise CheckFailed(what)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
-
-
-def last_exchange():
-    if not EXCHANGES:
-        return "(none)"
-    r = EXCHANGES[-1]
-    return f"{r.request.method} {r.request.url.raw_path.decode()} -> {r.status_code} {r.text[:800]}"
-
-
-def group(name, fn):
-    """Runs one route group; a failure is recorded and the script goes on."""
-    try:
-        fn()
-        print(f"ok    {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - record anything, go on
-        FAILURES.append(f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc()}      last exchange: {last_exchange()}")
-        print(f"FAIL  {name}", flush=True)
-
-
-def record(response):
-    response.read()
-    EXCHANGES.append(response)
+topics = novu.topics
 
 
 def expect_error(call, status, what):
@@ -67,18 +21,6 @@ def expect_error(call, status, what):
         eq(EXCHANGES[-1].status_code, status, f"{what}: status")
         return e
     raise CheckFailed(f"{what}: expected {status}, the call succeeded with {result!r}"[:600])
-
-
-HTTP = httpx.Client(timeout=30.0, event_hooks={"response": [record]})
-novu = Novu(secret_key=KEY, server_url=URL, retry_config=RetryConfig("none", BackoffStrategy(1, 1, 1.0, 1), False),
-            client=HTTP)
-topics = novu.topics
-
-
-def raw(method, path, body=None):
-    """A request the SDK cannot make: (status, JSON body)."""
-    r = HTTP.request(method, f"{URL}{path}", json=body, headers={"Authorization": f"ApiKey {KEY}"})
-    return r.status_code, r.json()
 
 
 def main():
@@ -121,9 +63,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    if FAILURES:
-        print(f"\n{len(FAILURES)} failure(s) with novu-py 0.3.4:", file=sys.stderr)
-        for f in FAILURES:
-            print(f"  - {f}", file=sys.stderr)
-        sys.exit(1)
-    print("ok")
+    finish()
