@@ -47,12 +47,21 @@
 #                  it checks that every recorded event reached the receiver once and is stored as an email
 #                  message with status sent (bench/deliveries.py), and fails loudly (exit status 1) if not.
 #                  No target in design.md: report only. Seeds BENCH_SUBSCRIBERS subscribers.
+#   topics         one trigger of the in-app workflow (as the triggers group's) to a topic of BENCH_TOPIC_SIZE
+#                  seeded subscribers (the hidden `tidings seed-topic`): recipients per second from the trigger
+#                  until the last in-app message was stored, the server's RSS while it fans out (bench/sample.py),
+#                  and the exact count (bench/fanout.py: one notification and one message per subscriber). Then
+#                  the kill test: a second trigger to the topic, SIGKILL of the server once a third of the
+#                  notifications are written (mid-expansion), a restart, and again exactly one notification and one message per
+#                  subscriber once the expansion resumed (its lease expires first). Seeds BENCH_SUBSCRIBERS
+#                  subscribers.
 #
 # Settings (environment variables):
 #   BENCH_ONLY          comma-separated workload groups to run (default: all of them)
 #   BENCH_SUBSCRIBERS   subscribers to seed                   (default 1000000)
 #   BENCH_ENDPOINTS     channel endpoints to seed             (default 1000000)
 #   BENCH_NOTIFICATIONS notifications to seed                 (default 1000000)
+#   BENCH_TOPIC_SIZE    subscribers of the topics group's topic (default 100000, at most BENCH_SUBSCRIBERS)
 #   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row,
 #                       and single triggers for the deliveries group; bulk rows use one connection per wrk
 #                       thread: each request already carries many events)
@@ -84,6 +93,7 @@ SUBSCRIBERS="${BENCH_SUBSCRIBERS:-1000000}"
 ENDPOINTS="${BENCH_ENDPOINTS:-1000000}"
 NOTIFICATIONS="${BENCH_NOTIFICATIONS:-1000000}"
 TRIGGER_BULK="${BENCH_TRIGGER_BULK:-100}"
+TOPIC_SIZE="${BENCH_TOPIC_SIZE:-100000}"
 DRAIN_TIMEOUT="${BENCH_DRAIN_TIMEOUT:-300}"
 DURATION="${BENCH_DURATION:-15}"
 WARMUP="${BENCH_WARMUP:-3}"
@@ -95,7 +105,7 @@ KEEP_TMP="${BENCH_KEEP_TMP:-0}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -108,6 +118,7 @@ PREVIEW_STEP="confirmation"
 DELIVERY_WORKFLOW="bench-mail" # the deliveries group's one-step email workflow (triggers to TRIGGER_SUBSCRIBERS)
 DELIVERY_FROM="bench@example.com"
 DRAIN_STALL=15             # seconds without a new stored message before a drain counts as stuck
+TOPIC_KEY="bench-topic"    # the topics group's topic (subscribers bench1…bench<TOPIC_SIZE>)
 
 # Targets (design.md §5). Ratios are shares of the health check's req/s.
 TARGET_BY_ID_RATIO=0.50
@@ -118,6 +129,8 @@ TARGET_ENDPOINTS_RATIO=0.10
 TARGET_NOTIFICATIONS_RATIO=0.05
 TARGET_TRIGGER_EPS_SQLITE=5000     # events/s from trigger to stored in-app message, sustained
 TARGET_TRIGGER_EPS_POSTGRES=3000
+TARGET_FANOUT_RPS_SQLITE=20000     # recipients/s from one trigger to a topic until the last in-app message is stored
+TARGET_FANOUT_RPS_POSTGRES=8000
 TARGET_RSS_IDLE_MB=64
 TARGET_RSS_LOAD_MB=256
 
@@ -702,11 +715,12 @@ ENDPOINT_OWNERS="$(min "$ENDPOINT_OWNERS" "$(max 1 $((ENDPOINTS / 10)))")"
 ENDPOINT_CONTEXTS="$(min "$ENDPOINT_CONTEXTS" "$(max 1 $((ENDPOINTS / 100)))")"
 NOTIFICATION_PAGES="$(min "$NOTIFICATION_PAGES" "$(max 1 $((NOTIFICATIONS / NOTIFICATION_LIMIT)))")"
 TRIGGER_SUBSCRIBERS="$(min "$TRIGGER_SUBSCRIBERS" "$SUBSCRIBERS")"
+TOPIC_SIZE="$(min "$TOPIC_SIZE" "$SUBSCRIBERS")"
 
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 command -v cargo >/dev/null 2>&1 || die "cargo (the Rust toolchain) is required"
 select_backend
-if { selected triggers || selected deliveries; } && [[ "$DB_KIND" == postgres ]]; then
+if { selected triggers || selected deliveries || selected topics; } && [[ "$DB_KIND" == postgres ]]; then
     command -v psql >/dev/null 2>&1 || die "psql is required to count stored messages on PostgreSQL" \
         "(BENCH_ONLY without triggers and deliveries avoids it)"
 fi
@@ -765,8 +779,11 @@ seed() {
 }
 
 # Triggers go to existing subscribers, so that they measure the trigger path rather than subscriber creation.
-if selected subscribers || selected triggers || selected deliveries; then
+if selected subscribers || selected triggers || selected deliveries || selected topics; then
     seed subscribers "$SUBSCRIBERS" seed-subscribers
+fi
+if selected topics; then
+    seed "topic subscriptions" "$TOPIC_SIZE" seed-topic --key "$TOPIC_KEY"
 fi
 if selected endpoints; then
     seed "channel endpoints" "$ENDPOINTS" seed-channel-endpoints \
@@ -786,14 +803,18 @@ log "starting tidings serve on $BASE_URL"
 # limiter's cost is still measured.
 export TIDINGS_RATE_LIMIT_EVENTS=10000000 TIDINGS_RATE_LIMIT_CONFIGURATION=10000000 \
     TIDINGS_RATE_LIMIT_GLOBAL=10000000
-"$BIN" serve --listen "127.0.0.1:$PORT" --database-url "$DB_URL" >"$WORK_DIR/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 150); do
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK_DIR/server.log" >&2; die "the server exited during start-up"; }
-    http_get "$BASE_URL/v1/health-check" >/dev/null 2>&1 && break
-    sleep 0.2
-done
-http_get "$BASE_URL/v1/health-check" >/dev/null || die "the server did not come up"
+# start_server: starts `tidings serve` on PORT (its log appended to server.log) and waits until it answers.
+start_server() {
+    "$BIN" serve --listen "127.0.0.1:$PORT" --database-url "$DB_URL" >>"$WORK_DIR/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 150); do
+        kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK_DIR/server.log" >&2; die "the server exited during start-up"; }
+        http_get "$BASE_URL/v1/health-check" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    http_get "$BASE_URL/v1/health-check" >/dev/null || die "the server did not come up"
+}
+start_server
 
 # Idle memory: after start-up on the seeded database, before any request touches the data.
 sleep 2
@@ -840,7 +861,7 @@ if selected notifications; then
     check_page "$BASE_URL/v1/notifications?limit=$NOTIFICATION_LIMIT&page=$((NOTIFICATION_PAGES - 1))" - - \
         "$(min "$NOTIFICATION_LIMIT" $((NOTIFICATIONS - (NOTIFICATION_PAGES - 1) * NOTIFICATION_LIMIT)))"
 fi
-if selected triggers; then
+if selected triggers || selected topics; then
     # A one-step in-app workflow, then one event followed all the way to its stored message.
     http_post "$BASE_URL/v2/workflows" "$API_KEY" "{\"name\":\"Bench ping\",\"workflowId\":\"$TRIGGER_WORKFLOW\",
         \"steps\":[{\"name\":\"Inbox\",\"type\":\"in_app\",\"controlValues\":{\"body\":\"Hello {{ payload.n }}\"}}]}" \
@@ -1030,6 +1051,64 @@ for name in "${WORKLOADS[@]}"; do
         printf '```\n\n'
     } >>"$RAW"
 done
+
+# topic_trigger TRANSACTION_ID: one trigger of the in-app workflow to the benchmark topic.
+topic_trigger() {
+    http_post "$BASE_URL/v1/events/trigger" "$API_KEY" "{\"name\":\"$TRIGGER_WORKFLOW\",
+        \"to\":[{\"type\":\"Topic\",\"topicKey\":\"$TOPIC_KEY\"}],\"payload\":{\"n\":1},\"transactionId\":\"$1\"}" \
+        >/dev/null || die "the trigger to $TOPIC_KEY was refused"
+}
+
+# fanout_counts TRANSACTION_ID: "notifications=… recipients=… messages=… status=…" of one fan-out.
+fanout_counts() {
+    python3 "$BENCH_DIR/fanout.py" "$DB_URL" "$ENV_ID" "$1" || die "could not count the fan-out $1"
+}
+
+# exactly_once LINE: whether a fan-out's counts show one notification and one message per topic subscriber.
+exactly_once() {
+    [[ "$1" == "notifications=$TOPIC_SIZE recipients=$TOPIC_SIZE messages=$TOPIC_SIZE status=completed" ]]
+}
+
+FANOUT=""          # the measured fan-out: messages.py's line, then its counts
+KILL=""            # the kill test: when it killed, and the counts after the restart
+if selected topics; then
+    wait_until_quiet
+    [[ "$PREWARM" == 1 ]] && "db_${DB_KIND}_prewarm"
+    base="$(message_count)"
+    tx="bench-fanout-$$"
+    RSS_BEFORE_FANOUT_KB="$(rss_kb VmRSS)"
+    log "topics: one trigger to $TOPIC_KEY ($TOPIC_SIZE subscribers)"
+    FANOUT_START="$(now_ms)"
+    topic_trigger "$tx"
+    python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" $((base + TOPIC_SIZE)) "$DRAIN_TIMEOUT" "$DRAIN_STALL" \
+        >"$WORK_DIR/topics.drain" &
+    CLIENT_PID=$!
+    python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$WORK_DIR/topics.samples"
+    wait "$CLIENT_PID" || die "could not count the messages of the fan-out"
+    CLIENT_PID=""
+    FANOUT="$(cat "$WORK_DIR/topics.drain") base=$base start_ms=$FANOUT_START $(fanout_counts "$tx")"
+    FANOUT_SAMPLE="$(cat "$WORK_DIR/topics.samples")"
+    log "topics: $FANOUT"
+
+    # The kill test: SIGKILL once a third of the messages are stored, restart, and count.
+    base="$(message_count)"
+    tx="bench-kill-$$"
+    log "topics: kill test: a second trigger, SIGKILL once $((TOPIC_SIZE / 3)) notifications are written"
+    topic_trigger "$tx"
+    deadline=$(($(date +%s) + DRAIN_TIMEOUT))
+    while (($(kv_field "$(fanout_counts "$tx")" notifications) < TOPIC_SIZE / 3)); do
+        (($(date +%s) < deadline)) || die "the kill test's fan-out did not get a third of the way"
+        sleep 0.05
+    done
+    kill -KILL "$SERVER_PID"
+    wait "$SERVER_PID" 2>/dev/null || true
+    killed_at="$(fanout_counts "$tx")"
+    log "topics: killed at $killed_at; restarting"
+    start_server
+    settle_messages $((base + TOPIC_SIZE)) "$WORK_DIR/topics.kill.drain" >/dev/null
+    KILL="killed_at: $killed_at; after the restart: $(fanout_counts "$tx")"
+    log "topics: $KILL"
+fi
 
 RSS_HWM_KB="$(rss_kb VmHWM)"
 sleep 3
@@ -1248,6 +1327,22 @@ REPORT="$WORK_DIR/report.md"
         echo "Deliveries: each event of a one-step email workflow is rendered and POSTed by the \`email-webhook\` provider to examples/bench_receiver.rs on this machine (200 {\"id\": n} at once). *Messages delivered* = requests the receiver counted during the measured run (it may exceed the accepted events by the requests wrk cut off when it stopped); *end to end* = messages delivered ÷ time from the start of the load until the receiver counted the last one (polled every 0.05 s). Checked afterwards: $(kv_field "${CHECK[deliveries]:-}" events) events recorded for the workflow (sanity trigger, warm-up and measured run), $(kv_field "${CHECK[deliveries]:-}" received) requests counted by the receiver, $(kv_field "${CHECK[deliveries]:-}" sent) email messages stored with status sent (other email messages: $(kv_field "${CHECK[deliveries]:-}" other))."
         echo
     fi
+    if selected topics; then
+        stored=$(($(kv_field "$FANOUT" count) - $(kv_field "$FANOUT" base)))
+        elapsed_ms=$(($(kv_field "$FANOUT" newest_ms) - $(kv_field "$FANOUT" start_ms)))
+        rate="$(awk -v n="$stored" -v ms="$elapsed_ms" 'BEGIN { printf "%.0f", (ms > 0 ? n * 1000 / ms : 0) }')"
+        target="$TARGET_FANOUT_RPS_SQLITE"
+        [[ "$DB_KIND" == postgres ]] && target="$TARGET_FANOUT_RPS_POSTGRES"
+        counts="$(kv_field "$FANOUT" notifications) notifications, $(kv_field "$FANOUT" recipients) subscribers, $(kv_field "$FANOUT" messages) messages"
+        killed="${KILL#*after the restart: }"
+        echo "| topic fan-out → stored in-app messages | recipients | time | recipients/s | RSS before / peak | CPU server / other | exactly once | target | result |"
+        echo "|---|---:|---:|---:|---:|---:|---|---|---|"
+        echo "| one trigger to a topic of $TOPIC_SIZE | $stored | $(awk -v ms="$elapsed_ms" 'BEGIN { printf "%.1f s", ms / 1000 }') | $rate | $(kb_to_mb "$RSS_BEFORE_FANOUT_KB") / $(kb_to_mb "$(kv_field "$FANOUT_SAMPLE" rss_peak_kb)") MB | $(kv_field "$FANOUT_SAMPLE" server_cpu_pct) % / $(kv_field "$FANOUT_SAMPLE" other_cpu_pct) % | $counts | ≥ $target/s | **$(if exactly_once "$(echo "$FANOUT" | grep -o 'notifications=.*')" && ge "$rate" "$target"; then echo PASS; else echo FAIL; fi)** |"
+        echo "| kill test: SIGKILL at a third, restart | $TOPIC_SIZE | — | — | — | — | ${KILL%%; after*}; after the restart $killed | exactly once | **$(verdict exactly_once "$killed")** |"
+        echo
+        echo "Topics: *time* runs from the trigger request until the newest in-app message of the fan-out was stored; the fan-out is expanded by the server's workers in batches while the same workers store the messages."
+        echo
+    fi
     echo "| memory (server RSS) | measured | target | result |"
     echo "|---|---:|---|---|"
     echo "| idle, after seeding, before load | $idle_mb MB | < $TARGET_RSS_IDLE_MB MB | **$(verdict lt "$idle_mb" "$TARGET_RSS_IDLE_MB")** |"
@@ -1289,4 +1384,8 @@ cat "$REPORT"
 log "written to ${RESULTS_DIR#"$REPO_ROOT"/}/latest.md"
 if ((UNDELIVERED == 1 || MISMATCH == 1)); then
     die "deliveries: not every accepted event was delivered once and stored as sent (see above)"
+fi
+if selected topics && ! { exactly_once "$(echo "$FANOUT" | grep -o 'notifications=.*')" \
+    && exactly_once "${KILL#*after the restart: }"; }; then
+    die "topics: a fan-out did not reach every subscriber of the topic exactly once (see above)"
 fi

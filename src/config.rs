@@ -68,6 +68,19 @@ pub enum Command {
         #[arg(long, default_value = "bench")]
         prefix: String,
     },
+    /// Benchmark and test helper: the topic `key` (created if needed) with the first `count` subscribers whose
+    /// subscriberId starts with `prefix` (in `_id` order) subscribed.
+    #[command(hide = true)]
+    SeedTopic {
+        #[arg(long)]
+        api_key: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        count: i64,
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+    },
     /// Benchmark and test helper: bulk-insert synthetic `slack_channel` endpoints into the key's environment.
     /// Endpoint n belongs to subscriber `<prefix><n % subscribers>` and context `tenant:t<n % contexts>`.
     #[command(hide = true)]

@@ -117,6 +117,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("inserted {n} subscribers");
             Ok(())
         }
+        Command::SeedTopic {
+            api_key,
+            key,
+            count,
+            prefix,
+        } => {
+            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+            let topic = service::topics::upsert(&store, &tenant, &key, None, false)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let n = store
+                .seed_topic(&tenant, &topic.topic, &prefix, count)
+                .await?;
+            store.checkpoint().await?;
+            store.close().await;
+            eprintln!("subscribed {n} subscribers to {key}");
+            Ok(())
+        }
         Command::SeedChannelEndpoints {
             api_key,
             count,

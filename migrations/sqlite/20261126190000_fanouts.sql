@@ -9,11 +9,6 @@ create index notifications_topic on notifications (environment_id, topic_key, cr
 create index notifications_subscription on notifications (environment_id, subscription_identifier, created_at)
     where subscription_identifier is not null;
 
--- A fan-out skips subscribers the transaction already reached (direct recipients, earlier topics, a
--- subscriber who left and joined again during the expansion): one probe of this index per recipient.
-drop index notifications_transaction;
-create index notifications_transaction on notifications (environment_id, transaction_id, subscriber_ref);
-
 -- One row per trigger to topics or broadcast: what each recipient's notification is made of, the sources
 -- in order, and how far the expansion got. Workers claim it with a lease as they claim jobs; each batch
 -- advances `source_index`/`cursor` in the transaction that writes its notifications.

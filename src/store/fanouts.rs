@@ -60,6 +60,9 @@ pub struct Batch {
     pub done: bool,
 }
 
+/// Subscribers probed per "already reached?" statement (bounded bound parameters).
+const PROBES_PER_QUERY: usize = 500;
+
 impl Advance {
     /// `update fanouts …` that moves the cursor from `from` to `to` (counting `recipients` more), releases
     /// the lease so that the next batch may be claimed by any process, and completes the fan-out when
@@ -110,64 +113,90 @@ impl Store {
         Ok(claimed)
     }
 
-    /// Up to `limit` recipients of `fanout` from its position on, across its sources in order, each once:
-    /// a subscriber skipped by the fan-out, or already reached by its transaction (a direct recipient, an
-    /// earlier topic, an earlier batch), is passed over.
+    /// The recipients of the next `limit` rows of `fanout`'s sources from its position on, in order, each
+    /// once: a subscriber skipped by the fan-out (its actor, a topic's `exclude`), or already reached by its
+    /// transaction (a direct recipient, an earlier topic or batch, one who left and joined again), is passed
+    /// over.
     pub async fn fanout_batch(&self, fanout: &Fanout, limit: usize) -> Result<Batch> {
         let mut at = Position {
             source_index: fanout.source_index,
             cursor: fanout.cursor.clone(),
         };
-        let mut reached: Vec<Reached> = Vec::new();
-        let mut seen: HashSet<String> = HashSet::new();
+        let mut read = 0;
+        let mut candidates: Vec<(&Source, ReachedRow)> = Vec::new();
+        let mut done = true;
         while let Some(source) = fanout.sources.get(at.source_index as usize) {
-            let want = limit - reached.len();
+            let want = limit - read;
             let rows: Vec<ReachedRow> = self
                 .rows(Cost::Scan, batch_query(fanout, source, &at.cursor, want))
                 .await?;
+            read += rows.len();
             let exhausted = rows.len() < want;
-            for row in rows {
-                at.cursor = row.id.clone();
-                // A subscriber in two topics of this batch: the first reaches it.
-                if !seen.insert(row.subscriber_ref.clone()) {
-                    continue;
-                }
-                reached.push(Reached {
-                    subscriber_ref: row.subscriber_ref.into(),
-                    subscriber_id: row.subscriber_id,
-                    subscription: match (source, row.identifier) {
-                        (
-                            Source::Topic {
-                                topic_id,
-                                topic_key,
-                                ..
-                            },
-                            Some(identifier),
-                        ) => Some(Subscription {
-                            topic_id: topic_id.clone(),
-                            topic_key: topic_key.clone(),
-                            identifier,
-                        }),
-                        _ => None,
-                    },
-                });
+            if let Some(last) = rows.last() {
+                at.cursor = last.id.clone();
             }
+            let excluded: HashSet<&str> = match source {
+                Source::Topic { exclude, .. } => exclude.iter().map(String::as_str).collect(),
+                Source::Everyone => HashSet::new(),
+            };
+            candidates.extend(
+                rows.into_iter()
+                    .filter(|r| {
+                        !excluded.contains(r.subscriber_id.as_str())
+                            && !fanout.skip.contains(&r.subscriber_id)
+                    })
+                    .map(|r| (source, r)),
+            );
             if !exhausted {
-                return Ok(Batch {
-                    reached,
-                    to: at,
-                    done: false,
-                });
+                done = false;
+                break;
             }
             at = Position {
                 source_index: at.source_index + 1,
                 cursor: String::new(),
             };
         }
+        let mut reached_before: HashSet<String> = HashSet::new();
+        for chunk in candidates.chunks(PROBES_PER_QUERY) {
+            let ids: Vec<&str> = chunk
+                .iter()
+                .map(|(_, r)| r.subscriber_id.as_str())
+                .collect();
+            let found: Vec<(String,)> = self
+                .rows(Cost::Point, reached_query(self.dialect(), fanout, &ids))
+                .await?;
+            reached_before.extend(found.into_iter().map(|(id,)| id));
+        }
+        let mut reached = Vec::with_capacity(candidates.len());
+        for (source, row) in candidates {
+            // A subscriber in two topics of this batch: the first reaches it.
+            if !reached_before.insert(row.subscriber_id.clone()) {
+                continue;
+            }
+            reached.push(Reached {
+                subscriber_ref: row.subscriber_ref.into(),
+                subscriber_id: row.subscriber_id,
+                subscription: match (source, row.identifier) {
+                    (
+                        Source::Topic {
+                            topic_id,
+                            topic_key,
+                            ..
+                        },
+                        Some(identifier),
+                    ) => Some(Subscription {
+                        topic_id: topic_id.clone(),
+                        topic_key: topic_key.clone(),
+                        identifier,
+                    }),
+                    _ => None,
+                },
+            });
+        }
         Ok(Batch {
             reached,
             to: at,
-            done: true,
+            done,
         })
     }
 
@@ -198,17 +227,51 @@ impl Store {
     }
 }
 
-/// The next `limit` rows of `source` after `cursor`, in id order, without the fan-out's skipped subscribers
-/// and those its transaction reached already (probed in `notifications_transaction`).
+/// Which of the subscriberIds `ids` the fan-out's transaction reached already: one probe each of
+/// `notifications_subscriber`, among the subscriber's notifications since the fan-out was recorded (when its
+/// trigger's direct recipients got theirs). `|| ''` keeps the planners off the transaction's index, which
+/// would read every notification the fan-out wrote so far, for each batch. The dialects differ: PostgreSQL
+/// takes an `in` list as one filter over a range when its statistics are stale (a fresh table, autovacuum
+/// off), so each id is probed in a lateral join that can only run as a nested loop.
+fn reached_query(dialect: Dialect, fanout: &Fanout, ids: &[&str]) -> Sql {
+    let mut probe = Sql::new("n.environment_id = ");
+    probe
+        .bind(fanout.environment_id.as_str())
+        .push(" and n.created_at >= ")
+        .bind(fanout.created_at.0)
+        .push(" and n.transaction_id || '' = ")
+        .bind(fanout.transaction_id.as_str());
+    match dialect {
+        Dialect::Sqlite => {
+            let mut q = Sql::new("select n.subscriber_id from notifications n where ");
+            q.append(&probe);
+            q.push_in("n.subscriber_id", ids);
+            q
+        }
+        Dialect::Postgres => {
+            let mut q = Sql::new("select v.id from (values ");
+            for (i, id) in ids.iter().enumerate() {
+                q.push(if i == 0 { "(" } else { ", (" }).bind(*id).push(")");
+            }
+            q.push(") as v(id) cross join lateral (select 1 from notifications n where ")
+                .append(&probe)
+                .push(" and n.subscriber_id = v.id limit 1) as hit");
+            q
+        }
+    }
+}
+
+/// The next `limit` rows of `source` after `cursor`, in id order (served by `topic_subscriptions_fanout`,
+/// or `subscribers_env_id` for everyone).
 fn batch_query(fanout: &Fanout, source: &Source, cursor: &str, limit: usize) -> Sql {
-    let (mut q, subscriber_ref) = match source {
+    let mut q = match source {
         Source::Topic { topic_id, .. } => {
             let mut q = Sql::new(
                 "select s.id, s.subscriber_ref, s.subscriber_id, s.identifier from topic_subscriptions s \
                  where s.topic_id = ",
             );
             q.bind(topic_id.as_str());
-            (q, "s.subscriber_ref")
+            q
         }
         Source::Everyone => {
             let mut q = Sql::new(
@@ -217,32 +280,12 @@ fn batch_query(fanout: &Fanout, source: &Source, cursor: &str, limit: usize) -> 
             );
             q.bind(fanout.environment_id.as_str())
                 .push(" and s.deleted = false");
-            (q, "s.id")
+            q
         }
     };
-    q.push(" and s.id > ").bind(cursor);
-    let excluded = match source {
-        Source::Topic { exclude, .. } => exclude.as_slice(),
-        Source::Everyone => &[],
-    };
-    let skipped: Vec<&String> = fanout.skip.iter().chain(excluded).collect();
-    if !skipped.is_empty() {
-        q.push(" and s.subscriber_id not in (");
-        for (i, id) in skipped.into_iter().enumerate() {
-            if i > 0 {
-                q.push(", ");
-            }
-            q.bind(id.as_str());
-        }
-        q.push(")");
-    }
-    q.push(" and not exists (select 1 from notifications n where n.environment_id = ")
-        .bind(fanout.environment_id.as_str())
-        .push(" and n.transaction_id = ")
-        .bind(fanout.transaction_id.as_str())
-        .push(" and n.subscriber_ref = ")
-        .push(subscriber_ref)
-        .push(") order by s.id limit ")
+    q.push(" and s.id > ")
+        .bind(cursor)
+        .push(" order by s.id limit ")
         .bind(limit as i64);
     q
 }

@@ -137,6 +137,48 @@ impl Store {
 
 /// The first 14 hex digits of the ids a seed writes: the ObjectId layout's 8 of seconds and 6 of random
 /// salt (the seeds append a 10-hex sequence).
+impl Store {
+    /// Subscribes the first `count` subscribers of the environment whose subscriberId starts with `prefix`
+    /// (in `_id` order) to `topic`, in one statement, for the benchmark. Subscriptions already there stay.
+    pub async fn seed_topic(
+        &self,
+        tenant: &Tenant,
+        topic: &crate::domain::topic::Topic,
+        prefix: &str,
+        count: i64,
+    ) -> Result<u64> {
+        let now = Timestamp::now().0;
+        // Subscription ids keep the ObjectId layout (8 hex of seconds, 6 of salt) and the subscribers' order.
+        let head = id_head(now);
+        let tail = match self.dialect() {
+            Dialect::Sqlite => "substr(s.id, 15)",
+            Dialect::Postgres => "substring(s.id from 15)",
+        };
+        let sql = format!(
+            "insert into topic_subscriptions (id, organization_id, environment_id, topic_id, topic_key,
+               subscriber_ref, subscriber_id, identifier, created_at, updated_at)
+             select $1 || {tail}, s.organization_id, s.environment_id, $2, $3, s.id, s.subscriber_id,
+               'tk_' || $3 || ':si_' || s.subscriber_id, $4, $4
+             from subscribers s
+             where s.environment_id = $5 and s.deleted = false and s.subscriber_id like $6 escape '\\'
+             order by s.id limit $7
+             on conflict do nothing"
+        );
+        let args: Vec<Arg> = vec![
+            head.into(),
+            topic.id.as_str().into(),
+            topic.key.as_str().into(),
+            now.into(),
+            tenant.environment_id.as_str().into(),
+            format!("{}%", super::sql::like_escape(prefix)).into(),
+            count.into(),
+        ];
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query(&sql), args).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+}
+
 pub(super) fn id_head(now: i64) -> String {
     format!(
         "{:08x}{:06x}",
