@@ -68,6 +68,9 @@ pub async fn expand_once(
     worker: &str,
     lease_ms: i64,
 ) -> crate::error::Result<bool> {
+    if !store.fanouts_running().await? {
+        return Ok(false);
+    }
     let Some(fanout) = store.claim_fanout(worker, lease_ms).await? else {
         return Ok(false);
     };

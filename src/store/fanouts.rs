@@ -200,6 +200,13 @@ impl Store {
         })
     }
 
+    /// Whether any fan-out is running (a read through `fanouts_running`: idle expansion loops, woken by every
+    /// trigger, look before they claim, which is a write).
+    pub async fn fanouts_running(&self) -> Result<bool> {
+        let q = Sql::new("select cast(1 as bigint) from fanouts where status = 'running' limit 1");
+        Ok(self.row::<(i64,)>(Cost::Point, q).await?.is_some())
+    }
+
     /// Cancels the running fan-outs of a transaction: no batch is expanded after this. The number canceled.
     pub async fn cancel_fanouts(&self, env: &EnvironmentId, transaction_id: &str) -> Result<u64> {
         let now = Timestamp::now().0;
