@@ -71,7 +71,7 @@ async fn unknown_routes_answer_404(backend: Backend) {
     for profile in [WireProfile::Spec, WireProfile::Novu] {
         let app = TestApp::spawn_with(backend, profile).await;
         let cases = [
-            (Method::POST, "/v1/events/trigger/broadcast"),
+            (Method::PUT, "/v1/events/trigger/broadcast"),
             (Method::PUT, "/v2/workflows/some-workflow/steps"),
             (Method::DELETE, "/v1/integrations"),
             (Method::PATCH, "/v1/health-check"),
@@ -431,18 +431,23 @@ async fn the_document_describes_each_profiles_wire(backend: Backend) {
     let (status, novu_doc) = send(novu.client.get(novu.url("/openapi.json"))).await;
     assert_eq!(status, StatusCode::OK);
 
-    // `to`: a subscriberId, a subscriber object, or an array of either, in both profiles.
+    // `to`: a subscriberId, a subscriber object, a topic, or an array of them, in both profiles.
     for doc in [&spec_doc, &novu_doc] {
         let to = &doc["components"]["schemas"]["TriggerIn"]["properties"]["to"];
         let one_of = to["oneOf"].as_array().unwrap_or_else(|| panic!("{to}"));
-        assert_eq!(one_of.len(), 3, "{to}");
+        assert_eq!(one_of.len(), 4, "{to}");
         assert_eq!(one_of[0]["type"], "string");
         assert_eq!(one_of[1]["type"], "object");
         assert_eq!(one_of[1]["required"], json!(["subscriberId"]));
-        assert_eq!(one_of[2]["type"], "array");
-        let items = one_of[2]["items"]["oneOf"].as_array().unwrap();
+        assert_eq!(one_of[2]["type"], "object");
+        assert_eq!(one_of[2]["required"], json!(["type", "topicKey"]));
+        assert_eq!(one_of[2]["properties"]["type"]["enum"], json!(["Topic"]));
+        assert_eq!(one_of[3]["type"], "array");
+        let items = one_of[3]["items"]["oneOf"].as_array().unwrap();
+        assert_eq!(items.len(), 3, "{to}");
         assert_eq!(items[0]["type"], "string");
         assert_eq!(items[1]["type"], "object");
+        assert_eq!(items[2]["required"], json!(["type", "topicKey"]));
     }
 
     let body = |doc: &Value, path: &str, method: &str, status: &str| {
