@@ -580,7 +580,8 @@ pub fn spawn_workers(
             ));
         }
         // Fan-outs (triggers to topics, broadcasts) are expanded beside the jobs, their batches recorded
-        // as triggers are (and handed to these workers).
+        // as triggers are (handed to these workers only when they have room for a whole batch; claimed
+        // otherwise).
         loops.spawn(fanout::expand(
             store.clone(),
             TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
