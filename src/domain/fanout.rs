@@ -55,9 +55,8 @@ pub struct Fanout {
     pub sources: Vec<Source>,
     /// subscriberIds skipped in every source: the trigger's actor.
     pub skip: Vec<String>,
-    /// The source being expanded, and the last subscription (or subscriber) id of it already expanded.
-    pub source_index: i64,
-    pub cursor: String,
+    /// How far the expansion got.
+    pub position: Position,
     /// Notifications written so far.
     pub recipients: i64,
     /// `running`, `completed` or `canceled`.
@@ -66,7 +65,8 @@ pub struct Fanout {
     pub updated_at: Timestamp,
 }
 
-/// How far a fan-out got: the source and the last id of it expanded.
+/// How far a fan-out got: the source being expanded, and the last subscription (or subscriber) id of it
+/// already expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
     pub source_index: i64,

@@ -107,10 +107,7 @@ pub async fn expand_batch(
         advance: Some(Advance {
             fanout_id: fanout.id.clone(),
             worker: worker.to_owned(),
-            from: crate::domain::fanout::Position {
-                source_index: fanout.source_index,
-                cursor: fanout.cursor.clone(),
-            },
+            from: fanout.position.clone(),
             to: batch.to,
             done: batch.done,
         }),

@@ -342,7 +342,7 @@ pub fn job_for_step(
 /// with the step as it is now (a later edit of the workflow does not change them). `provider` names the
 /// provider a job of a step type shows until a delivery says which one handled it. When the first job's
 /// event joins an open digest, the chain ends there: the later jobs are created `skipped`.
-pub async fn jobs_for_trigger(
+async fn jobs_for_trigger(
     store: &Store,
     n: &Notification,
     steps: &[Step],

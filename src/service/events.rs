@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::domain::context::{context_keys, parse_context, ContextEntry};
-use crate::domain::fanout::{Fanout, Reached, Source, Template};
+use crate::domain::fanout::{Fanout, Position, Reached, Source, Template};
 use crate::domain::integration::Integration;
 use crate::domain::payload_schema;
 use crate::domain::subscriber::TokenMode;
@@ -452,7 +452,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         &input,
         &topics,
         &transaction_id,
-        &template,
+        template,
         now,
     )
     .await?;
@@ -473,7 +473,7 @@ async fn fanout_for(
     input: &TriggerInput,
     topics: &[TopicTarget],
     transaction_id: &str,
-    template: &Template,
+    template: Template,
     now: Timestamp,
 ) -> Result<Option<Box<Fanout>>> {
     let mut sources = Vec::new();
@@ -510,11 +510,13 @@ async fn fanout_for(
         organization_id: tenant.organization_id.0.clone(),
         environment_id: tenant.environment_id.0.clone(),
         transaction_id: transaction_id.to_owned(),
-        template: template.clone(),
+        template,
         sources,
         skip,
-        source_index: 0,
-        cursor: String::new(),
+        position: Position {
+            source_index: 0,
+            cursor: String::new(),
+        },
         recipients: 0,
         status: "running".into(),
         created_at: now,

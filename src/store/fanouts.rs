@@ -21,12 +21,14 @@ table! {
         template: Json<Template>,
         sources: Json<Vec<Source>>,
         skip: Json<Vec<String>>,
-        source_index: i64,
-        cursor: String,
         recipients: i64,
         status: String,
         created_at: i64,
         updated_at: i64,
+    }
+    nested position: Position {
+        source_index: i64,
+        cursor: String,
     }
 }
 
@@ -52,8 +54,8 @@ pub struct Advance {
     pub done: bool,
 }
 
-/// One batch of a fan-out: the recipients read from `from`, where the next batch starts, and whether the
-/// sources are exhausted.
+/// One batch of a fan-out: the recipients read from its position, where the next batch starts, and whether
+/// the sources are exhausted.
 pub struct Batch {
     pub reached: Vec<Reached>,
     pub to: Position,
@@ -118,10 +120,7 @@ impl Store {
     /// transaction (a direct recipient, an earlier topic or batch, one who left and joined again), is passed
     /// over.
     pub async fn fanout_batch(&self, fanout: &Fanout, limit: usize) -> Result<Batch> {
-        let mut at = Position {
-            source_index: fanout.source_index,
-            cursor: fanout.cursor.clone(),
-        };
+        let mut at = fanout.position.clone();
         let mut read = 0;
         let mut candidates: Vec<(&Source, ReachedRow)> = Vec::new();
         let mut done = true;
@@ -216,7 +215,7 @@ impl Store {
             .bind(now).bind(env.as_str()).bind(transaction_id).execute(p).await.map(|r| r.rows_affected()))?)
     }
 
-    /// The fan-outs of a transaction (tests and the activity feed's counts).
+    /// The fan-outs of a transaction, oldest first.
     pub async fn fanouts_of(
         &self,
         env: &EnvironmentId,

@@ -309,10 +309,7 @@ async fn exactly_once(backend: Backend) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(
-        (stalled.cursor.as_str(), stalled.source_index),
-        (taken.cursor.as_str(), taken.source_index)
-    );
+    assert_eq!(stalled.position, taken.position);
     tidings::engine::fanout::expand_batch(&app.store, &writer, "worker-c", taken)
         .await
         .unwrap();
