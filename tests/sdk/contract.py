@@ -18,6 +18,7 @@ import traceback
 
 from novu_py import models
 
+from checks import CheckFailed, check, eq, exchange_line, run_group
 from sdkcheck import ISO_UTC, OBJECT_ID, RECORDER, client
 
 SMTP_HOST = os.environ["TIDINGS_SMTP_HOST"]
@@ -32,29 +33,12 @@ novu = client()
 FAILURES = []
 
 
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise CheckFailed(what)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
-
-
 def tx(name):
     return f"{name}-{RUN}"
 
 
 def last_exchange():
-    if not RECORDER.exchanges:
-        return "(none)"
-    r = RECORDER.last
-    return f"{r.request.method} {r.request.url.raw_path.decode()} -> {r.status_code} {r.text[:800]}"
+    return exchange_line(RECORDER.last) if RECORDER.exchanges else "(none)"
 
 
 def describe(e):
@@ -74,12 +58,7 @@ def describe(e):
 
 def group(name, fn):
     """Runs one route group; a failure is recorded and the script goes on."""
-    try:
-        fn()
-        print(f"ok    {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - record anything, go on
-        FAILURES.append(f"{name}: {describe(e)}")
-        print(f"FAIL  {name}", flush=True)
+    run_group(FAILURES, name, fn, describe)
 
 
 def attempt(name, call):

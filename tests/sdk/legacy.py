@@ -15,6 +15,7 @@ LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".legacy")
 sys.path.insert(0, LEGACY)
 
 import httpx  # noqa: E402
+from checks import CheckFailed, check, eq, exchange_line, run_group  # noqa: E402,F401 - re-exported
 from novu_py import Novu  # noqa: E402
 from novu_py.utils import BackoffStrategy, RetryConfig  # noqa: E402
 
@@ -24,35 +25,17 @@ FAILURES = []
 EXCHANGES = []
 
 
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise CheckFailed(what)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
-
-
 def last_exchange():
-    if not EXCHANGES:
-        return "(none)"
-    r = EXCHANGES[-1]
-    return f"{r.request.method} {r.request.url.raw_path.decode()} -> {r.status_code} {r.text[:800]}"
+    return exchange_line(EXCHANGES[-1]) if EXCHANGES else "(none)"
+
+
+def describe(e):
+    return f"{type(e).__name__}: {e}\n{traceback.format_exc()}      last exchange: {last_exchange()}"
 
 
 def group(name, fn):
     """Runs one route group; a failure is recorded and the script goes on."""
-    try:
-        fn()
-        print(f"ok    {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - record anything, go on
-        FAILURES.append(f"{name}: {type(e).__name__}: {e}\n{traceback.format_exc()}      last exchange: {last_exchange()}")
-        print(f"FAIL  {name}", flush=True)
+    run_group(FAILURES, name, fn, describe)
 
 
 def record(response):
