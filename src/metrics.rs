@@ -161,23 +161,43 @@ pub fn triggers(status: &'static str, n: u64) {
 
 /// A job a worker finished (or queued again), as stored.
 pub fn job_finished(job: &Job, outcome: &JobOutcome) {
-    let is_delivery = job.step.step_type.delivery_channel().is_some();
-    let provider = || {
-        outcome
-            .provider_id
-            .clone()
-            .unwrap_or_else(|| job.provider_id.clone())
-    };
-    if outcome.retry.is_some() {
-        if is_delivery {
-            counter!(DELIVERY_RETRIES, "provider" => provider()).increment(1);
+    FinishedJob::of(job, outcome).count();
+}
+
+/// What [`job_finished`] counts of a job and its outcome, taken before they are handed on.
+pub struct FinishedJob {
+    /// The provider, for a delivery.
+    provider: Option<String>,
+    status: &'static str,
+    retried: bool,
+}
+
+impl FinishedJob {
+    pub fn of(job: &Job, outcome: &JobOutcome) -> Self {
+        let is_delivery = job.step.step_type.delivery_channel().is_some();
+        Self {
+            provider: is_delivery.then(|| {
+                outcome
+                    .provider_id
+                    .clone()
+                    .unwrap_or_else(|| job.provider_id.clone())
+            }),
+            status: outcome.status.as_str(),
+            retried: outcome.retry.is_some(),
         }
-        return;
     }
-    let status = outcome.status.as_str();
-    counter!(JOBS_FINISHED, "status" => status).increment(1);
-    if is_delivery {
-        counter!(DELIVERIES, "provider" => provider(), "outcome" => status).increment(1);
+
+    pub fn count(self) {
+        if self.retried {
+            if let Some(provider) = self.provider {
+                counter!(DELIVERY_RETRIES, "provider" => provider).increment(1);
+            }
+            return;
+        }
+        counter!(JOBS_FINISHED, "status" => self.status).increment(1);
+        if let Some(provider) = self.provider {
+            counter!(DELIVERIES, "provider" => provider, "outcome" => self.status).increment(1);
+        }
     }
 }
 

@@ -7,11 +7,10 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 
 use super::leases::Held;
-use crate::domain::job::{Job, Notification};
 use crate::store::triggers::Lease;
 
 /// A job a trigger recorded already leased to this process's workers, with its notification.
-pub type HandedJob = (Job, Notification);
+pub use crate::store::triggers::HandedJob;
 
 /// Where the trigger writer hands the due first jobs of new notifications: this process's workers, as
 /// `worker`, for `lease_ms` (see [`Handoff::hand_jobs_to`]).

@@ -584,6 +584,7 @@ pub fn spawn_workers(
         // otherwise).
         loops.spawn(fanout::expand(
             store.clone(),
+            runner.clone(),
             TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
             worker.clone(),
             lease,
@@ -826,19 +827,7 @@ impl Batch {
             let notification = notifications
                 .remove(&job.notification_id)
                 .filter(|n| n.environment_id == job.environment_id);
-            let subscriber: Option<Option<Arc<Subscriber>>> = read.as_ref().map(|r| {
-                r.subscribers
-                    .get(&(job.environment_id.clone(), job.subscriber_id.clone()))
-                    .cloned()
-            });
-            let preferences: Option<Vec<SubscriberPreference>> = read.as_ref().map(|r| {
-                subscriber
-                    .iter()
-                    .flatten()
-                    .find_map(|s| r.preferences.get(&(s.environment_id.clone(), s.id.clone())))
-                    .cloned()
-                    .unwrap_or_default()
-            });
+            let (subscriber, preferences) = BatchReads::for_job(read.as_ref(), &job);
             set.spawn(async move {
                 let _permit = running.acquire_owned().await;
                 let prefetched = steps::Prefetched {
@@ -880,7 +869,7 @@ impl Batch {
 }
 
 /// What a batch reads for all its jobs.
-struct BatchReads {
+pub(crate) struct BatchReads {
     /// The current subscribers by (environment, subscriberId).
     subscribers: HashMap<(String, String), Arc<Subscriber>>,
     /// The preferences of the subscribers of channel steps by (environment, subscriber `_id`): their global
@@ -888,10 +877,37 @@ struct BatchReads {
     preferences: HashMap<(String, SubscriberRef), Vec<SubscriberPreference>>,
 }
 
+impl BatchReads {
+    /// What `read` (`None`: nothing was read) holds for `job`, as [`steps::Prefetched`] wants it: its
+    /// subscriber (`Some(None)`: none was found) and that subscriber's preferences.
+    fn for_job(
+        read: Option<&BatchReads>,
+        job: &Job,
+    ) -> (
+        Option<Option<Arc<Subscriber>>>,
+        Option<Vec<SubscriberPreference>>,
+    ) {
+        let subscriber: Option<Option<Arc<Subscriber>>> = read.map(|r| {
+            r.subscribers
+                .get(&(job.environment_id.clone(), job.subscriber_id.clone()))
+                .cloned()
+        });
+        let preferences = read.map(|r| {
+            subscriber
+                .iter()
+                .flatten()
+                .find_map(|s| r.preferences.get(&(s.environment_id.clone(), s.id.clone())))
+                .cloned()
+                .unwrap_or_default()
+        });
+        (subscriber, preferences)
+    }
+}
+
 /// The batch's subscribers, one query per environment, and the preferences of those its channel steps
 /// reach, one more query per environment that has any; `None` when a read failed (each job then reads
 /// its own).
-async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> {
+pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> {
     let mut wanted: HashMap<&str, Vec<String>> = HashMap::new();
     for job in jobs {
         let ids = wanted.entry(job.environment_id.as_str()).or_default();

@@ -349,6 +349,7 @@ mod tests {
                 .collect(),
             fanout: None,
             advance: None,
+            ran: Vec::new(),
         }
     }
 

@@ -462,6 +462,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         batch,
         fanout,
         advance: None,
+        ran: Vec::new(),
     }))
 }
 

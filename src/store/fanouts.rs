@@ -52,6 +52,9 @@ pub struct Advance {
     pub to: Position,
     /// The last source is exhausted: the fan-out completes.
     pub done: bool,
+    /// The worker goes on with the next batch: it keeps the lease, renewed until this time (epoch ms),
+    /// instead of releasing it (ignored when `done`).
+    pub keep_until: Option<i64>,
 }
 
 /// One batch of a fan-out: the recipients read from its position, where the next batch starts, and whether
@@ -67,8 +70,9 @@ const PROBES_PER_QUERY: usize = 500;
 
 impl Advance {
     /// `update fanouts …` that moves the cursor from `from` to `to` (counting `recipients` more), releases
-    /// the lease so that the next batch may be claimed by any process, and completes the fan-out when
-    /// `done`; it changes one row only while `worker` holds the lease and the cursor is still at `from`.
+    /// the lease so that the next batch may be claimed by any process (or renews it, with `keep_until`),
+    /// and completes the fan-out when `done`; it changes one row only while `worker` holds the lease and the
+    /// cursor is still at `from`.
     pub(super) fn statement(&self, recipients: usize, now: i64) -> Sql {
         let mut q = Sql::new("update fanouts set source_index = ");
         q.bind(self.to.source_index)
@@ -77,8 +81,12 @@ impl Advance {
             .push(", recipients = recipients + ")
             .bind(recipients as i64)
             .push(", status = ")
-            .bind(if self.done { "completed" } else { "running" })
-            .push(", locked_by = null, locked_until = null, updated_at = ")
+            .bind(if self.done { "completed" } else { "running" });
+        match self.keep_until.filter(|_| !self.done) {
+            Some(until) => q.push(", locked_until = ").bind(until),
+            None => q.push(", locked_by = null, locked_until = null"),
+        };
+        q.push(", updated_at = ")
             .bind(now)
             .push(" where id = ")
             .bind(self.fanout_id.as_str())
@@ -118,8 +126,14 @@ impl Store {
     /// The recipients of the next `limit` rows of `fanout`'s sources from its position on, in order, each
     /// once: a subscriber skipped by the fan-out (its actor, a topic's `exclude`), or already reached by its
     /// transaction (a direct recipient, an earlier topic or batch, one who left and joined again), is passed
-    /// over.
-    pub async fn fanout_batch(&self, fanout: &Fanout, limit: usize) -> Result<Batch> {
+    /// over. `in_flight`: subscriber ids reached by a batch that is being recorded (not visible yet), passed
+    /// over as well.
+    pub async fn fanout_batch(
+        &self,
+        fanout: &Fanout,
+        limit: usize,
+        in_flight: HashSet<String>,
+    ) -> Result<Batch> {
         let mut at = fanout.position.clone();
         let mut read = 0;
         let mut candidates: Vec<(&Source, ReachedRow)> = Vec::new();
@@ -155,7 +169,7 @@ impl Store {
                 cursor: String::new(),
             };
         }
-        let mut reached_before: HashSet<String> = HashSet::new();
+        let mut reached_before = in_flight;
         for chunk in candidates.chunks(PROBES_PER_QUERY) {
             let ids: Vec<&str> = chunk
                 .iter()

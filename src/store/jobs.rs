@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::insert::{activate_jobs, append_digest_event, batched, insert_details, insert_messages};
+use super::insert::{activate_jobs, batched, fail_fast, insert_details, insert_messages};
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Cost, Dialect, Store};
@@ -214,43 +214,10 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let now = Timestamp::now().0;
-        let updates = finish_statements(worker, items, now);
-        let dialect = self.dialect();
+        let completion = Completion::plan(self.dialect(), worker, items.to_vec())?;
         let owned = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
-            for q in &updates {
-                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
-                owned.extend(ids);
-            }
-            let done: Vec<(&Job, &JobOutcome)> = items.iter().filter(|(j, _)| owned.contains(j.id.as_str())).map(|(j, o)| (*j, *o)).collect();
-            // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and
-            // the detail and digest event that came with its activation are not written either.
-            let next: Vec<&Job> = done.iter().filter_map(|(_, o)| o.next.as_ref()).collect();
-            let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
-            for q in activate_jobs(&next)? {
-                let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *tx).await?;
-                activated.extend(ids);
-            }
-            let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(n.id.as_str()));
-            let details: Vec<&ExecutionDetail> = done.iter()
-                .flat_map(|(_, o)| o.details.iter().filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id))))
-                .collect();
-            let messages: Vec<&Message> = done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
-            let mut inserts = insert_details(&details)?;
-            inserts.extend(insert_messages(&messages)?);
-            // After the activations: the jobs a stopped chain never reaches.
-            inserts.extend(end_chains(&done, now));
-            for q in batched(dialect, inserts) {
-                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
-            }
-            // By digest job, as in `Store::record_triggers`.
-            let mut merges: Vec<&(JobId, Value)> = done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
-            merges.sort_by(|a, b| a.0.cmp(&b.0));
-            for (digest_job, event) in merges {
-                append_digest_event!(&mut *tx, dialect, digest_job.as_str(), event, now);
-            }
+            let owned = complete_in_transaction!(tx, completion);
             tx.commit().await.map(|_| owned)
         })?;
         Ok(items
@@ -419,6 +386,130 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
         updates.push(q);
     }
     updates
+}
+
+/// The completion of jobs a worker holds, as statements made before the transaction begins — on SQLite the
+/// single writer then waits for nothing but the database — on the assumption that the worker still holds
+/// every job and every next step is still pending; [`complete_in_transaction!`] makes them again for the
+/// jobs and steps that are.
+pub(super) struct Completion<'a> {
+    pub(super) dialect: Dialect,
+    pub(super) now: i64,
+    pub(super) items: Vec<(&'a Job, &'a JobOutcome)>,
+    /// The status updates, guarded by the lease (they return the ids of the jobs still held).
+    pub(super) updates: Vec<Sql>,
+    /// The next steps' activations (they return the ids of the jobs activated).
+    pub(super) activations: Vec<Sql>,
+    /// Then the details, messages and ends of chains ([`completion_writes`]).
+    pub(super) writes: Vec<Sql>,
+}
+
+impl<'a> Completion<'a> {
+    pub(super) fn plan(
+        dialect: Dialect,
+        worker: &str,
+        items: Vec<(&'a Job, &'a JobOutcome)>,
+    ) -> serde_json::Result<Self> {
+        let now = Timestamp::now().0;
+        let updates = finish_statements(worker, &items, now)
+            .into_iter()
+            .map(|q| Sql {
+                text: fail_fast(dialect, &q.text).into_owned(),
+                args: q.args,
+            })
+            .collect();
+        Ok(Self {
+            dialect,
+            now,
+            activations: activate_jobs(&next_jobs(&items))?,
+            writes: completion_writes(dialect, &items, None, now)?,
+            items,
+            updates,
+        })
+    }
+}
+
+/// Runs a [`Completion`] in the transaction `$tx` and evaluates to the ids of the jobs the worker still held
+/// (`HashSet<String>`): nothing is written for the others. A macro, as the transaction's type differs by
+/// database.
+macro_rules! complete_in_transaction {
+    ($tx:expr, $completion:expr) => {{
+        use $crate::store::insert::{activate_jobs, append_digest_event, fail_fast};
+        use $crate::store::jobs::{completion_writes, next_jobs, Completion, JobOutcome};
+        use $crate::store::sql::bind_args;
+        let mut c: Completion = $completion;
+        let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for q in &c.updates {
+            let ids: Vec<String> =
+                bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *$tx).await?;
+            owned.extend(ids);
+        }
+        let done: Vec<(&$crate::domain::job::Job, &JobOutcome)> =
+            c.items.iter().filter(|(j, _)| owned.contains(j.id.as_str())).map(|(j, o)| (*j, *o)).collect();
+        if done.len() != c.items.len() {
+            c.activations = activate_jobs(&next_jobs(&done))?;
+        }
+        // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and the
+        // detail and digest event that came with its activation are not written either.
+        let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for q in std::mem::take(&mut c.activations) {
+            let text = fail_fast(c.dialect, &q.text);
+            let ids: Vec<String> = bind_args!(sqlx::query_scalar(&text), q.args).fetch_all(&mut *$tx).await?;
+            activated.extend(ids);
+        }
+        if done.len() != c.items.len() || activated.len() != next_jobs(&done).len() {
+            c.writes = completion_writes(c.dialect, &done, Some(&activated), c.now)?;
+        }
+        for q in std::mem::take(&mut c.writes) {
+            bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
+        }
+        // By digest job, as in `Store::record_triggers`.
+        let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(n.id.as_str()));
+        let mut merges: Vec<&($crate::domain::JobId, serde_json::Value)> =
+            done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
+        merges.sort_by(|a, b| a.0.cmp(&b.0));
+        for (digest_job, event) in merges {
+            append_digest_event!(&mut *$tx, c.dialect, digest_job.as_str(), event, c.now);
+        }
+        owned
+    }};
+}
+pub(super) use complete_in_transaction;
+
+/// The next steps' jobs that finished jobs activate.
+pub(super) fn next_jobs<'a>(done: &[(&'a Job, &'a JobOutcome)]) -> Vec<&'a Job> {
+    done.iter().filter_map(|(_, o)| o.next.as_ref()).collect()
+}
+
+/// What completing the finished jobs `done` writes after their next steps were activated: their execution
+/// details and messages, and the end of the chains they stop. `activated`: the next steps' jobs that were
+/// activated (`None`: all of them); the detail that came with a step that was not is left out.
+pub(super) fn completion_writes(
+    dialect: Dialect,
+    done: &[(&Job, &JobOutcome)],
+    activated: Option<&std::collections::HashSet<String>>,
+    now: i64,
+) -> serde_json::Result<Vec<Sql>> {
+    let lost = |o: &JobOutcome| {
+        activated.is_some_and(|a| o.next.as_ref().is_some_and(|n| !a.contains(n.id.as_str())))
+    };
+    let details: Vec<&ExecutionDetail> = done
+        .iter()
+        .flat_map(|(_, o)| {
+            o.details
+                .iter()
+                .filter(move |d| !(lost(o) && o.next.as_ref().is_some_and(|n| n.id == d.job_id)))
+        })
+        .collect();
+    let messages: Vec<&Message> = done
+        .iter()
+        .filter_map(|(_, o)| o.message.as_ref())
+        .collect();
+    let mut writes = insert_details(&details)?;
+    writes.extend(insert_messages(&messages)?);
+    // After the activations: the jobs a stopped chain never reaches.
+    writes.extend(end_chains(done, now));
+    Ok(batched(dialect, writes))
 }
 
 /// The updates that end the pending jobs of the notifications whose chain stops with `done` (their

@@ -4,15 +4,17 @@
 
 use super::fanouts::Advance;
 use super::insert::{
-    append_digest_event, batched, insert_declared, insert_details, insert_jobs,
+    append_digest_event, batched, fail_fast, insert_declared, insert_details, insert_jobs,
     insert_notifications, insert_rows,
 };
-use super::sql::{bind_args, Arg};
+use super::jobs::{complete_in_transaction, Completion, JobOutcome};
+use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::fanout::Fanout;
 use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
+use std::collections::HashSet;
 
 /// One trigger to record: its transaction id and, per recipient, the notification, the jobs of its steps
 /// in step order (the first queued or merged, the others pending or skipped; never empty) and the first
@@ -26,6 +28,10 @@ pub struct TriggerRecord {
     /// A batch of a fan-out (not a trigger of its own: its transaction id was recorded by the trigger): it
     /// is recorded only when this advance of the fan-out's cursor is still possible.
     pub advance: Option<Advance>,
+    /// With `advance`: the first jobs its worker already ran, as `(i, outcome)` for `batch[i]`'s first job
+    /// (marked running), in the order of `i`. They are recorded leased to that worker and completed with
+    /// their outcomes in the same transaction, instead of being queued for a claim.
+    pub ran: Vec<(usize, JobOutcome)>,
 }
 
 /// Where the first jobs of new notifications that are due at once may go already leased (as a claim would
@@ -38,7 +44,10 @@ pub struct Lease<'a, F> {
 }
 
 /// Jobs recorded already leased, each with its notification, and the room a [`Lease`]'s `reserve` gave them.
-pub type Leased<R> = (R, Vec<(Job, Notification)>);
+pub type Leased<R> = (R, Vec<HandedJob>);
+
+/// A job recorded already leased, with its notification.
+pub type HandedJob = (Job, Notification);
 
 /// What recording a group of triggers did.
 pub struct Recorded<R> {
@@ -80,12 +89,24 @@ impl Store {
                 .collect(),
         );
         let dialect = self.dialect();
+        // The rows are made into statements before the transaction begins — on SQLite the single writer
+        // waits for nothing but the database — on the assumption that every record is fresh; in the rare
+        // case that one is not, they are made again for those that are.
+        let (worker, reserve) = match lease {
+            Some(l) => (Some((l.worker, now + l.lease_ms)), Some(l.reserve)),
+            None => (None, None),
+        };
+        let all: Vec<&TriggerRecord> = records.iter().collect();
+        let (mut plan, leased) = TriggerRows::plan(&all, now, reserve);
+        let mut inserts = plan.statements(dialect, worker, &leased, now)?;
+        let mut completion = plan.completion(dialect)?;
         let recorded = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
             for q in &keys {
+                let text = fail_fast(dialect, &q.text);
                 let rows: Vec<(String, String)> =
-                    bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
+                    bind_args!(sqlx::query_as(&text), q.args.clone()).fetch_all(&mut *tx).await?;
                 inserted.extend(rows);
             }
             // A transaction id repeated within this call counts once; a fan-out's batch counts when its cursor
@@ -96,39 +117,31 @@ impl Store {
                     None => inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())),
                     Some(a) => {
                         let q = a.statement(r.batch.len(), now);
-                        bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected() == 1
+                        let text = fail_fast(dialect, &q.text);
+                        bind_args!(sqlx::query(&text), q.args).execute(&mut *tx).await?.rows_affected() == 1
                     }
                 });
             }
-            let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
-            let notifications: Vec<&Notification> = kept.iter().flat_map(|r| r.batch.iter().map(|b| &b.0)).collect();
-            let jobs: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().filter_map(|b| b.1.first())).collect();
-            // The later steps' jobs, waiting for the chain to reach them.
-            let later: Vec<&Job> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| b.1.iter().skip(1))).collect();
-            let (worker, reserve) = match lease {
-                Some(l) => (Some((l.worker, now + l.lease_ms)), Some(l.reserve)),
-                None => (None, None),
+            let leased = if fresh.iter().all(|f| *f) {
+                leased
+            } else {
+                let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
+                let leased = plan.keep(&kept, leased);
+                inserts = plan.statements(dialect, worker, &leased, now)?;
+                completion = plan.completion(dialect)?;
+                leased
             };
-            let (queued, leased) = split_due(&jobs, &notifications, now, reserve);
-            let details: Vec<&ExecutionDetail> = kept.iter().flat_map(|r| r.batch.iter().flat_map(|b| &b.2)).collect();
-            let fanouts: Vec<&Fanout> = kept.iter().filter_map(|r| r.fanout.as_deref()).collect();
-            let mut inserts = insert_declared(&fanouts, "")?;
-            inserts.extend(insert_notifications(&notifications)?);
-            inserts.extend(insert_jobs(&queued, None)?);
-            inserts.extend(insert_jobs(&later, None)?);
-            if let Some(worker) = worker {
-                let handed: Vec<&Job> = leased.iter().flat_map(|(_, handed)| handed.iter().map(|(j, _)| j)).collect();
-                inserts.extend(insert_jobs(&handed, Some(worker))?);
-            }
-            inserts.extend(insert_details(&details)?);
-            for q in batched(dialect, inserts) {
+            for q in std::mem::take(&mut inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            for (open, job) in digest_merges(&jobs) {
+            for (open, job) in digest_merges(&plan.first) {
                 let event = serde_json::json!({
                     "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
                 });
                 append_digest_event!(&mut *tx, dialect, open, event, now);
+            }
+            if let Some(completion) = completion.take() {
+                complete_in_transaction!(tx, completion);
             }
             tx.commit().await?;
             Ok::<_, sqlx::Error>(Recorded { fresh, leased })
@@ -137,33 +150,154 @@ impl Store {
     }
 }
 
-/// The first jobs of new notifications (`jobs[i]` the first job of `notifications[i]`) split into those
+/// The rows a group of triggers writes, by kind, in record order.
+struct TriggerRows<'r> {
+    fanouts: Vec<&'r Fanout>,
+    notifications: Vec<&'r Notification>,
+    /// Each notification's first job.
+    first: Vec<&'r Job>,
+    /// The first jobs that did not run yet, each with its notification.
+    waiting: Vec<(&'r Job, &'r Notification)>,
+    /// Of those, the ones queued for claiming: not handed to this process's workers.
+    queued: Vec<&'r Job>,
+    /// The first jobs a fan-out's worker already ran, with their outcomes, and that worker.
+    ran: Vec<(&'r Job, &'r JobOutcome)>,
+    ran_by: Option<&'r str>,
+    /// The later steps' jobs, waiting for the chain to reach them.
+    later: Vec<&'r Job>,
+    details: Vec<&'r ExecutionDetail>,
+}
+
+impl<'r> TriggerRows<'r> {
+    fn of(records: &[&'r TriggerRecord]) -> Self {
+        let batch = || records.iter().flat_map(|r| r.batch.iter());
+        let mut ran = Vec::new();
+        let mut ran_by = None;
+        let mut waiting = Vec::new();
+        for r in records {
+            let worker = r.advance.as_ref().map(|a| a.worker.as_str());
+            let mut outcomes = r.ran.iter().filter(|_| worker.is_some()).peekable();
+            for (i, (n, jobs, _)) in r.batch.iter().enumerate() {
+                let Some(job) = jobs.first() else { continue };
+                match outcomes.next_if(|(at, _)| *at == i) {
+                    Some((_, outcome)) => {
+                        ran.push((job, outcome));
+                        ran_by = worker;
+                    }
+                    None => waiting.push((job, n)),
+                }
+            }
+        }
+        Self {
+            fanouts: records.iter().filter_map(|r| r.fanout.as_deref()).collect(),
+            notifications: batch().map(|b| &b.0).collect(),
+            first: batch().filter_map(|b| b.1.first()).collect(),
+            queued: waiting.iter().map(|(job, _)| *job).collect(),
+            waiting,
+            ran,
+            ran_by,
+            later: batch().flat_map(|b| b.1.iter().skip(1)).collect(),
+            details: batch().flat_map(|b| &b.2).collect(),
+        }
+    }
+
+    /// The rows of `records`, with the due first jobs handed over as far as `reserve` finds room (see
+    /// [`split_due`]).
+    fn plan<R>(
+        records: &[&'r TriggerRecord],
+        now: i64,
+        reserve: Option<impl FnOnce(usize) -> Option<R>>,
+    ) -> (Self, Option<Leased<R>>) {
+        let mut rows = Self::of(records);
+        let (queued, leased) = split_due(&rows.waiting, now, reserve);
+        rows.queued = queued;
+        (rows, leased)
+    }
+
+    /// Narrows the rows to those of `kept` (the records that turned out fresh), and the jobs `leased` to
+    /// theirs.
+    fn keep<R>(
+        &mut self,
+        kept: &[&'r TriggerRecord],
+        leased: Option<Leased<R>>,
+    ) -> Option<Leased<R>> {
+        *self = Self::of(kept);
+        let (room, handed) = leased?;
+        let notifications: HashSet<&str> =
+            self.notifications.iter().map(|n| n.id.as_str()).collect();
+        let handed: Vec<HandedJob> = handed
+            .into_iter()
+            .filter(|(job, _)| notifications.contains(job.notification_id.as_str()))
+            .collect();
+        let handed_ids: HashSet<&str> = handed.iter().map(|(job, _)| job.id.as_str()).collect();
+        self.queued
+            .retain(|job| !handed_ids.contains(job.id.as_str()));
+        Some((room, handed))
+    }
+
+    /// The inserts, with the handed jobs stored leased to `worker` (until the given time), and the jobs
+    /// that ran stored leased to the worker that ran them (completed next, in the same transaction).
+    fn statements<R>(
+        &self,
+        dialect: Dialect,
+        worker: Option<(&str, i64)>,
+        leased: &Option<Leased<R>>,
+        now: i64,
+    ) -> serde_json::Result<Vec<Sql>> {
+        let mut inserts = insert_declared(&self.fanouts, "")?;
+        inserts.extend(insert_notifications(&self.notifications)?);
+        inserts.extend(insert_jobs(&self.queued, None)?);
+        inserts.extend(insert_jobs(&self.later, None)?);
+        if let (Some(worker), Some((_, handed))) = (worker, leased) {
+            let handed: Vec<&Job> = handed.iter().map(|(job, _)| job).collect();
+            inserts.extend(insert_jobs(&handed, Some(worker))?);
+        }
+        if let Some(by) = self.ran_by {
+            let ran: Vec<&Job> = self.ran.iter().map(|(job, _)| *job).collect();
+            inserts.extend(insert_jobs(&ran, Some((by, now)))?);
+        }
+        inserts.extend(insert_details(&self.details)?);
+        Ok(batched(dialect, inserts))
+    }
+
+    /// The completion of the jobs that ran.
+    fn completion(&self, dialect: Dialect) -> serde_json::Result<Option<Completion<'r>>> {
+        match self.ran_by {
+            Some(by) if !self.ran.is_empty() => {
+                Completion::plan(dialect, by, self.ran.clone()).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The first jobs of new notifications that did not run yet (each with its notification) split into those
 /// queued as usual and those that go to this process's workers already leased: the due ones, as far as
 /// `reserve` has room for all of them, each with its notification and counted as a claim.
 fn split_due<'j, R>(
-    jobs: &[&'j Job],
-    notifications: &[&Notification],
+    waiting: &[(&'j Job, &Notification)],
     now: i64,
     reserve: Option<impl FnOnce(usize) -> Option<R>>,
 ) -> (Vec<&'j Job>, Option<Leased<R>>) {
     if let Some(reserve) = reserve {
-        let (due, rest): (Vec<usize>, Vec<usize>) = (0..jobs.len())
-            .partition(|&i| jobs[i].status == JobStatus::Queued && jobs[i].run_at.0 <= now);
+        let (due, rest): (Vec<&(&Job, &Notification)>, Vec<_>) = waiting
+            .iter()
+            .partition(|w| w.0.status == JobStatus::Queued && w.0.run_at.0 <= now);
         if let Some(room) = reserve(due.len()) {
             let handed = due
                 .into_iter()
-                .map(|i| {
-                    let mut job = jobs[i].clone();
+                .map(|w| {
+                    let mut job = w.0.clone();
                     job.status = JobStatus::Running;
                     job.attempts += 1;
-                    (job, notifications[i].clone())
+                    (job, w.1.clone())
                 })
                 .collect();
-            let queued = rest.into_iter().map(|i| jobs[i]).collect();
+            let queued = rest.into_iter().map(|w| w.0).collect();
             return (queued, Some((room, handed)));
         }
     }
-    (jobs.to_vec(), None)
+    (waiting.iter().map(|w| w.0).collect(), None)
 }
 
 /// The first jobs that merge their event into an open digest, by digest job (stable: each job's events stay

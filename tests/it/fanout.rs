@@ -3,9 +3,12 @@
 //! filters, cancel during the expansion, and the expansion's exactly-once property when a worker dies
 //! between batches or loses its lease in the middle of one.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tidings::engine::fanout::{expand_once, BATCH};
+use tidings::engine::fanout::{expand_batch, expand_once, BATCH};
+use tidings::engine::steps::Runner;
 use tidings::engine::{Handoff, TriggerWriter};
 use tidings::service::subscribers::{self, SubscriberFields};
 use tidings::service::topics::{self, SubscriptionRequest};
@@ -22,6 +25,43 @@ async fn in_app_workflow(app: &TestApp, id: &str) {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
+}
+
+/// The runner a process's workers use, for tests that drive the expansion themselves.
+fn runner(app: &TestApp) -> Runner {
+    Runner::new(app.store.clone(), app.profile, Duration::from_millis(10))
+}
+
+/// Claims the fan-out waiting as `worker` and expands one batch of it (a worker that stops after it).
+async fn expand_one_batch(app: &TestApp, runner: &Runner, writer: &TriggerWriter, worker: &str) {
+    let claimed = app
+        .store
+        .claim_fanout(worker, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    expand_batch(&app.store, runner, writer, worker, claimed)
+        .await
+        .unwrap();
+}
+
+/// The status of the transaction's (first) fan-out, and how many recipients it reached.
+async fn fanout_state(app: &TestApp, tx: &str) -> (String, i64) {
+    let f = app
+        .store
+        .fanouts_of(&app.tenant.environment_id, tx)
+        .await
+        .unwrap();
+    (f[0].status.clone(), f[0].recipients)
+}
+
+async fn messages_of(app: &TestApp, tx: &str) -> i64 {
+    count(
+        app,
+        "select count(*) from messages where transaction_id = $1",
+        tx,
+    )
+    .await
 }
 
 async fn subscribe(app: &TestApp, key: &str, ids: &[&str]) {
@@ -288,12 +328,13 @@ async fn exactly_once(backend: Backend) {
     )
     .await;
     let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
+    let runner = runner(&app);
 
-    // Worker A expands one batch, then "dies" (it is never heard of again).
-    assert!(expand_once(&app.store, &writer, "worker-a", 60_000)
-        .await
-        .unwrap());
+    // Worker A expands one batch, then "dies" (it is never heard of again). The in-app steps of the batch
+    // were stored with it.
+    expand_one_batch(&app, &runner, &writer, "worker-a").await;
     assert_eq!(notifications_of(&app, &tx).await, BATCH as i64);
+    assert_eq!(messages_of(&app, &tx).await, BATCH as i64);
 
     // Worker B claims with a lease that has already run out (a stalled process); worker C takes the
     // fan-out over and records the same batch; B's copy of it is then refused.
@@ -310,13 +351,14 @@ async fn exactly_once(backend: Backend) {
         .unwrap()
         .unwrap();
     assert_eq!(stalled.position, taken.position);
-    tidings::engine::fanout::expand_batch(&app.store, &writer, "worker-c", taken)
+    expand_batch(&app.store, &runner, &writer, "worker-c", taken)
         .await
         .unwrap();
-    tidings::engine::fanout::expand_batch(&app.store, &writer, "worker-b", stalled)
+    expand_batch(&app.store, &runner, &writer, "worker-b", stalled)
         .await
         .unwrap();
     assert_eq!(notifications_of(&app, &tx).await, 2 * BATCH as i64);
+    assert_eq!(messages_of(&app, &tx).await, 2 * BATCH as i64);
 
     // The process's own workers finish the rest.
     app.start_workers();
@@ -351,53 +393,106 @@ async fn exactly_once(backend: Backend) {
 }
 db_test!(fanout_exactly_once, exactly_once, backend);
 
-/// Cancel during the expansion: the batch recorded before it is canceled (its jobs had not run), and no
-/// batch follows.
-async fn cancel(backend: Backend) {
+/// One claim expands several batches, each read while the one before is being recorded: a subscriber of
+/// the batch still being recorded, reached again through a later topic in the next batch, is passed over
+/// (the database cannot tell yet). The in-app messages are stored by the expansion itself.
+async fn overlapping_batches(backend: Backend) {
     let app = TestApp::spawn_without_workers(backend).await;
-    let total = BATCH + 10;
+    let total = BATCH + 5;
     in_app_workflow(&app, "news").await;
-    big_topic(&app, "many", total).await;
+    big_topic(&app, "first", total).await;
+    // The first batch's first hundred subscribers, read again at the start of the second batch.
+    let again = (0..100)
+        .map(|i| SubscriptionRequest {
+            subscriber_id: Some(format!("p{i}")),
+            identifier: None,
+        })
+        .collect();
+    topics::subscribe(
+        &app.store,
+        &app.tenant,
+        "second",
+        "subscriptions",
+        again,
+        None,
+    )
+    .await
+    .unwrap();
     let tx = trigger(
         &app,
-        json!({"name": "news", "to": {"type": "Topic", "topicKey": "many"}}),
+        json!({"name": "news", "to": [
+            {"type": "Topic", "topicKey": "first"}, {"type": "Topic", "topicKey": "second"}]}),
     )
     .await;
     let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
-    assert!(expand_once(&app.store, &writer, "worker-a", 60_000)
-        .await
-        .unwrap());
+    assert!(
+        expand_once(&app.store, &runner(&app), &writer, "worker-a", 60_000)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        fanout_state(&app, &tx).await,
+        ("completed".to_owned(), total as i64)
+    );
+    assert_eq!(notifications_of(&app, &tx).await, total as i64);
+    assert_eq!(distinct_recipients(&app, &tx).await, total as i64);
+    assert_eq!(messages_of(&app, &tx).await, total as i64);
+    let unfinished = count(
+        &app,
+        "select count(*) from jobs where status <> 'completed' and transaction_id = $1",
+        &tx,
+    )
+    .await;
+    assert_eq!(unfinished, 0);
+}
+db_test!(fanout_overlapping_batches, overlapping_batches, backend);
+
+/// Cancel during the expansion: the batch recorded before it is canceled (its jobs had not run: the
+/// workflow waits first), and no batch follows.
+async fn cancel(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    let total = BATCH + 10;
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "later", "workflowId": "later", "steps": [
+                {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}},
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "Hello"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    big_topic(&app, "many", total).await;
+    let tx = trigger(
+        &app,
+        json!({"name": "later", "to": {"type": "Topic", "topicKey": "many"}}),
+    )
+    .await;
+    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
+    let runner = runner(&app);
+    expand_one_batch(&app, &runner, &writer, "worker-a").await;
     let (status, out) = app.delete(&format!("/v1/events/trigger/{tx}")).await;
     assert_eq!((status, &out), (StatusCode::OK, &json!(true)));
     app.start_workers();
     // Nothing is left to expand, and nothing was delivered.
-    assert!(!expand_once(&app.store, &writer, "worker-a", 60_000)
-        .await
-        .unwrap());
-    let f = app
-        .store
-        .fanouts_of(&app.tenant.environment_id, &tx)
-        .await
-        .unwrap();
+    assert!(
+        !expand_once(&app.store, &runner, &writer, "worker-a", 60_000)
+            .await
+            .unwrap()
+    );
     assert_eq!(
-        (f[0].status.as_str(), f[0].recipients),
-        ("canceled", BATCH as i64)
+        fanout_state(&app, &tx).await,
+        ("canceled".to_owned(), BATCH as i64)
     );
     assert_eq!(notifications_of(&app, &tx).await, BATCH as i64);
+    // Each notification's delay and in-app jobs.
     let canceled = count(
         &app,
         "select count(*) from jobs where status = 'canceled' and transaction_id = $1",
         &tx,
     )
     .await;
-    assert_eq!(canceled, BATCH as i64);
-    let messages = count(
-        &app,
-        "select count(*) from messages where transaction_id = $1",
-        &tx,
-    )
-    .await;
-    assert_eq!(messages, 0);
+    assert_eq!(canceled, 2 * BATCH as i64);
+    assert_eq!(messages_of(&app, &tx).await, 0);
 }
 db_test!(fanout_cancel, cancel, backend);
 

@@ -69,6 +69,7 @@ fn record(org: &str, env: &str, transaction_id: &str, recipients: usize) -> Trig
         batch,
         fanout: None,
         advance: None,
+        ran: Vec::new(),
     }
 }
 

@@ -505,9 +505,10 @@ async fn binary_under_large_bodies(app: TestApp) {
     }
     let after = rss_mb(pid);
     // Before the limits layer, 100 such requests took the RSS from 34 MB to 1.33 GB, where it stayed. What
-    // is left now is the allocator's cache of freed pages (40 to 100 MB from run to run).
+    // is left now is the allocator's cache of freed pages: 40 to 130 MB from run to run (more threads, more
+    // per-thread caches), so the bound sits well above that and far below what holding the bodies costs.
     assert!(
-        after < idle + 128.0,
+        after < idle + 256.0,
         "RSS {idle:.0} MB at idle, {after:.0} MB after"
     );
 
