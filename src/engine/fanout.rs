@@ -34,8 +34,9 @@ use crate::store::jobs::JobOutcome;
 use crate::store::triggers::TriggerRecord;
 use crate::store::Store;
 
-/// Recipients per batch: a batch of a one-step workflow writes three rows per recipient (notification, job,
-/// detail) in one transaction, which other environments' triggers wait for (tens of ms on SQLite).
+/// Recipients per batch: a batch of a one-step in-app workflow writes five rows per recipient (notification,
+/// job, two details, message) in one transaction, which other environments' triggers wait for (tens of ms
+/// on SQLite).
 pub const BATCH: usize = 500;
 
 /// Most batches one claim expands before the fan-out goes back in line (4,000 recipients): another

@@ -579,9 +579,9 @@ pub fn spawn_workers(
                 shutdown.clone(),
             ));
         }
-        // Fan-outs (triggers to topics, broadcasts) are expanded beside the jobs, their batches recorded
-        // as triggers are (handed to these workers only when they have room for a whole batch; claimed
-        // otherwise).
+        // Fan-outs (triggers to topics, broadcasts) are expanded beside the jobs, with the same runner: a
+        // batch's due in-app first steps run with it; its other first jobs are recorded as triggers' are
+        // (handed to these workers only when they have room for a whole batch; claimed otherwise).
         loops.spawn(fanout::expand(
             store.clone(),
             runner.clone(),

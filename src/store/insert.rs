@@ -56,6 +56,14 @@ pub(super) fn fail_fast(dialect: Dialect, text: &str) -> std::borrow::Cow<'_, st
     text.into()
 }
 
+/// [`fail_fast`] for a statement run on its own.
+pub(super) fn fail_fast_sql(dialect: Dialect, q: Sql) -> Sql {
+    Sql {
+        text: fail_fast(dialect, &q.text).into_owned(),
+        args: q.args,
+    }
+}
+
 /// `$1`, `$2`, … → `?` (the builder numbers placeholders in the order they appear).
 fn anonymous(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::insert::{activate_jobs, batched, fail_fast, insert_details, insert_messages};
+use super::insert::{activate_jobs, batched, fail_fast_sql, insert_details, insert_messages};
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Cost, Dialect, Store};
@@ -413,15 +413,12 @@ impl<'a> Completion<'a> {
         let now = Timestamp::now().0;
         let updates = finish_statements(worker, &items, now)
             .into_iter()
-            .map(|q| Sql {
-                text: fail_fast(dialect, &q.text).into_owned(),
-                args: q.args,
-            })
+            .map(|q| fail_fast_sql(dialect, q))
             .collect();
         Ok(Self {
             dialect,
             now,
-            activations: activate_jobs(&next_jobs(&items))?,
+            activations: activations(dialect, &items)?,
             writes: completion_writes(dialect, &items, None, now)?,
             items,
             updates,
@@ -434,27 +431,26 @@ impl<'a> Completion<'a> {
 /// database.
 macro_rules! complete_in_transaction {
     ($tx:expr, $completion:expr) => {{
-        use $crate::store::insert::{activate_jobs, append_digest_event, fail_fast};
-        use $crate::store::jobs::{completion_writes, next_jobs, Completion, JobOutcome};
+        use $crate::store::insert::append_digest_event;
+        use $crate::store::jobs::{activations, completion_writes, next_jobs, Completion, JobOutcome};
         use $crate::store::sql::bind_args;
         let mut c: Completion = $completion;
         let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
-        for q in &c.updates {
+        for q in std::mem::take(&mut c.updates) {
             let ids: Vec<String> =
-                bind_args!(sqlx::query_scalar(&q.text), q.args.clone()).fetch_all(&mut *$tx).await?;
+                bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *$tx).await?;
             owned.extend(ids);
         }
         let done: Vec<(&$crate::domain::job::Job, &JobOutcome)> =
             c.items.iter().filter(|(j, _)| owned.contains(j.id.as_str())).map(|(j, o)| (*j, *o)).collect();
         if done.len() != c.items.len() {
-            c.activations = activate_jobs(&next_jobs(&done))?;
+            c.activations = activations(c.dialect, &done)?;
         }
         // The next steps' jobs first: one no longer pending (canceled meanwhile) is not activated, and the
         // detail and digest event that came with its activation are not written either.
         let mut activated: std::collections::HashSet<String> = std::collections::HashSet::new();
         for q in std::mem::take(&mut c.activations) {
-            let text = fail_fast(c.dialect, &q.text);
-            let ids: Vec<String> = bind_args!(sqlx::query_scalar(&text), q.args).fetch_all(&mut *$tx).await?;
+            let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *$tx).await?;
             activated.extend(ids);
         }
         if done.len() != c.items.len() || activated.len() != next_jobs(&done).len() {
@@ -475,6 +471,17 @@ macro_rules! complete_in_transaction {
     }};
 }
 pub(super) use complete_in_transaction;
+
+/// The activations of the next steps of the finished jobs `done` (see [`activate_jobs`]).
+pub(super) fn activations(
+    dialect: Dialect,
+    done: &[(&Job, &JobOutcome)],
+) -> serde_json::Result<Vec<Sql>> {
+    Ok(activate_jobs(&next_jobs(done))?
+        .into_iter()
+        .map(|q| fail_fast_sql(dialect, q))
+        .collect())
+}
 
 /// The next steps' jobs that finished jobs activate.
 pub(super) fn next_jobs<'a>(done: &[(&'a Job, &'a JobOutcome)]) -> Vec<&'a Job> {

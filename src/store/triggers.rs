@@ -4,7 +4,7 @@
 
 use super::fanouts::Advance;
 use super::insert::{
-    append_digest_event, batched, fail_fast, insert_declared, insert_details, insert_jobs,
+    append_digest_event, batched, fail_fast_sql, insert_declared, insert_details, insert_jobs,
     insert_notifications, insert_rows,
 };
 use super::jobs::{complete_in_transaction, Completion, JobOutcome};
@@ -89,6 +89,18 @@ impl Store {
                 .collect(),
         );
         let dialect = self.dialect();
+        let keys: Vec<Sql> = keys
+            .into_iter()
+            .map(|q| fail_fast_sql(dialect, q))
+            .collect();
+        // Per record: the advance of its fan-out's cursor, if it is a fan-out's batch.
+        let advances: Vec<Option<Sql>> = records
+            .iter()
+            .map(|r| {
+                let a = r.advance.as_ref()?;
+                Some(fail_fast_sql(dialect, a.statement(r.batch.len(), now)))
+            })
+            .collect();
         // The rows are made into statements before the transaction begins — on SQLite the single writer
         // waits for nothing but the database — on the assumption that every record is fresh; in the rare
         // case that one is not, they are made again for those that are.
@@ -103,22 +115,19 @@ impl Store {
         let recorded = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
-            for q in &keys {
-                let text = fail_fast(dialect, &q.text);
+            for q in keys {
                 let rows: Vec<(String, String)> =
-                    bind_args!(sqlx::query_as(&text), q.args.clone()).fetch_all(&mut *tx).await?;
+                    bind_args!(sqlx::query_as(&q.text), q.args).fetch_all(&mut *tx).await?;
                 inserted.extend(rows);
             }
             // A transaction id repeated within this call counts once; a fan-out's batch counts when its cursor
             // moved.
             let mut fresh: Vec<bool> = Vec::with_capacity(records.len());
-            for r in records {
-                fresh.push(match &r.advance {
+            for (r, advance) in records.iter().zip(advances) {
+                fresh.push(match advance {
                     None => inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())),
-                    Some(a) => {
-                        let q = a.statement(r.batch.len(), now);
-                        let text = fail_fast(dialect, &q.text);
-                        bind_args!(sqlx::query(&text), q.args).execute(&mut *tx).await?.rows_affected() == 1
+                    Some(q) => {
+                        bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected() == 1
                     }
                 });
             }

@@ -363,29 +363,15 @@ async fn exactly_once(backend: Backend) {
     // The process's own workers finish the rest.
     app.start_workers();
     eventually(|| async {
-        let f = app
-            .store
-            .fanouts_of(&app.tenant.environment_id, &tx)
-            .await
-            .unwrap();
-        (f[0].status == "completed").then_some(())
+        let (status, _) = fanout_state(&app, &tx).await;
+        (status == "completed").then_some(())
     })
     .await;
     assert_eq!(notifications_of(&app, &tx).await, total as i64);
     assert_eq!(distinct_recipients(&app, &tx).await, total as i64);
-    let f = app
-        .store
-        .fanouts_of(&app.tenant.environment_id, &tx)
-        .await
-        .unwrap();
-    assert_eq!(f[0].recipients, total as i64);
+    assert_eq!(fanout_state(&app, &tx).await.1, total as i64);
     let messages = eventually(|| async {
-        let n = count(
-            &app,
-            "select count(*) from messages where transaction_id = $1",
-            &tx,
-        )
-        .await;
+        let n = messages_of(&app, &tx).await;
         (n == total as i64).then_some(n)
     })
     .await;
