@@ -4,22 +4,25 @@
 //! exactly once — its advance is guarded by the lease and the position it was read from — so a process that
 //! dies mid-batch loses nothing and sends nothing twice: the lease expires and any process reads the same
 //! batch again. A claim covers at most [`BATCHES_PER_CLAIM`] batches, so fan-outs (of all environments) take
-//! turns, and memory holds two batches, not a topic.
+//! turns, and memory holds three batches, not a topic.
 //!
-//! Within a claim the next batch is read and run while the one before is being recorded (the worker keeps
-//! the lease from one to the next): the database writer and the rest of the work overlap instead of taking
-//! turns. The batch being recorded is not visible yet to the next one's "reached already?" probe, so its
-//! recipients are passed over explicitly; when it is not recorded after all (canceled, the lease lost), the
-//! next one is dropped unrecorded.
+//! Within a claim the batches form a pipeline (the worker keeps the lease from one to the next): while one
+//! is written, the next is made into statements by the trigger writer and the one after it is read and
+//! run, so the database writer waits for nothing but the database. The batches handed to the writer are
+//! not visible yet to the next one's "reached already?" probe, so their recipients are passed over
+//! explicitly. When one is not recorded after all (canceled, the lease lost), the one handed over after it
+//! is not either — it advances the cursor from where that one would have left it — and the claim ends.
 //!
 //! A first step that is an in-app message due at once is run here, by the workers' own runner, and
 //! completed in the batch's transaction: storing it needs nothing but the database, and a claim and a
 //! completion per job would cost two more write transactions per recipient. Other first steps (deliveries
 //! that call providers, delays, digests) are queued for the workers.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::steps::{Prefetched, Runner};
@@ -50,7 +53,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// Expands fan-outs until `shutdown`, as `worker`, each claim leased for `lease`.
 pub async fn expand(
     store: Store,
-    runner: std::sync::Arc<Runner>,
+    runner: Arc<Runner>,
     triggers: TriggerWriter,
     worker: String,
     lease: Duration,
@@ -87,7 +90,7 @@ pub async fn expand(
 /// [`BATCHES_PER_CLAIM`] of its batches (see the module's notes). False when no fan-out was waiting.
 pub async fn expand_once(
     store: &Store,
-    runner: &Runner,
+    runner: &Arc<Runner>,
     triggers: &TriggerWriter,
     worker: &str,
     lease_ms: i64,
@@ -98,28 +101,53 @@ pub async fn expand_once(
     let Some(mut fanout) = store.claim_fanout(worker, lease_ms).await? else {
         return Ok(false);
     };
-    let mut batch = prepare(store, runner, worker, &fanout, HashSet::new()).await?;
+    // The batches handed to the trigger writer and not known to be recorded yet, the oldest first, each
+    // with its recipients: one is written while the next is made into statements.
+    let mut recording: VecDeque<(JoinHandle<crate::error::Result<bool>>, HashSet<String>)> =
+        VecDeque::new();
     for n in 1..=BATCHES_PER_CLAIM {
-        if n == BATCHES_PER_CLAIM || batch.done {
-            record(triggers, worker, &fanout, batch, None).await?;
-            break;
-        }
-        let keep_until = Timestamp::now().0 + lease_ms;
-        let in_flight = batch
+        let in_flight = recording
+            .iter()
+            .flat_map(|(_, r)| r.iter().cloned())
+            .collect();
+        let batch = joined(crate::background::spawn(prepare(
+            store.clone(),
+            runner.clone(),
+            worker.to_owned(),
+            fanout.clone(),
+            in_flight,
+        )))
+        .await?;
+        let last = n == BATCHES_PER_CLAIM || batch.done;
+        let keep_until = (!last).then(|| Timestamp::now().0 + lease_ms);
+        let recipients = batch
             .rows
             .iter()
             .map(|(n, _, _)| n.subscriber_id.clone())
             .collect();
-        let mut next_fanout = fanout.clone();
-        next_fanout.position = batch.to.clone();
-        let (recorded, next) = tokio::join!(
-            record(triggers, worker, &fanout, batch, Some(keep_until)),
-            prepare(store, runner, worker, &next_fanout, in_flight),
-        );
-        if !recorded? {
+        let to = batch.to.clone();
+        let task = crate::background::spawn(record(
+            triggers.clone(),
+            worker.to_owned(),
+            fanout.clone(),
+            batch,
+            keep_until,
+        ));
+        recording.push_back((task, recipients));
+        if last {
             break;
         }
-        (fanout, batch) = (next_fanout, next?);
+        fanout.position = to;
+        if recording.len() == 2 {
+            let (task, _) = recording.pop_front().expect("two batches");
+            if !joined(task).await? {
+                // The batch after it is not recorded either: it advances from where this one would have.
+                break;
+            }
+        }
+    }
+    for (task, _) in recording {
+        joined(task).await?;
     }
     Ok(true)
 }
@@ -128,14 +156,30 @@ pub async fn expand_once(
 /// the lease (see the module's notes).
 pub async fn expand_batch(
     store: &Store,
-    runner: &Runner,
+    runner: &Arc<Runner>,
     triggers: &TriggerWriter,
     worker: &str,
     fanout: Fanout,
 ) -> crate::error::Result<()> {
-    let batch = prepare(store, runner, worker, &fanout, HashSet::new()).await?;
-    record(triggers, worker, &fanout, batch, None).await?;
+    let batch = prepare(
+        store.clone(),
+        runner.clone(),
+        worker.to_owned(),
+        fanout.clone(),
+        HashSet::new(),
+    )
+    .await?;
+    record(triggers.clone(), worker.to_owned(), fanout, batch, None).await?;
     Ok(())
+}
+
+/// The outcome of a task of the expansion. Its parts run as tasks of their own: polled together, the long
+/// stretches of work of one (running a batch's steps, making it into statements) would hold up the others,
+/// and the trigger writer's task they wake (tokio runs a woken task next on the thread that woke it, where
+/// no other thread can take it).
+async fn joined<T>(task: JoinHandle<crate::error::Result<T>>) -> crate::error::Result<T> {
+    task.await
+        .map_err(|e| anyhow::anyhow!("a fan-out task failed: {e}"))?
 }
 
 /// A batch read and run, ready to be recorded.
@@ -149,16 +193,16 @@ struct Prepared {
     done: bool,
 }
 
-/// Reads the batch of `fanout` at its position (`in_flight`: the recipients of a batch being recorded) and
-/// runs its in-app first steps that are due now, as a claim would hand them to a worker.
+/// Reads the batch of `fanout` at its position (`in_flight`: the recipients of the batches being
+/// recorded) and runs its in-app first steps that are due now, as a claim would hand them to a worker.
 async fn prepare(
-    store: &Store,
-    runner: &Runner,
-    worker: &str,
-    fanout: &Fanout,
+    store: Store,
+    runner: Arc<Runner>,
+    worker: String,
+    fanout: Fanout,
     in_flight: HashSet<String>,
 ) -> crate::error::Result<Prepared> {
-    let batch = store.fanout_batch(fanout, BATCH, in_flight).await?;
+    let batch = store.fanout_batch(&fanout, BATCH, in_flight).await?;
     let now = Timestamp::now();
     let mut rows = Vec::with_capacity(batch.reached.len());
     for to in &batch.reached {
@@ -169,7 +213,7 @@ async fn prepare(
             to,
             now,
         );
-        rows.push(first_rows(store, n, &fanout.template, now).await?);
+        rows.push(first_rows(&store, n, &fanout.template, now).await?);
     }
     let (at, running): (Vec<usize>, Vec<Job>) = rows
         .iter()
@@ -188,7 +232,7 @@ async fn prepare(
     let mut ran = Vec::with_capacity(running.len());
     let mut finished = Vec::with_capacity(running.len());
     if !running.is_empty() {
-        let read = prefetch(store, &running).await;
+        let read = prefetch(&store, &running).await;
         for (i, job) in at.into_iter().zip(running) {
             let (subscriber, preferences) = BatchReads::for_job(read.as_ref(), &job);
             let prefetched = Prefetched {
@@ -197,7 +241,7 @@ async fn prepare(
                 preferences: preferences.as_deref(),
             };
             // `None`: it could not run now (an error reading what it needs); it is queued as usual.
-            if let Some(outcome) = runner.run(&job, worker, prefetched).await {
+            if let Some(outcome) = runner.run(&job, &worker, prefetched).await {
                 finished.push(FinishedJob::of(&job, &outcome));
                 rows[i].1[0] = job;
                 ran.push((i, outcome));
@@ -217,9 +261,9 @@ async fn prepare(
 /// is released, or kept until `keep_until`. False when it was not recorded: canceled meanwhile, or the lease
 /// went to another process that recorded it.
 async fn record(
-    triggers: &TriggerWriter,
-    worker: &str,
-    fanout: &Fanout,
+    triggers: TriggerWriter,
+    worker: String,
+    fanout: Fanout,
     batch: Prepared,
     keep_until: Option<i64>,
 ) -> crate::error::Result<bool> {
@@ -231,7 +275,7 @@ async fn record(
         fanout: None,
         advance: Some(Advance {
             fanout_id: fanout.id.clone(),
-            worker: worker.to_owned(),
+            worker,
             from: fanout.position.clone(),
             to: batch.to,
             done: batch.done,

@@ -58,21 +58,36 @@ pub struct Recorded<R> {
     pub leased: Option<Leased<R>>,
 }
 
+/// A group of triggers made into statements, ready to be written by [`Store::write_triggers`]: the work of
+/// recording them that needs no database, done beforehand — the trigger writer makes the next group's plan
+/// while the group before is being written.
+pub struct TriggerPlan<'r, R> {
+    records: &'r [TriggerRecord],
+    dialect: Dialect,
+    now: i64,
+    /// With a lease: the worker the due first jobs go to, and until when.
+    worker: Option<(&'r str, i64)>,
+    /// The inserts of the triggers' keys, and per record the advance of its fan-out's cursor.
+    keys: Vec<Sql>,
+    advances: Vec<Option<Sql>>,
+    rows: TriggerRows<'r>,
+    leased: Option<Leased<R>>,
+    /// Made on the assumption that every record is fresh; in the rare case that one is not, they are made
+    /// again for those that are.
+    inserts: Vec<Sql>,
+    completion: Option<Completion<'r>>,
+}
+
 impl Store {
-    /// Records triggers in one transaction, with multi-row inserts; with `lease`, the due first jobs are
-    /// recorded already leased (see [`Lease`]) and returned once committed.
-    pub async fn record_triggers<R, F: FnOnce(usize) -> Option<R>>(
+    /// Makes a group of triggers into statements (see [`TriggerPlan`]); with `lease`, the due first jobs are
+    /// recorded already leased (see [`Lease`]).
+    pub fn plan_triggers<'r, R, F: FnOnce(usize) -> Option<R>>(
         &self,
-        records: &[TriggerRecord],
-        lease: Option<Lease<'_, F>>,
-    ) -> Result<Recorded<R>> {
-        if records.is_empty() {
-            return Ok(Recorded {
-                fresh: Vec::new(),
-                leased: None,
-            });
-        }
+        records: &'r [TriggerRecord],
+        lease: Option<Lease<'r, F>>,
+    ) -> Result<TriggerPlan<'r, R>> {
         let now = Timestamp::now().0;
+        let dialect = self.dialect();
         // In key order: concurrent transactions that share transaction ids (another process's group commit on
         // PostgreSQL) then wait for each other instead of deadlocking.
         let mut ordered: Vec<&TriggerRecord> = records.iter().collect();
@@ -87,31 +102,60 @@ impl Store {
                 .filter(|r| r.advance.is_none())
                 .map(|r| vec![Arg::from(r.environment_id.as_str()), Arg::from(&r.transaction_id), Arg::Int(now)])
                 .collect(),
-        );
-        let dialect = self.dialect();
-        let keys: Vec<Sql> = keys
-            .into_iter()
-            .map(|q| fail_fast_sql(dialect, q))
-            .collect();
-        // Per record: the advance of its fan-out's cursor, if it is a fan-out's batch.
-        let advances: Vec<Option<Sql>> = records
+        )
+        .into_iter()
+        .map(|q| fail_fast_sql(dialect, q))
+        .collect();
+        let advances = records
             .iter()
             .map(|r| {
                 let a = r.advance.as_ref()?;
                 Some(fail_fast_sql(dialect, a.statement(r.batch.len(), now)))
             })
             .collect();
-        // The rows are made into statements before the transaction begins — on SQLite the single writer
-        // waits for nothing but the database — on the assumption that every record is fresh; in the rare
-        // case that one is not, they are made again for those that are.
         let (worker, reserve) = match lease {
             Some(l) => (Some((l.worker, now + l.lease_ms)), Some(l.reserve)),
             None => (None, None),
         };
         let all: Vec<&TriggerRecord> = records.iter().collect();
-        let (mut plan, leased) = TriggerRows::plan(&all, now, reserve);
-        let mut inserts = plan.statements(dialect, worker, &leased, now)?;
-        let mut completion = plan.completion(dialect)?;
+        let (rows, leased) = TriggerRows::plan(&all, now, reserve);
+        let inserts = rows.statements(dialect, worker, &leased, now)?;
+        let completion = rows.completion(dialect)?;
+        Ok(TriggerPlan {
+            records,
+            dialect,
+            now,
+            worker,
+            keys,
+            advances,
+            rows,
+            leased,
+            inserts,
+            completion,
+        })
+    }
+
+    /// Writes a planned group of triggers in one transaction, with multi-row inserts; the jobs recorded
+    /// leased are returned once committed.
+    pub async fn write_triggers<R>(&self, plan: TriggerPlan<'_, R>) -> Result<Recorded<R>> {
+        let TriggerPlan {
+            records,
+            dialect,
+            now,
+            worker,
+            keys,
+            advances,
+            mut rows,
+            leased,
+            mut inserts,
+            mut completion,
+        } = plan;
+        if records.is_empty() {
+            return Ok(Recorded {
+                fresh: Vec::new(),
+                leased,
+            });
+        }
         let recorded = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
@@ -135,15 +179,15 @@ impl Store {
                 leased
             } else {
                 let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
-                let leased = plan.keep(&kept, leased);
-                inserts = plan.statements(dialect, worker, &leased, now)?;
-                completion = plan.completion(dialect)?;
+                let leased = rows.keep(&kept, leased);
+                inserts = rows.statements(dialect, worker, &leased, now)?;
+                completion = rows.completion(dialect)?;
                 leased
             };
             for q in std::mem::take(&mut inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            for (open, job) in digest_merges(&plan.first) {
+            for (open, job) in digest_merges(&rows.first) {
                 let event = serde_json::json!({
                     "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
                 });

@@ -3,6 +3,7 @@
 //! filters, cancel during the expansion, and the expansion's exactly-once property when a worker dies
 //! between batches or loses its lease in the middle of one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -28,12 +29,21 @@ async fn in_app_workflow(app: &TestApp, id: &str) {
 }
 
 /// The runner a process's workers use, for tests that drive the expansion themselves.
-fn runner(app: &TestApp) -> Runner {
-    Runner::new(app.store.clone(), app.profile, Duration::from_millis(10))
+fn runner(app: &TestApp) -> Arc<Runner> {
+    Arc::new(Runner::new(
+        app.store.clone(),
+        app.profile,
+        Duration::from_millis(10),
+    ))
 }
 
 /// Claims the fan-out waiting as `worker` and expands one batch of it (a worker that stops after it).
-async fn expand_one_batch(app: &TestApp, runner: &Runner, writer: &TriggerWriter, worker: &str) {
+async fn expand_one_batch(
+    app: &TestApp,
+    runner: &Arc<Runner>,
+    writer: &TriggerWriter,
+    worker: &str,
+) {
     let claimed = app
         .store
         .claim_fanout(worker, 60_000)
