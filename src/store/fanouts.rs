@@ -1,5 +1,5 @@
 //! Fan-outs: claimed with a short lease, read batch by batch from a cursor over their sources. A batch's
-//! notifications and the cursor's advance are written together by `record_triggers` (see [`Advance`]).
+//! notifications and the cursor's advance are written together by `Store::write_triggers` (see [`Advance`]).
 
 use std::collections::HashSet;
 

@@ -459,7 +459,7 @@ macro_rules! complete_in_transaction {
         for q in std::mem::take(&mut c.writes) {
             bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
         }
-        // By digest job, as in `Store::record_triggers`.
+        // By digest job, as in `Store::write_triggers`.
         let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(n.id.as_str()));
         let mut merges: Vec<&($crate::domain::JobId, serde_json::Value)> =
             done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
