@@ -101,15 +101,12 @@ pub async fn expand_once(
     let Some(mut fanout) = store.claim_fanout(worker, lease_ms).await? else {
         return Ok(false);
     };
-    // The batches handed to the trigger writer and not known to be recorded yet, the oldest first, each
-    // with its recipients: one is written while the next is made into statements.
-    let mut recording: VecDeque<(JoinHandle<crate::error::Result<bool>>, HashSet<String>)> =
-        VecDeque::new();
+    // The batches handed to the trigger writer and not known to be recorded yet, the oldest first: one is
+    // written while the next is made into statements. When a batch is read, only the one handed over last
+    // is among them (the one before it was waited for), so its recipients are the ones passed over.
+    let mut recording: VecDeque<JoinHandle<crate::error::Result<bool>>> = VecDeque::new();
+    let mut in_flight = HashSet::new();
     for n in 1..=BATCHES_PER_CLAIM {
-        let in_flight = recording
-            .iter()
-            .flat_map(|(_, r)| r.iter().cloned())
-            .collect();
         let batch = joined(crate::background::spawn(prepare(
             store.clone(),
             runner.clone(),
@@ -120,33 +117,32 @@ pub async fn expand_once(
         .await?;
         let last = n == BATCHES_PER_CLAIM || batch.done;
         let keep_until = (!last).then(|| Timestamp::now().0 + lease_ms);
-        let recipients = batch
+        in_flight = batch
             .rows
             .iter()
             .map(|(n, _, _)| n.subscriber_id.clone())
             .collect();
         let to = batch.to.clone();
-        let task = crate::background::spawn(record(
+        recording.push_back(crate::background::spawn(record(
             triggers.clone(),
             worker.to_owned(),
             fanout.clone(),
             batch,
             keep_until,
-        ));
-        recording.push_back((task, recipients));
+        )));
         if last {
             break;
         }
         fanout.position = to;
         if recording.len() == 2 {
-            let (task, _) = recording.pop_front().expect("two batches");
+            let task = recording.pop_front().expect("two batches");
             if !joined(task).await? {
                 // The batch after it is not recorded either: it advances from where this one would have.
                 break;
             }
         }
     }
-    for (task, _) in recording {
+    for task in recording {
         joined(task).await?;
     }
     Ok(true)
@@ -193,8 +189,8 @@ struct Prepared {
     done: bool,
 }
 
-/// Reads the batch of `fanout` at its position (`in_flight`: the recipients of the batches being
-/// recorded) and runs its in-app first steps that are due now, as a claim would hand them to a worker.
+/// Reads the batch of `fanout` at its position (`in_flight`: the recipients of the batch being recorded)
+/// and runs its in-app first steps that are due now, as a claim would hand them to a worker.
 async fn prepare(
     store: Store,
     runner: Arc<Runner>,
