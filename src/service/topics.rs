@@ -1,6 +1,6 @@
 //! Topics and their subscriptions: create (upsert), read, rename, delete, subscribe and unsubscribe.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::domain::subscriber::Subscriber;
 use crate::domain::topic::{
@@ -272,14 +272,15 @@ pub async fn subscribe(
         .into_iter()
         .map(|s| (s.subscriber_id.clone(), s))
         .collect();
-    let failed: Vec<SubscriptionFailure> = ids
+    let not_found = |id: &str| SubscriptionFailure {
+        subscriber_id: id.to_owned(),
+        code: SUBSCRIBER_NOT_FOUND,
+        message: format!("Subscriber \"{id}\" was not found"),
+    };
+    let mut failed: Vec<SubscriptionFailure> = ids
         .iter()
         .filter(|id| !by_id.contains_key(*id))
-        .map(|id| SubscriptionFailure {
-            subscriber_id: id.clone(),
-            code: SUBSCRIBER_NOT_FOUND,
-            message: format!("Subscriber \"{id}\" was not found"),
-        })
+        .map(|id| not_found(id))
         .collect();
     if failed.len() == ids.len() {
         return Ok(SubscriptionOutcome {
@@ -320,6 +321,13 @@ pub async fn subscribe(
         }
         other => other?,
     };
+    // A subscriber deleted since it was read got no subscription (see `Store::subscribe`).
+    let kept: HashSet<&str> = stored.iter().map(|s| s.subscriber_id.as_str()).collect();
+    failed.extend(
+        rows.iter()
+            .filter(|r| !kept.contains(r.subscriber_id.as_str()))
+            .map(|r| not_found(&r.subscriber_id)),
+    );
     let done = stored
         .into_iter()
         .map(|subscription| SubscriptionView {

@@ -3,7 +3,7 @@
 use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::{insert, table, Table};
 use super::sql::{bind_args, like_escape, Sql};
-use super::{is_unique_violation, on_db, Cost, Store};
+use super::{is_unique_violation, on_db, Cost, Dialect, Store};
 use crate::domain::topic::{Topic, TopicSubscription};
 use crate::domain::{EnvironmentId, SubscriberRef, TopicId};
 use crate::error::{Error, Result};
@@ -207,18 +207,16 @@ impl Store {
     }
 
     /// Inserts the subscriptions that do not exist yet, in one transaction; returns, in the order given, each
-    /// subscription as stored (the existing one when the subscriber was already subscribed).
-    /// `Err(Duplicate)` when an identifier is taken by another subscriber of the topic.
+    /// subscription as stored (the existing one when the subscriber was already subscribed; none when the
+    /// subscriber was deleted meanwhile). `Err(Duplicate)` when an identifier is taken by another subscriber of the topic.
     pub async fn subscribe(&self, subs: &[TopicSubscription]) -> Result<Vec<TopicSubscription>> {
         let Some(first) = subs.first() else {
             return Ok(Vec::new());
         };
-        let mut statements = Vec::with_capacity(subs.len());
-        for s in subs {
-            let mut q = insert(s)?;
-            q.push(" on conflict (topic_id, subscriber_id) do nothing");
-            statements.push(q);
-        }
+        let statements = subs
+            .iter()
+            .map(|s| insert_while_subscribed(self.dialect(), s))
+            .collect::<serde_json::Result<Vec<_>>>()?;
         // In an async block: a failed statement ends the block (not this function), so its error is matched.
         let res = on_db!(self.w(), p => async {
             let mut tx = p.begin().await?;
@@ -349,4 +347,29 @@ impl Store {
         };
         self.cursor_page(listing, &page.by_column()).await
     }
+}
+
+/// The insert of a subscription, made only while its subscriber exists: a subscriber deleted after the
+/// request read it (its subscriptions are deleted once it is marked deleted) gets none. On PostgreSQL the
+/// subscriber's row is share-locked until the insert commits, so a delete that marks it waits for the
+/// subscription and then removes it, or goes first and the insert finds it deleted; on SQLite transactions
+/// do not overlap. An existing subscription of the subscriber to the topic is kept.
+fn insert_while_subscribed(dialect: Dialect, s: &TopicSubscription) -> serde_json::Result<Sql> {
+    let mut q = Sql::new("insert into topic_subscriptions (");
+    q.push(&TopicSubscription::WRITTEN.join(", "))
+        .push(") select ");
+    for (i, arg) in s.args()?.into_iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        q.bind(arg);
+    }
+    q.push(" where exists (select 1 from subscribers where id = ")
+        .bind(s.subscriber_ref.as_str())
+        .push(" and deleted = false");
+    if dialect == Dialect::Postgres {
+        q.push(" for share");
+    }
+    q.push(") on conflict (topic_id, subscriber_id) do nothing");
+    Ok(q)
 }

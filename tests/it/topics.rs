@@ -530,3 +530,42 @@ async fn v1_routes(app: TestApp) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(topics_v1, v1_routes);
+
+/// A subscriber deleted after a subscribe read it (the race between the two requests) gets no subscription:
+/// the insert is made only while the subscriber exists, so no topic keeps a subscriber that is gone.
+async fn subscribe_after_delete(app: TestApp) {
+    use tidings::domain::topic::TopicSubscription;
+    use tidings::domain::{SubscriberRef, SubscriptionId, Timestamp};
+
+    let live = app.subscriber("still-here", json!({})).await;
+    let gone = app.subscriber("gone", json!({})).await;
+    let topic = tidings::service::topics::upsert(&app.store, &app.tenant, "racy", None, false)
+        .await
+        .unwrap()
+        .topic;
+    let (status, _) = app.delete("/v2/subscribers/gone").await;
+    assert_eq!(status, StatusCode::OK);
+    let row = |s: &Value| TopicSubscription {
+        id: SubscriptionId::new(),
+        organization_id: app.tenant.organization_id.0.clone(),
+        environment_id: app.tenant.environment_id.0.clone(),
+        topic_id: topic.id.clone(),
+        topic_key: topic.key.clone(),
+        subscriber_ref: SubscriberRef::from(s["_id"].as_str().unwrap()),
+        subscriber_id: s["subscriberId"].as_str().unwrap().to_owned(),
+        identifier: format!("id-{}", s["subscriberId"].as_str().unwrap()),
+        created_at: Timestamp::now(),
+        updated_at: Timestamp::now(),
+    };
+    let stored = app
+        .store
+        .subscribe(&[row(&gone), row(&live)])
+        .await
+        .unwrap();
+    let stored: Vec<&str> = stored.iter().map(|s| s.subscriber_id.as_str()).collect();
+    assert_eq!(stored, ["still-here"]);
+    let (status, page) = app.get("/v2/topics/racy/subscriptions").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(subscriber_ids(&page), ["still-here"]);
+}
+db_test!(topics_subscribe_after_delete, subscribe_after_delete);
