@@ -112,7 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let (store, tenant) = seed_target(&cfg, &api_key).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
-            store.checkpoint().await?;
+            store.after_bulk_load().await?;
             store.close().await;
             eprintln!("inserted {n} subscribers");
             Ok(())
@@ -130,7 +130,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let n = store
                 .seed_topic(&tenant, &topic.topic, &prefix, count)
                 .await?;
-            store.checkpoint().await?;
+            store.after_bulk_load().await?;
             store.close().await;
             eprintln!("subscribed {n} subscribers to {key}");
             Ok(())
@@ -154,7 +154,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     contexts,
                 )
                 .await?;
-            store.checkpoint().await?;
+            store.after_bulk_load().await?;
             store.close().await;
             eprintln!("inserted {n} channel endpoints");
             Ok(())
@@ -194,7 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let n = store
                 .seed_notifications(&tenant, &workflow, &prefix, count, subscribers)
                 .await?;
-            store.checkpoint().await?;
+            store.after_bulk_load().await?;
             store.close().await;
             eprintln!("inserted {n} notifications");
             Ok(())

@@ -229,7 +229,7 @@ async fn prepare(
     let mut finished = Vec::with_capacity(running.len());
     if !running.is_empty() {
         let read = prefetch(&store, &running).await;
-        for (i, job) in at.into_iter().zip(running) {
+        for (i, mut job) in at.into_iter().zip(running) {
             let (subscriber, preferences) = BatchReads::for_job(read.as_ref(), &job);
             let prefetched = Prefetched {
                 notification: Some(&rows[i].0),
@@ -239,6 +239,14 @@ async fn prepare(
             // `None`: it could not run now (an error reading what it needs); it is queued as usual.
             if let Some(outcome) = runner.run(&job, &worker, prefetched).await {
                 finished.push(FinishedJob::of(&job, &outcome));
+                if outcome.retry.is_none() {
+                    // Stored as it ended: its completion needs no status update (see `Completion::held`).
+                    job.status = outcome.status;
+                    if let Some(p) = &outcome.provider_id {
+                        job.provider_id.clone_from(p);
+                    }
+                    job.updated_at = Timestamp::now();
+                }
                 rows[i].1[0] = job;
                 ran.push((i, outcome));
             }

@@ -306,7 +306,7 @@ impl Store {
                     raw: None,
                     created_at: now,
                 };
-                for q in insert_details(&[&d])? {
+                for q in insert_details(self.dialect(), &[&d])? {
                     bind_args!(sqlx::query(&q.text), q.args.clone()).execute(&mut *tx).await?;
                 }
             }
@@ -317,7 +317,7 @@ impl Store {
 
     pub async fn insert_details(&self, details: &[ExecutionDetail]) -> Result<()> {
         let refs: Vec<&ExecutionDetail> = details.iter().collect();
-        for q in insert_details(&refs)? {
+        for q in insert_details(self.dialect(), &refs)? {
             on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         }
         Ok(())
@@ -336,9 +336,14 @@ impl Store {
 /// The statements that finish `items` for `worker`, each guarded by the lease (`returning id`: the jobs it
 /// still held): a requeue per retried job, then one status update per distinct final status and provider.
 fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
+    // A job stored already finished (see `Completion::held`) needs none.
+    let items: Vec<&(&Job, &JobOutcome)> = items
+        .iter()
+        .filter(|(j, _)| j.status == JobStatus::Running)
+        .collect();
     // One status update per distinct final status, each guarded by the lease.
     let mut updates = Vec::new();
-    for (job, o) in items {
+    for (job, o) in items.iter().copied() {
         if let Some(r) = &o.retry {
             let mut q = Sql::new("update jobs set status = 'queued', locked_by = null, locked_until = null, run_at = ");
             q.bind(r.run_at)
@@ -360,6 +365,7 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
     // Grouped by final status and provider (nearly always one group).
     let mut groups: Vec<(JobStatus, Option<&str>)> = items
         .iter()
+        .copied()
         .filter(|(_, o)| o.retry.is_none())
         .map(|(_, o)| (o.status, o.provider_id.as_deref()))
         .collect();
@@ -368,6 +374,7 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
     for (status, provider) in groups {
         let ids: Vec<&JobId> = items
             .iter()
+            .copied()
             .filter(|(_, o)| {
                 o.status == status && o.provider_id.as_deref() == provider && o.retry.is_none()
             })
@@ -396,6 +403,9 @@ pub(super) struct Completion<'a> {
     pub(super) dialect: Dialect,
     pub(super) now: i64,
     pub(super) items: Vec<(&'a Job, &'a JobOutcome)>,
+    /// The jobs stored with their final status by the transaction itself (a fan-out's in-app first steps,
+    /// run before their rows were written): held without a status update.
+    pub(super) held: Vec<&'a str>,
     /// The status updates, guarded by the lease (they return the ids of the jobs still held).
     pub(super) updates: Vec<Sql>,
     /// The next steps' activations (they return the ids of the jobs activated).
@@ -418,6 +428,11 @@ impl<'a> Completion<'a> {
         Ok(Self {
             dialect,
             now,
+            held: items
+                .iter()
+                .filter(|(j, _)| j.status != JobStatus::Running)
+                .map(|(j, _)| j.id.as_str())
+                .collect(),
             activations: activations(dialect, &items)?,
             writes: completion_writes(dialect, &items, None, now)?,
             items,
@@ -435,7 +450,7 @@ macro_rules! complete_in_transaction {
         use $crate::store::jobs::{activations, completion_writes, next_jobs, Completion, JobOutcome};
         use $crate::store::sql::bind_args;
         let mut c: Completion = $completion;
-        let mut owned: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut owned: std::collections::HashSet<String> = c.held.iter().map(|id| id.to_string()).collect();
         for q in std::mem::take(&mut c.updates) {
             let ids: Vec<String> =
                 bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *$tx).await?;
@@ -477,7 +492,7 @@ pub(super) fn activations(
     dialect: Dialect,
     done: &[(&Job, &JobOutcome)],
 ) -> serde_json::Result<Vec<Sql>> {
-    Ok(activate_jobs(&next_jobs(done))?
+    Ok(activate_jobs(dialect, &next_jobs(done))?
         .into_iter()
         .map(|q| fail_fast_sql(dialect, q))
         .collect())
@@ -512,8 +527,8 @@ pub(super) fn completion_writes(
         .iter()
         .filter_map(|(_, o)| o.message.as_ref())
         .collect();
-    let mut writes = insert_details(&details)?;
-    writes.extend(insert_messages(&messages)?);
+    let mut writes = insert_details(dialect, &details)?;
+    writes.extend(insert_messages(dialect, &messages)?);
     // After the activations: the jobs a stopped chain never reaches.
     writes.extend(end_chains(done, now));
     Ok(batched(dialect, writes))

@@ -317,6 +317,19 @@ impl Store {
         Ok(())
     }
 
+    /// After a bulk load (the seed commands): on SQLite [`Store::checkpoint`]; on PostgreSQL `analyze`, so
+    /// that the planner sees the rows before autovacuum gets to them — a keyset read of a topic just
+    /// filled, planned for the hundred rows an empty table suggests, sorted the whole topic for every batch.
+    pub async fn after_bulk_load(&self) -> Result<()> {
+        match &self.write {
+            Db::Sqlite(_) => self.checkpoint().await,
+            Db::Postgres(p) => {
+                sqlx::query("analyze").execute(p).await?;
+                Ok(())
+            }
+        }
+    }
+
     pub async fn close(&self) {
         if let Reads::Sqlite(reader) = &self.read {
             reader.close();

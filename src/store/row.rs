@@ -504,7 +504,9 @@ mod tests {
             },
             created_at: crate::domain::Timestamp(5),
         };
-        let q = insert_declared(&[&thing], "").unwrap().remove(0);
+        let q = insert_declared(crate::store::Dialect::Sqlite, &[&thing], "")
+            .unwrap()
+            .remove(0);
         assert_eq!(
             q.text,
             "insert into things (id, first, last, count, flag, data, tags, created, seen_at, full_name) \

@@ -95,6 +95,7 @@ impl Store {
             (&a.environment_id.0, &a.transaction_id).cmp(&(&b.environment_id.0, &b.transaction_id))
         });
         let keys = insert_rows(
+            dialect,
             "insert into trigger_transactions (environment_id, transaction_id, created_at)",
             "on conflict (environment_id, transaction_id) do nothing returning environment_id, transaction_id",
             ordered
@@ -289,7 +290,8 @@ impl<'r> TriggerRows<'r> {
     }
 
     /// The inserts, with the handed jobs stored leased to `worker` (until the given time), and the jobs
-    /// that ran stored leased to the worker that ran them (completed next, in the same transaction).
+    /// that ran stored with the worker that ran them — as they ended, or running when they are retried —
+    /// and completed next, in the same transaction.
     fn statements<R>(
         &self,
         dialect: Dialect,
@@ -297,19 +299,19 @@ impl<'r> TriggerRows<'r> {
         leased: &Option<Leased<R>>,
         now: i64,
     ) -> serde_json::Result<Vec<Sql>> {
-        let mut inserts = insert_declared(&self.fanouts, "")?;
-        inserts.extend(insert_notifications(&self.notifications)?);
-        inserts.extend(insert_jobs(&self.queued, None)?);
-        inserts.extend(insert_jobs(&self.later, None)?);
+        let mut inserts = insert_declared(dialect, &self.fanouts, "")?;
+        inserts.extend(insert_notifications(dialect, &self.notifications)?);
+        inserts.extend(insert_jobs(dialect, &self.queued, None)?);
+        inserts.extend(insert_jobs(dialect, &self.later, None)?);
         if let (Some(worker), Some((_, handed))) = (worker, leased) {
             let handed: Vec<&Job> = handed.iter().map(|(job, _)| job).collect();
-            inserts.extend(insert_jobs(&handed, Some(worker))?);
+            inserts.extend(insert_jobs(dialect, &handed, Some(worker))?);
         }
         if let Some(by) = self.ran_by {
             let ran: Vec<&Job> = self.ran.iter().map(|(job, _)| *job).collect();
-            inserts.extend(insert_jobs(&ran, Some((by, now)))?);
+            inserts.extend(insert_jobs(dialect, &ran, Some((by, now)))?);
         }
-        inserts.extend(insert_details(&self.details)?);
+        inserts.extend(insert_details(dialect, &self.details)?);
         Ok(batched(dialect, inserts))
     }
 

@@ -433,15 +433,67 @@ async fn overlapping_batches(backend: Backend) {
     assert_eq!(notifications_of(&app, &tx).await, total as i64);
     assert_eq!(distinct_recipients(&app, &tx).await, total as i64);
     assert_eq!(messages_of(&app, &tx).await, total as i64);
-    let unfinished = count(
+    // Stored as a worker's completion leaves a job: its worker kept, no lease, one attempt.
+    let unlike_a_completion = count(
         &app,
-        "select count(*) from jobs where status <> 'completed' and transaction_id = $1",
+        "select count(*) from jobs where transaction_id = $1 and not (status = 'completed' \
+         and locked_by = 'worker-a' and locked_until is null and attempts = 1)",
         &tx,
     )
     .await;
-    assert_eq!(unfinished, 0);
+    assert_eq!(unlike_a_completion, 0);
 }
 db_test!(fanout_overlapping_batches, overlapping_batches, backend);
+
+/// An in-app first step stored by the expansion, already completed, still hands the chain on: the next
+/// step's job is activated in the same transaction and the workers run it.
+async fn chain_after_in_app(backend: Backend) {
+    let app = TestApp::spawn_without_workers(backend).await;
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "twice", "workflowId": "twice", "steps": [
+                {"name": "First", "type": "in_app", "controlValues": {"body": "one"}},
+                {"name": "Second", "type": "in_app", "controlValues": {"body": "two"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    big_topic(&app, "pair", 3).await;
+    let tx = trigger(
+        &app,
+        json!({"name": "twice", "to": {"type": "Topic", "topicKey": "pair"}}),
+    )
+    .await;
+    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
+    assert!(
+        expand_once(&app.store, &runner(&app), &writer, "worker-a", 60_000)
+            .await
+            .unwrap()
+    );
+    let by_status = |status: &'static str| {
+        let app = &app;
+        let tx = &tx;
+        async move {
+            count(
+                app,
+                &format!(
+                    "select count(*) from jobs where transaction_id = $1 and status = '{status}'"
+                ),
+                tx,
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        (by_status("completed").await, by_status("queued").await),
+        (3, 3)
+    );
+    assert_eq!(messages_of(&app, &tx).await, 3);
+    app.start_workers();
+    eventually(|| async { (messages_of(&app, &tx).await == 6).then_some(()) }).await;
+    eventually(|| async { (by_status("completed").await == 6).then_some(()) }).await;
+}
+db_test!(fanout_chain_after_in_app, chain_after_in_app, backend);
 
 /// Cancel during the expansion: the batch recorded before it is canceled (its jobs had not run: the
 /// workflow waits first), and no batch follows.
