@@ -112,7 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let (store, tenant) = seed_target(&cfg, &api_key).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
-            store.after_bulk_load().await?;
+            store.after_bulk_load(&["subscribers"]).await?;
             store.close().await;
             eprintln!("inserted {n} subscribers");
             Ok(())
@@ -130,7 +130,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let n = store
                 .seed_topic(&tenant, &topic.topic, &prefix, count)
                 .await?;
-            store.after_bulk_load().await?;
+            store
+                .after_bulk_load(&["topics", "topic_subscriptions"])
+                .await?;
             store.close().await;
             eprintln!("subscribed {n} subscribers to {key}");
             Ok(())
@@ -154,7 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     contexts,
                 )
                 .await?;
-            store.after_bulk_load().await?;
+            store.after_bulk_load(&["channel_endpoints"]).await?;
             store.close().await;
             eprintln!("inserted {n} channel endpoints");
             Ok(())
@@ -194,7 +196,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let n = store
                 .seed_notifications(&tenant, &workflow, &prefix, count, subscribers)
                 .await?;
-            store.after_bulk_load().await?;
+            store
+                .after_bulk_load(&["notifications", "jobs", "execution_details"])
+                .await?;
             store.close().await;
             eprintln!("inserted {n} notifications");
             Ok(())
