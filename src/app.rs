@@ -94,8 +94,8 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     for created in environments::bootstrap(&store, cfg.api_key.as_deref()).await? {
         // Printed once so the operator can copy the key; never logged.
         println!(
-            "Created environment \"{}\" ({}), API key: {}",
-            created.name, created.environment_id, created.api_key
+            "Created environment \"{}\" ({}), applicationIdentifier: {}, API key: {}",
+            created.name, created.environment_id, created.application_identifier, created.api_key
         );
     }
     let listener = tokio::net::TcpListener::bind(cfg.listen)

@@ -102,9 +102,32 @@ pub fn new_api_key() -> String {
     hex::encode(bytes)
 }
 
+/// A new public environment identifier (the Inbox's `applicationIdentifier`): 12 characters of
+/// `[A-Za-z0-9_-]`, 72 random bits — unique by chance, and checked by the database's unique index.
+pub fn new_environment_identifier() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+    let mut bytes = [0u8; 12];
+    rand::RngCore::fill_bytes(&mut OsRng, &mut bytes);
+    bytes
+        .iter()
+        .map(|b| ALPHABET[usize::from(b & 63)] as char)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_identifiers_are_twelve_url_safe_characters_and_differ() {
+        let a = new_environment_identifier();
+        let b = new_environment_identifier();
+        assert_eq!(a.len(), 12);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn round_trips_and_rejects_tampering() {

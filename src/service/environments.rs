@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::crypto::{new_api_key, sha256_hex};
 use crate::domain::Tenant;
 use crate::error::{Error, Result};
+use crate::store::tenants::EnvironmentRow;
 use crate::store::Store;
 
 /// What `tidings environments create` prints.
@@ -15,6 +16,8 @@ pub struct CreatedEnvironment {
     pub organization_id: String,
     pub environment_id: String,
     pub name: String,
+    /// The public identifier the Inbox names the environment by.
+    pub application_identifier: String,
     pub api_key: String,
 }
 
@@ -54,13 +57,14 @@ pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<Crea
     let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
     let tenant = Tenant {
         organization_id: org,
-        environment_id: env,
+        environment_id: crate::domain::EnvironmentId(env.id),
     };
     store.insert_api_key(&tenant, &api_key).await?;
     Ok(CreatedEnvironment {
         organization_id: tenant.organization_id.0,
         environment_id: tenant.environment_id.0,
-        name: name.to_owned(),
+        name: env.name,
+        application_identifier: env.identifier,
         api_key,
     })
 }
@@ -72,20 +76,27 @@ pub struct EnvironmentSummary {
     pub organization_id: String,
     pub environment_id: String,
     pub name: String,
+    pub application_identifier: String,
 }
 
 /// Every environment, oldest first.
 pub async fn list(store: &Store) -> Result<Vec<EnvironmentSummary>> {
     Ok(store
-        .list_environments()
+        .list_environments(None)
         .await?
         .into_iter()
         .map(|e| EnvironmentSummary {
             organization_id: e.organization_id,
             environment_id: e.id,
             name: e.name,
+            application_identifier: e.identifier,
         })
         .collect())
+}
+
+/// The environments of the caller's organization, oldest first (what an API key may see of them: no key).
+pub async fn of_organization(store: &Store, tenant: &Tenant) -> Result<Vec<EnvironmentRow>> {
+    store.list_environments(Some(&tenant.organization_id)).await
 }
 
 /// Issues a new API key for the default organization's environment `name`; every key it had stops working
@@ -107,6 +118,7 @@ pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment>
         organization_id: tenant.organization_id.0,
         environment_id: tenant.environment_id.0,
         name: env.name,
+        application_identifier: env.identifier,
         api_key,
     })
 }
@@ -136,6 +148,7 @@ pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<Creat
                         organization_id: tenant.organization_id.0,
                         environment_id: env.id,
                         name: env.name,
+                        application_identifier: env.identifier,
                         api_key: key.to_owned(),
                     }])
                 }

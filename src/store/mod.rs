@@ -82,6 +82,7 @@ embed_migrations!(
     "20261126160000_subscriber_preferences.sql",
     "20261126170000_topics.sql",
     "20261126190000_fanouts.sql",
+    "20261127070000_environment_identifier.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

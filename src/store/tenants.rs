@@ -13,6 +13,8 @@ sql_row! {
         pub id: String,
         pub organization_id: String,
         pub name: String,
+        /// The public identifier (the Inbox's `applicationIdentifier`).
+        pub identifier: String,
         pub created_at: i64,
     }
 }
@@ -42,7 +44,7 @@ impl Store {
         name: &str,
     ) -> Result<Option<EnvironmentRow>> {
         Ok(on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(
-            "select id, organization_id, name, created_at from environments where organization_id = $1 and name = $2")
+            "select id, organization_id, name, identifier, created_at from environments where organization_id = $1 and name = $2")
             .bind(org.as_str()).bind(name).fetch_optional(p).await)?)
     }
 
@@ -66,24 +68,38 @@ impl Store {
             }))
     }
 
+    /// Creates an environment with a new public identifier.
     pub async fn insert_environment(
         &self,
         org: &OrganizationId,
         name: &str,
-    ) -> Result<EnvironmentId> {
-        let id = EnvironmentId::new();
-        let now = Timestamp::now().0;
+    ) -> Result<EnvironmentRow> {
+        let row = EnvironmentRow {
+            id: EnvironmentId::new().0,
+            organization_id: org.0.clone(),
+            name: name.to_owned(),
+            identifier: crate::crypto::new_environment_identifier(),
+            created_at: Timestamp::now().0,
+        };
         on_db!(self.w(), p => sqlx::query(
-            "insert into environments (id, organization_id, name, created_at, updated_at) values ($1, $2, $3, $4, $4)")
-            .bind(id.as_str()).bind(org.as_str()).bind(name).bind(now).execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(id)
+            "insert into environments (id, organization_id, name, identifier, created_at, updated_at) \
+             values ($1, $2, $3, $4, $5, $5)")
+            .bind(&row.id).bind(&row.organization_id).bind(&row.name).bind(&row.identifier)
+            .bind(row.created_at).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(row)
     }
 
-    /// Every environment, oldest first.
-    pub async fn list_environments(&self) -> Result<Vec<EnvironmentRow>> {
-        let q = Sql::new(
-            "select id, organization_id, name, created_at from environments order by created_at, id",
-        );
+    /// Every environment, oldest first; with `org`, that organization's.
+    pub async fn list_environments(
+        &self,
+        org: Option<&OrganizationId>,
+    ) -> Result<Vec<EnvironmentRow>> {
+        let mut q =
+            Sql::new("select id, organization_id, name, identifier, created_at from environments");
+        if let Some(org) = org {
+            q.push(" where organization_id = ").bind(org.as_str());
+        }
+        q.push(" order by created_at, id");
         self.rows(Cost::Scan, q).await
     }
 

@@ -105,6 +105,7 @@ impl<'a> Recorder<'a> {
     fn new(app: &'a TestApp) -> Self {
         let mut norm = Normaliser::default();
         norm.literal(&app.key, "<api-key>");
+        norm.literal(&app.application_identifier, "<app-identifier>");
         Self {
             app,
             norm,

@@ -8,6 +8,7 @@ mod channels;
 mod corpus;
 mod delivery;
 mod engine;
+mod environments;
 mod fanout;
 mod hardening_edge;
 mod hardening_engine;

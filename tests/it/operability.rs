@@ -289,7 +289,19 @@ async fn environments_are_listed_and_keys_rotated(backend: Backend) {
         .map(String::as_str)
         .collect();
     keys.sort();
-    assert_eq!(keys, ["environmentId", "name", "organizationId"]);
+    assert_eq!(
+        keys,
+        [
+            "applicationIdentifier",
+            "environmentId",
+            "name",
+            "organizationId"
+        ]
+    );
+    assert_eq!(
+        listed[0]["applicationIdentifier"],
+        app.application_identifier
+    );
     assert!(!out.contains(&app.key) && !out.contains(&production_key));
 
     // The old key is in use (and cached by the server) when it is rotated.
@@ -300,6 +312,8 @@ async fn environments_are_listed_and_keys_rotated(backend: Backend) {
     let rotated: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(rotated["name"], "Development");
     assert_eq!(rotated["environmentId"], app.tenant.environment_id.as_str());
+    // A new key, the same public identifier.
+    assert_eq!(rotated["applicationIdentifier"], app.application_identifier);
     let new_key = rotated["apiKey"].as_str().unwrap();
     assert!(new_key.len() >= 32 && new_key != app.key, "{rotated}");
 

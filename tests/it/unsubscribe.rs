@@ -289,7 +289,7 @@ async fn forged_altered_or_stale_links_change_nothing(app: TestApp) {
     app.second_environment("Staging").await;
     let staging = app
         .store
-        .list_environments()
+        .list_environments(None)
         .await
         .unwrap()
         .into_iter()

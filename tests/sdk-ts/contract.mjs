@@ -7,7 +7,9 @@
 // receiver standing in for the SMS, chat and push providers and the http_request endpoint
 // (TIDINGS_RECEIVER_URL).
 
+import * as components from "@novu/api/models/components/index.js";
 import {
+  KEY,
   OBJECT_ID,
   ISO_UTC,
   attempt,
@@ -22,6 +24,7 @@ import {
   lastExchange,
   lastJson,
   parseError,
+  parseWith,
   raw,
   rawOk,
   sdk,
@@ -104,6 +107,21 @@ async function main() {
     const remaining = (await novu.integrations.delete(integrationIds["temp-sms"])).result;
     eq(remaining.map((i) => i.identifier).includes("temp-sms"), false, "delete answers the remaining ones");
     eq(remaining.length, 6, "remaining after delete");
+  });
+
+  // ------------------------------------------------------------------ environments
+  await group("environments: list, me (public identifiers, no keys)", async () => {
+    const listed = (await novu.environments.list()).result;
+    check(listed.length >= 1, `environments.list: ${JSON.stringify(listed)}`);
+    for (const e of listed) {
+      check(OBJECT_ID.test(e.id) && e.identifier.length === 12, `environment ${e.id}: identifier ${e.identifier}`);
+      check(e.apiKeys === undefined, `environment ${e.name}: API keys shown`);
+    }
+    // `GET /v1/environments/me` has no SDK method: its answer is parsed by the SDK's model.
+    const me = parseWith(components.EnvironmentResponseDto$inboundSchema, await rawOk("GET", "/v1/environments/me"), "me");
+    check(listed.some((e) => e.id === me.id), `me ${me.id} among the listed`);
+    eq(me.identifier, listed.find((e) => e.id === me.id)?.identifier, "me: identifier");
+    check(!JSON.stringify(await rawOk("GET", "/v1/environments")).includes(KEY), "the API key is never shown");
   });
 
   // ------------------------------------------------------------------ subscribers

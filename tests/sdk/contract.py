@@ -255,6 +255,20 @@ def main():
         eq(("temp-sms" in [i.identifier for i in remaining], len(remaining)), (False, 6), "delete answers the remaining ones")
     group("integrations: list, list active, update, set primary, delete", integrations_rest)
 
+    # ------------------------------------------------------------------ environments
+    def environments():
+        listed = novu.environments.list().result
+        check(len(listed) >= 1, f"environments.list: {listed}")
+        for e in listed:
+            check(OBJECT_ID.match(e.id) and len(e.identifier) == 12, f"environment {e.id}: identifier {e.identifier!r}")
+            check(e.api_keys is None, f"environment {e.name}: API keys shown")
+        # `GET /v1/environments/me` has no SDK method: its answer is parsed by the SDK's model.
+        me = models.EnvironmentResponseDto.model_validate(raw_ok("GET", "/v1/environments/me"))
+        check(me.id in [e.id for e in listed], f"me {me.id} among the listed")
+        eq(me.identifier, next(e.identifier for e in listed if e.id == me.id), "me: identifier")
+        check(os.environ["TIDINGS_KEY"] not in json.dumps(raw_ok("GET", "/v1/environments")), "the API key is never shown")
+    group("environments: list, me (public identifiers, no keys)", environments)
+
     # ------------------------------------------------------------------ subscribers
     def subscribers():
         ann = novu.subscribers.create(create_subscriber_request_dto={

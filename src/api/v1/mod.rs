@@ -2,6 +2,7 @@
 
 pub mod activity_json;
 pub mod channels;
+pub mod environments;
 pub mod events;
 pub mod integrations;
 pub mod messages;

@@ -5,6 +5,7 @@
 //! | value                                    | shape                                            | placeholder        |
 //! |------------------------------------------|--------------------------------------------------|--------------------|
 //! | API key of the app                       | the literal key                                  | `<api-key>`        |
+//! | the app environment's public identifier  | the literal identifier                           | `<app-identifier>` |
 //! | UUID (transaction ids, mail Message-IDs) | 8-4-4-4-12 hex                                   | `<uuid:N>`         |
 //! | timestamp                                | `YYYY-MM-DDTHH:MM:SS[.f][Z\|±HH:MM]`              | `<time>`           |
 //! | ObjectId (every `_id`)                   | 24 lowercase hex                                 | `<id:N>`           |

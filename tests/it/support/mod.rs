@@ -73,6 +73,8 @@ pub fn worker_options(profile: WireProfile) -> tidings::engine::WorkerOptions {
 pub struct TestApp {
     pub base: String,
     pub key: String,
+    /// The environment's public identifier (the Inbox's `applicationIdentifier`).
+    pub application_identifier: String,
     pub tenant: Tenant,
     pub store: Store,
     pub client: reqwest::Client,
@@ -212,6 +214,7 @@ impl TestApp {
             encryption_key,
             base: format!("http://{addr}"),
             key: created.api_key,
+            application_identifier: created.application_identifier,
             tenant,
             store,
             client: reqwest::Client::new(),
