@@ -323,7 +323,7 @@ impl Store {
     /// keyset read of a topic just filled, planned for the hundred rows an empty table suggests, sorted the
     /// whole topic for every batch. Only the tables filled: one analyzed while empty is planned as empty
     /// until the next analyze (the job queue's claim, as it grew, without autovacuum).
-    pub async fn after_bulk_load(&self, tables: &[&str]) -> Result<()> {
+    pub async fn after_bulk_load(&self, tables: &[&'static str]) -> Result<()> {
         match &self.write {
             Db::Sqlite(_) => self.checkpoint().await,
             Db::Postgres(p) => {

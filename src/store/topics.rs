@@ -208,7 +208,8 @@ impl Store {
 
     /// Inserts the subscriptions that do not exist yet, in one transaction; returns, in the order given, each
     /// subscription as stored (the existing one when the subscriber was already subscribed; none when the
-    /// subscriber was deleted meanwhile). `Err(Duplicate)` when an identifier is taken by another subscriber of the topic.
+    /// subscriber was deleted meanwhile). `Err(Duplicate)` when an identifier is taken by another subscriber
+    /// of the topic.
     pub async fn subscribe(&self, subs: &[TopicSubscription]) -> Result<Vec<TopicSubscription>> {
         let Some(first) = subs.first() else {
             return Ok(Vec::new());
