@@ -8,7 +8,9 @@
 //!
 //! Within a claim the batches form a pipeline (the worker keeps the lease from one to the next): while one
 //! is written, the next is made into statements by the trigger writer and the one after it is read and
-//! run, so the database writer waits for nothing but the database. The batches handed to the writer are
+//! run, so the database writer waits for nothing but the database. The loop itself puts each batch in the
+//! writer's line, in order (tasks only await the answers): a batch that reached the line before the one it
+//! follows would find the cursor not yet where it starts, and be refused. The batches handed to the writer are
 //! not visible yet to the next one's "reached already?" probe, so their recipients are passed over
 //! explicitly. When one is not recorded after all (canceled, the lease lost), the one handed over after it
 //! is not either — it advances the cursor from where that one would have left it — and the claim ends.
@@ -123,13 +125,10 @@ pub async fn expand_once(
             .map(|(n, _, _)| n.subscriber_id.clone())
             .collect();
         let to = batch.to.clone();
+        // Put in the writer's line here, in order; only the answer is awaited by a task of its own.
         recording.push_back(crate::background::spawn(record(
-            triggers.clone(),
-            worker.to_owned(),
-            fanout.clone(),
-            batch,
-            keep_until,
-        )));
+            triggers, worker, &fanout, batch, keep_until,
+        )?));
         if last {
             break;
         }
@@ -165,7 +164,7 @@ pub async fn expand_batch(
         HashSet::new(),
     )
     .await?;
-    record(triggers.clone(), worker.to_owned(), fanout, batch, None).await?;
+    record(triggers, worker, &fanout, batch, None)?.await?;
     Ok(())
 }
 
@@ -261,16 +260,19 @@ async fn prepare(
     })
 }
 
-/// Records a prepared batch of `fanout` (read from its position) with the advance of its cursor; the lease
-/// is released, or kept until `keep_until`. False when it was not recorded: canceled meanwhile, or the lease
-/// went to another process that recorded it.
-async fn record(
-    triggers: TriggerWriter,
-    worker: String,
-    fanout: Fanout,
+/// Puts a prepared batch of `fanout` (read from its position) in the trigger writer's line with the advance
+/// of its cursor — batches reach the database in the order this is called — and returns what awaits it: true
+/// when it was recorded (the lease released, or kept until `keep_until`), false when it was not: canceled
+/// meanwhile, or the lease went to another process that recorded it.
+fn record(
+    triggers: &TriggerWriter,
+    worker: &str,
+    fanout: &Fanout,
     batch: Prepared,
     keep_until: Option<i64>,
-) -> crate::error::Result<bool> {
+) -> crate::error::Result<
+    impl std::future::Future<Output = crate::error::Result<bool>> + Send + 'static,
+> {
     let recipients = batch.rows.len();
     let record = TriggerRecord {
         environment_id: EnvironmentId(fanout.environment_id.clone()),
@@ -279,7 +281,7 @@ async fn record(
         fanout: None,
         advance: Some(Advance {
             fanout_id: fanout.id.clone(),
-            worker,
+            worker: worker.to_owned(),
             from: fanout.position.clone(),
             to: batch.to,
             done: batch.done,
@@ -287,12 +289,16 @@ async fn record(
         }),
         ran: batch.ran,
     };
-    let recorded = triggers.insert_triggers(vec![record]).await?.first() == Some(&true);
-    if recorded {
-        crate::metrics::fanout_recipients(recipients);
-        batch.finished.into_iter().for_each(FinishedJob::count);
-    } else {
-        tracing::debug!(fanout = %fanout.id, "a fan-out batch was not recorded");
-    }
-    Ok(recorded)
+    let submitted = triggers.submit(vec![record])?;
+    let (finished, fanout_id) = (batch.finished, fanout.id.clone());
+    Ok(async move {
+        let recorded = submitted.answer().await?.first() == Some(&true);
+        if recorded {
+            crate::metrics::fanout_recipients(recipients);
+            finished.into_iter().for_each(FinishedJob::count);
+        } else {
+            tracing::debug!(fanout = %fanout_id, "a fan-out batch was not recorded");
+        }
+        Ok(recorded)
+    })
 }

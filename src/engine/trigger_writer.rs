@@ -68,6 +68,14 @@ impl TriggerWriter {
         if records.is_empty() {
             return Ok(Vec::new());
         }
+        self.submit(records)?.answer().await
+    }
+
+    /// Puts `records` in the writer's line now, behind every request of their environment put before
+    /// (their transactions run in that order), and returns what answers them. For writes that must reach
+    /// the database in the order they were made — a fan-out's batches, each advancing the cursor from where
+    /// the one before left it — even when their answers are awaited by tasks polled in another order.
+    pub fn submit(&self, records: Vec<TriggerRecord>) -> Result<Submitted> {
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             crate::background::spawn(group_commit(self.store.clone(), self.handoff.clone(), rx));
@@ -77,7 +85,18 @@ impl TriggerWriter {
         queue
             .send((records, done_tx))
             .map_err(|_| anyhow::anyhow!("the trigger writer has stopped"))?;
-        done_rx
+        Ok(Submitted(done_rx))
+    }
+}
+
+/// Records in the trigger writer's line (see [`TriggerWriter::submit`]).
+#[derive(Debug)]
+pub struct Submitted(oneshot::Receiver<Result<Vec<bool>>>);
+
+impl Submitted {
+    /// Per record, whether it was recorded (as [`TriggerWriter::insert_triggers`] answers).
+    pub async fn answer(self) -> Result<Vec<bool>> {
+        self.0
             .await
             .map_err(|_| anyhow::anyhow!("the trigger writer dropped the request"))?
     }
