@@ -55,6 +55,15 @@ async fn expand_one_batch(
         .unwrap();
 }
 
+/// One claim of the fan-out waiting, expanded as `worker-a` with a trigger writer of its own (up to
+/// `BATCHES_PER_CLAIM` batches, pipelined); false when none was waiting.
+async fn expand_claim(app: &TestApp) -> bool {
+    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
+    expand_once(&app.store, &runner(app), &writer, "worker-a", 60_000)
+        .await
+        .unwrap()
+}
+
 /// The status of the transaction's (first) fan-out, and how many recipients it reached.
 async fn fanout_state(app: &TestApp, tx: &str) -> (String, i64) {
     let f = app
@@ -420,12 +429,7 @@ async fn overlapping_batches(backend: Backend) {
             {"type": "Topic", "topicKey": "first"}, {"type": "Topic", "topicKey": "second"}]}),
     )
     .await;
-    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
-    assert!(
-        expand_once(&app.store, &runner(&app), &writer, "worker-a", 60_000)
-            .await
-            .unwrap()
-    );
+    assert!(expand_claim(&app).await);
     assert_eq!(
         fanout_state(&app, &tx).await,
         ("completed".to_owned(), total as i64)
@@ -464,12 +468,7 @@ async fn chain_after_in_app(backend: Backend) {
         json!({"name": "twice", "to": {"type": "Topic", "topicKey": "pair"}}),
     )
     .await;
-    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
-    assert!(
-        expand_once(&app.store, &runner(&app), &writer, "worker-a", 60_000)
-            .await
-            .unwrap()
-    );
+    assert!(expand_claim(&app).await);
     let by_status = |status: &'static str| {
         let app = &app;
         let tx = &tx;
