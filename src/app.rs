@@ -109,6 +109,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         rate_limits: cfg.rate_limits,
         metrics_token: cfg.metrics_token.clone(),
         limits: cfg.requests,
+        inbox_origins: cfg.inbox_origins.clone(),
     };
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(

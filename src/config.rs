@@ -145,6 +145,9 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// `TIDINGS_INBOX_ORIGINS`: the browser origins allowed to call the Inbox's routes, comma-separated
+    /// (`https://app.example.com,https://admin.example.com`); unset: any origin.
+    pub inbox_origins: Vec<String>,
     /// `TIDINGS_PUBLIC_URL`: the address the world reaches the server at (see [`public_url`]); when set,
     /// emails carry one-click unsubscribe links.
     pub public_url: Option<String>,
@@ -219,6 +222,7 @@ impl std::fmt::Debug for Config {
                 &self.metrics_token.as_ref().map(|_| "<set>"),
             )
             .field("public_url", &self.public_url)
+            .field("inbox_origins", &self.inbox_origins)
             .finish()
     }
 }
@@ -278,8 +282,35 @@ impl Config {
             rate_limits: RateLimits::from_env()?,
             metrics_token: non_empty_env("TIDINGS_METRICS_TOKEN"),
             public_url,
+            inbox_origins: inbox_origins(non_empty_env("TIDINGS_INBOX_ORIGINS").as_deref())?,
         })
     }
+}
+
+/// `TIDINGS_INBOX_ORIGINS` checked: each origin `http(s)://host[:port]`, without path; `*` or unset: any.
+pub fn inbox_origins(raw: Option<&str>) -> anyhow::Result<Vec<String>> {
+    let Some(raw) = raw.filter(|r| r.trim() != "*") else {
+        return Ok(Vec::new());
+    };
+    raw.split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(|o| {
+            let url = url::Url::parse(o).ok().filter(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host_str().is_some()
+                    && u.path() == "/"
+                    && !o.ends_with('/')
+                    && u.query().is_none()
+            });
+            match url {
+                Some(_) => Ok(o.to_owned()),
+                None => anyhow::bail!(
+                    "TIDINGS_INBOX_ORIGINS holds {o:?}: each origin must be like https://app.example.com (scheme, host and optional port, no path)"
+                ),
+            }
+        })
+        .collect()
 }
 
 /// `TIDINGS_PUBLIC_URL` checked and normalised: an absolute `http` or `https` URL with a host, without

@@ -174,6 +174,47 @@ pub fn hmac_sha256_verify(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
     hmac_of(key, parts).verify_slice(tag).is_ok()
 }
 
+/// A token of signed text fields: `base64url(payload) "." base64url(HMAC-SHA256(key, payload))`, no padding,
+/// where `payload` is the fields joined by newlines (so no field may hold one). The first field names the
+/// scope whose key signs the token (an environment), so that a verifier can find the key before it trusts
+/// anything else.
+pub fn sign_fields(key: &[u8; 32], fields: &[&str]) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    debug_assert!(fields.iter().all(|f| !f.contains('\n')));
+    let payload = fields.join("\n");
+    let tag = hmac_sha256(key, &[payload.as_bytes()]);
+    format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(payload),
+        URL_SAFE_NO_PAD.encode(tag)
+    )
+}
+
+/// The `N` fields of a token made by [`sign_fields`] when it is at most `max_len` long, holds exactly `N`
+/// non-empty fields and its tag is the one `key_of(first field)` makes (compared in constant time); `None`
+/// for anything else.
+pub fn verify_fields<const N: usize>(
+    token: &str,
+    max_len: usize,
+    key_of: impl FnOnce(&str) -> [u8; 32],
+) -> Option<[String; N]> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    if token.len() > max_len {
+        return None;
+    }
+    let (payload, tag) = token.split_once('.')?;
+    let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
+    let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+    // The payload is read before the check only to find the key that checks it.
+    let text = std::str::from_utf8(&payload).ok()?;
+    let fields: Vec<String> = text.split('\n').map(str::to_owned).collect();
+    let fields: [String; N] = fields.try_into().ok()?;
+    if fields.iter().any(String::is_empty) {
+        return None;
+    }
+    hmac_sha256_verify(&key_of(&fields[0]), &[&payload], &tag).then_some(fields)
+}
+
 fn hmac_of(key: &[u8], parts: &[&[u8]]) -> hmac::Hmac<Sha256> {
     use hmac::{Hmac, Mac};
     let mut mac =

@@ -34,6 +34,15 @@ impl Modify for ApiKeyAuth {
                 "`ApiKey <secret key>`",
             ))),
         );
+        components.add_security_scheme(
+            "InboxSession",
+            SecurityScheme::Http(
+                utoipa::openapi::security::HttpBuilder::new()
+                    .scheme(utoipa::openapi::security::HttpAuthScheme::Bearer)
+                    .description(Some("The token of `POST /v1/inbox/session`"))
+                    .build(),
+            ),
+        );
     }
 }
 

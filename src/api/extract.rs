@@ -371,6 +371,11 @@ impl QueryMap {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every parameter, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The first value of `key`; an empty value counts as absent.
     pub fn string(&self, key: &str) -> Option<String> {
         self.values(key).find(|v| !v.is_empty()).map(str::to_owned)

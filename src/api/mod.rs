@@ -6,6 +6,7 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
+pub mod inbox;
 pub mod limits;
 pub mod metrics;
 pub mod pagination;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub limits: limits::RequestLimits,
     /// Set when the process begins to shut down: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
+    /// Which browser origins may call the Inbox's routes.
+    pub cors: tower_http::cors::CorsLayer,
 }
 
 /// Operators' settings of the API (besides the wire profile). No `Debug`: it holds the metrics token.
@@ -60,6 +63,8 @@ pub struct ApiOptions {
     pub metrics_token: Option<String>,
     /// Body and request timeouts.
     pub limits: limits::RequestLimits,
+    /// The browser origins the Inbox's routes answer; empty: any.
+    pub inbox_origins: Vec<String>,
 }
 
 impl AppState {
@@ -82,6 +87,7 @@ impl AppState {
             wakeup,
             limits: options.limits,
             draining: Arc::default(),
+            cors: inbox::cors(&options.inbox_origins),
         }))
     }
 }
@@ -101,7 +107,8 @@ impl std::ops::Deref for AppState {
     security(("ApiKey" = [])),
     tags(
         (name = "Subscribers"), (name = "Topics"), (name = "Integrations"), (name = "Channel connections"), (name = "Channel endpoints"),
-        (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Unsubscribe"), (name = "Health"),
+        (name = "Workflows"), (name = "Events"), (name = "Notifications"), (name = "Messages"), (name = "Unsubscribe"),
+        (name = "Inbox", description = "The subscriber-facing API of Novu's Inbox, for browsers (`@novu/js`)"), (name = "Health"),
     )
 )]
 struct ApiDoc;
@@ -253,6 +260,44 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .router
 }
 
+/// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`];
+/// the CORS layer of [`router`] lets browsers call them.
+fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
+    let authed = Routes::new(Default::default(), None)
+        .routes(routes!(inbox::list_notifications))
+        .routes(routes!(inbox::count_notifications))
+        .routes(routes!(inbox::read))
+        .routes(routes!(inbox::unread))
+        .routes(routes!(inbox::archive))
+        .routes(routes!(inbox::unarchive))
+        .routes(routes!(inbox::snooze))
+        .routes(routes!(inbox::unsnooze))
+        .routes(routes!(inbox::complete))
+        .routes(routes!(inbox::revert))
+        .routes(routes!(inbox::delete))
+        .routes(routes!(inbox::seen_many))
+        .routes(routes!(inbox::read_all))
+        .routes(routes!(inbox::archive_all))
+        .routes(routes!(inbox::archive_read))
+        .routes(routes!(inbox::delete_all))
+        .routes(routes!(
+            inbox::list_preferences,
+            inbox::patch_global_preference
+        ))
+        .routes(routes!(inbox::global_preference))
+        .routes(routes!(inbox::bulk_preferences))
+        .routes(routes!(inbox::patch_workflow_preference))
+        .router
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            inbox::require_session,
+        ));
+    Routes::new(Default::default(), None)
+        .routes(routes!(inbox::open_session))
+        .router
+        .merge(authed)
+}
+
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
@@ -267,9 +312,12 @@ pub fn router(state: AppState) -> Router {
         .router
         .split_for_parts();
     openapi.merge(public_doc);
+    let (inbox, inbox_doc) = inbox_routes(&state).split_for_parts();
+    openapi.merge(inbox_doc);
     Router::new()
         .merge(authed)
         .merge(public)
+        .merge(inbox)
         .merge(docs::routes(openapi, state.profile))
         .merge(metrics::routes())
         // Novu's routes that Tidings lacks, and methods a path does not serve, answer 404 like any
@@ -278,6 +326,8 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(not_found)
         .with_state(state.clone())
         // One body limit, [`limits::MAX_BODY`], applied by the limits layer before anything reads the body.
+        // Answers browsers' preflight requests before routing; lets only the Inbox's paths be called from a page.
+        .layer(state.cors.clone())
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(limits::LimitsLayer(state.limits))
         .layer(wire::ContextLayer(state.profile))

@@ -184,12 +184,18 @@ pub enum Shape {
     Single,
     /// A page (`{data, next, …}` or `{data, hasMore, …}`): never wrapped.
     Page,
+    /// Wrapped as `{"data": …}` under every profile: the Inbox's answers, which `@novu/js` always unwraps.
+    Enveloped,
 }
 
 impl Shape {
     /// Whether the current profile wraps this shape as `{"data": …}`: the `novu` profile's single bodies.
     fn enveloped(self) -> bool {
-        self == Shape::Single && profile() == WireProfile::Novu
+        match self {
+            Shape::Single => profile() == WireProfile::Novu,
+            Shape::Page => false,
+            Shape::Enveloped => true,
+        }
     }
 }
 
@@ -217,6 +223,15 @@ impl<T: Serialize> Reply<T> {
         }
     }
 
+    /// `{"data": body}` whatever the profile (see [`Shape::Enveloped`]).
+    pub fn enveloped(status: StatusCode, body: T) -> Self {
+        Self {
+            status,
+            shape: Shape::Enveloped,
+            body,
+        }
+    }
+
     pub fn page(body: T) -> Self {
         Self {
             status: StatusCode::OK,
@@ -236,7 +251,7 @@ impl<T: Serialize> IntoResponse for Reply<T> {
         // Pages run to tens of kilobytes: start them large enough to skip most of the doublings (and the
         // copies they make) on the way there.
         let mut bytes = Vec::with_capacity(match self.shape {
-            Shape::Single => 1024,
+            Shape::Single | Shape::Enveloped => 1024,
             Shape::Page => 16 * 1024,
         });
         let rendered = if self.shape.enveloped() {

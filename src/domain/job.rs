@@ -317,6 +317,13 @@ pub struct Message {
     /// Archived by the subscriber (the Inbox's archive); archived messages stay readable.
     pub archived: bool,
     pub archived_at: Option<Timestamp>,
+    /// When the subscriber first saw it (kept when it is marked unseen and seen again).
+    pub first_seen_date: Option<Timestamp>,
+    /// Hidden from the Inbox until then (the Inbox's snooze); a time past means it is back.
+    pub snoozed_until: Option<Timestamp>,
+    /// Its notification's tags and severity, which the Inbox filters by.
+    pub tags: Vec<String>,
+    pub severity: String,
     pub status: String,
     pub provider_id: String,
     pub context_keys: Vec<String>,
@@ -358,6 +365,10 @@ impl Message {
             last_seen_date: None,
             archived: false,
             archived_at: None,
+            first_seen_date: None,
+            snoozed_until: None,
+            tags: n.tags.clone(),
+            severity: n.severity.clone(),
             status: "sent".to_owned(),
             provider_id: job.provider_id.clone(),
             context_keys: n.context_keys.clone(),

@@ -644,7 +644,16 @@ impl Runner {
                 })
                 .filter(|l| !l.is_empty());
             if let Some(label) = label {
-                buttons.push(json!({"type": kind, "content": label}));
+                let mut button = json!({"type": kind, "content": label});
+                // Where the button leads, as the Inbox shows it (`primaryAction.redirect`).
+                if let Some(redirect) = action(key).and_then(|a| a.get("redirect").cloned()) {
+                    for field in ["url", "target"] {
+                        if let Some(v) = redirect.get(field).filter(|v| v.is_string()) {
+                            button[field] = v.clone();
+                        }
+                    }
+                }
+                buttons.push(button);
             }
         }
         // The message's own redirect, else its primary action's.

@@ -128,9 +128,12 @@ pub async fn mark_as(
         return Err(Error::Validation(v));
     };
     require_subscriber(store, tenant, subscriber_id).await?;
-    store
-        .mark_messages(&tenant.environment_id, subscriber_id, &ids, mark)
-        .await
+    let f = MessageFilter {
+        subscriber_id: Some(subscriber_id.to_owned()),
+        ids,
+        ..Default::default()
+    };
+    store.mark_messages(&tenant.environment_id, &f, mark).await
 }
 
 /// Marks all the subscriber's in-app messages; returns how many changed.
@@ -145,14 +148,12 @@ pub async fn mark_all(
         return Err(Error::Validation(v));
     };
     require_subscriber(store, tenant, subscriber_id).await?;
-    store
-        .mark_all_messages(
-            &tenant.environment_id,
-            subscriber_id,
-            Channel::InApp.as_str(),
-            mark,
-        )
-        .await
+    let f = MessageFilter {
+        subscriber_id: Some(subscriber_id.to_owned()),
+        channel: Some(Channel::InApp.as_str().to_owned()),
+        ..Default::default()
+    };
+    store.mark_where(&tenant.environment_id, &f, mark).await
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {

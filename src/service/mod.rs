@@ -6,6 +6,8 @@ pub mod channels;
 pub mod environments;
 pub mod events;
 pub mod inbox;
+pub mod inbox_notifications;
+pub mod inbox_session;
 pub mod integrations;
 pub mod preferences;
 pub mod preview;

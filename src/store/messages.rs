@@ -8,7 +8,7 @@ use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
 use super::sqlite::rows::ReadRow;
-use super::{on_db, Cost, Store};
+use super::{on_db, Cost, Dialect, Store};
 use crate::domain::job::{Message, MessageDelivery};
 use crate::domain::{EnvironmentId, MessageId, Timestamp};
 use crate::error::Result;
@@ -39,6 +39,10 @@ table! {
         last_seen_date: Option<i64>,
         archived: bool,
         archived_at: Option<i64>,
+        first_seen_date: Option<i64>,
+        snoozed_until: Option<i64>,
+        tags: Json<Vec<String>>,
+        severity: String,
         status: String,
         provider_id: String,
         context_keys: Json<Vec<String>>,
@@ -57,19 +61,43 @@ table! {
     }
 }
 
-/// Filters of `GET /v1/messages`.
+/// Which messages: the filters of `GET /v1/messages`, of a subscriber's feed and of the Inbox. Every field
+/// narrows; the default is every message of the environment that is not deleted.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
     pub subscriber_id: Option<String>,
     pub channel: Option<String>,
     pub transaction_ids: Vec<String>,
+    pub ids: Vec<MessageId>,
     pub read: Option<bool>,
     pub seen: Option<bool>,
+    pub archived: Option<bool>,
+    /// Snoozed now (`snoozed_until` still ahead).
+    pub snoozed: Option<bool>,
+    /// Each group is a set of tags of which the message must have one.
+    pub tags: Vec<Vec<String>>,
+    /// One of these severities.
+    pub severity: Vec<String>,
+    /// Conditions on the message's `data`, all of which must hold.
+    pub data: Vec<DataCondition>,
+    /// Created at or after / at or before (Unix ms).
+    pub created_gte: Option<i64>,
+    pub created_lte: Option<i64>,
+    /// Older than this message of the same environment (the Inbox's `after` cursor: the last one shown).
+    pub older_than: Option<MessageId>,
+}
+
+/// The value at `path` in a message's `data` (a key, or a key and a key of the object under it) is one of
+/// `any_of` (JSON values compared as JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataCondition {
+    pub path: Vec<String>,
+    pub any_of: Vec<Value>,
 }
 
 impl MessageFilter {
-    /// `environment_id = … and deleted = false and …` for this filter.
-    fn to_sql(&self, env: &EnvironmentId) -> Sql {
+    /// `environment_id = … and deleted = false and …` for this filter, with `now` deciding what is snoozed.
+    fn to_sql(&self, env: &EnvironmentId, dialect: Dialect, now: i64) -> Sql {
         let mut q = Sql::new("environment_id = ");
         q.bind(env.as_str()).push(" and deleted = false");
         if let Some(s) = &self.subscriber_id {
@@ -81,37 +109,115 @@ impl MessageFilter {
         if !self.transaction_ids.is_empty() {
             q.push_in("transaction_id", &self.transaction_ids);
         }
-        if let Some(r) = self.read {
-            q.push(" and read = ").bind(r);
+        if !self.ids.is_empty() {
+            q.push_in("id", &self.ids);
         }
-        if let Some(v) = self.seen {
-            q.push(" and seen = ").bind(v);
+        for (column, value) in [
+            ("read", self.read),
+            ("seen", self.seen),
+            ("archived", self.archived),
+        ] {
+            if let Some(value) = value {
+                q.push(" and ").push(column).push(" = ").bind(value);
+            }
+        }
+        match self.snoozed {
+            Some(true) => q.push(" and snoozed_until > ").bind(now),
+            Some(false) => q
+                .push(" and (snoozed_until is null or snoozed_until <= ")
+                .bind(now)
+                .push(")"),
+            None => &mut q,
+        };
+        for group in &self.tags {
+            q.push_any_element(dialect, "messages.tags", group);
+        }
+        if !self.severity.is_empty() {
+            q.push_in("severity", &self.severity);
+        }
+        for c in &self.data {
+            q.push(" and (");
+            for (i, value) in c.any_of.iter().enumerate() {
+                if i > 0 {
+                    q.push(" or ");
+                }
+                push_data_path(&mut q, dialect, &c.path);
+                q.push(" = ").bind(value.clone());
+            }
+            q.push(")");
+        }
+        if let Some(t) = self.created_gte {
+            q.push(" and created_at >= ").bind(t);
+        }
+        if let Some(t) = self.created_lte {
+            q.push(" and created_at <= ").bind(t);
+        }
+        if let Some(id) = &self.older_than {
+            // Newest first is (created_at, id) descending: what follows the cursor is below it in that order.
+            let mut anchor = Sql::new("(select created_at from messages where environment_id = ");
+            anchor
+                .bind(env.as_str())
+                .push(" and id = ")
+                .bind(id.as_str())
+                .push(")");
+            q.push(" and (created_at < ").append(&anchor);
+            q.push(" or (created_at = ").append(&anchor);
+            q.push(" and id < ").bind(id.as_str()).push("))");
         }
         q
     }
 }
 
-/// What `mark-as` sets.
+/// The JSON value at `path` in `data`, comparable with a bound JSON value: SQLite's `->` answers JSON text
+/// (bound values are JSON text too), PostgreSQL's `->` a `jsonb`.
+fn push_data_path(q: &mut Sql, dialect: Dialect, path: &[String]) {
+    match dialect {
+        Dialect::Sqlite => {
+            // A path of quoted keys; the service refuses keys with quotes or backslashes.
+            let mut p = String::from("$");
+            for key in path {
+                p.push_str(&format!(".\"{key}\""));
+            }
+            q.push("(data -> ").bind(p).push(")");
+        }
+        Dialect::Postgres => {
+            q.push("(data");
+            for key in path {
+                q.push(" -> ").bind(key.as_str());
+            }
+            q.push(")");
+        }
+    }
+}
+
+/// What a mark sets. `Read` also marks seen; `Unread` also unarchives (an unread message is never archived);
+/// `Archive` also marks read and seen; `Unarchive` leaves the message read. Seeing a message the first time
+/// records `first_seen_date`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MarkAs {
     Read,
     Seen,
     Unread,
     Unseen,
+    Archive,
+    Unarchive,
+    /// Hidden from the Inbox until then (Unix ms).
+    Snooze(i64),
+    Unsnooze,
 }
 
-/// Runs `q` (a select without ordering) as page `page` of `limit` rows, newest first; `has_more` is exact
-/// (reads `limit + 1`).
+/// Runs `q` (a select without ordering) for `limit` rows after the first `offset`, newest first; `has_more`
+/// is exact (reads `limit + 1`).
 async fn newest_first_page<R: PortableRow + ReadRow + Into<T> + 'static, T>(
     store: &Store,
     mut q: Sql,
-    page: i64,
+    offset: i64,
     limit: i64,
 ) -> Result<(Vec<T>, bool)> {
     q.push(" order by created_at desc, id desc limit ")
         .bind(limit + 1)
         .push(" offset ")
-        .bind(page * limit);
+        .bind(offset);
     let mut rows: Vec<T> = store
         .rows::<R>(Cost::Scan, q)
         .await?
@@ -131,44 +237,36 @@ impl Store {
         page: i64,
         limit: i64,
     ) -> Result<(Vec<Message>, bool)> {
+        self.list_messages_from(env, f, page * limit, limit).await
+    }
+
+    /// `limit` non-deleted messages after the first `offset`, newest first; `has_more` is exact.
+    pub async fn list_messages_from(
+        &self,
+        env: &EnvironmentId,
+        f: &MessageFilter,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<Message>, bool)> {
         let mut q = Sql::new("select ");
         q.push(Message::COLUMNS)
             .push(" from messages where ")
-            .append(&f.to_sql(env));
-        newest_first_page::<Message, Message>(self, q, page, limit).await
+            .append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
+        newest_first_page::<Message, Message>(self, q, offset, limit).await
     }
 
-    /// Marks the subscriber's messages among `ids`; others are left alone. Returns the updated messages.
-    /// `read` also marks seen; `unread` leaves `seen` as it is; `seen`/`unseen` leave `read` as it is.
+    /// Marks the messages `f` selects and answers them (oldest first), marked.
     pub async fn mark_messages(
         &self,
         env: &EnvironmentId,
-        subscriber_id: &str,
-        ids: &[MessageId],
+        f: &MessageFilter,
         mark: MarkAs,
     ) -> Result<Vec<Message>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = Timestamp::now().0;
-        let mut q = Sql::new("update messages set ");
-        push_mark(&mut q, mark, now);
-        q.push(", updated_at = ").bind(now);
-        q.push(" where environment_id = ")
-            .bind(env.as_str())
-            .push(" and subscriber_id = ")
-            .bind(subscriber_id);
-        q.push(" and deleted = false");
-        q.push_in("id", ids);
-        on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
+        self.mark_where(env, f, mark).await?;
         let mut s = Sql::new("select ");
         s.push(Message::COLUMNS)
-            .push(" from messages where environment_id = ")
-            .bind(env.as_str());
-        s.push(" and subscriber_id = ")
-            .bind(subscriber_id)
-            .push(" and deleted = false");
-        s.push_in("id", ids);
+            .push(" from messages where ")
+            .append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
         s.push(" order by created_at, id");
         Ok(
             on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args.clone()).fetch_all(p).await)?,
@@ -179,30 +277,99 @@ impl Store {
 impl Store {
     /// Counts the messages matching `f` (capped like cursor totals).
     pub async fn count_messages(&self, env: &EnvironmentId, f: &MessageFilter) -> Result<i64> {
-        self.count_capped("messages", &f.to_sql(env)).await
+        self.count_capped(
+            "messages",
+            &f.to_sql(env, self.dialect(), Timestamp::now().0),
+        )
+        .await
     }
 
-    /// Marks every message of the subscriber on `channel`; returns how many changed.
-    pub async fn mark_all_messages(
+    /// Marks the messages `f` selects; returns how many changed (those already so are left alone).
+    pub async fn mark_where(
         &self,
         env: &EnvironmentId,
-        subscriber_id: &str,
-        channel: &str,
+        f: &MessageFilter,
         mark: MarkAs,
     ) -> Result<u64> {
         let now = Timestamp::now().0;
         let mut q = Sql::new("update messages set ");
         let unchanged = push_mark(&mut q, mark, now);
         q.push(", updated_at = ").bind(now);
-        q.push(" where environment_id = ").bind(env.as_str());
-        q.push(" and subscriber_id = ").bind(subscriber_id);
-        q.push(" and channel = ")
-            .bind(channel)
-            .push(" and deleted = false and ")
+        q.push(" where ")
+            .append(&f.to_sql(env, self.dialect(), now))
+            .push(" and ")
             .push(unchanged);
         let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
             .execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n)
+    }
+
+    /// Soft-deletes the messages `f` selects; returns how many.
+    pub async fn delete_where(&self, env: &EnvironmentId, f: &MessageFilter) -> Result<u64> {
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update messages set deleted = true, updated_at = ");
+        q.bind(now)
+            .push(" where ")
+            .append(&f.to_sql(env, self.dialect(), now));
+        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n)
+    }
+
+    /// Replaces the `cta` of the subscriber's message `id`; false when it has no such message.
+    pub async fn set_message_cta(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+        id: &MessageId,
+        cta: &Value,
+    ) -> Result<bool> {
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update messages set cta = ");
+        q.bind(cta.clone()).push(", updated_at = ").bind(now);
+        q.push(" where environment_id = ")
+            .bind(env.as_str())
+            .push(" and subscriber_id = ")
+            .bind(subscriber_id);
+        q.push(" and id = ")
+            .bind(id.as_str())
+            .push(" and deleted = false");
+        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// How many messages `f` selects, by severity: `[high, medium, low, none]`.
+    pub async fn count_by_severity(
+        &self,
+        env: &EnvironmentId,
+        f: &MessageFilter,
+    ) -> Result<[i64; 4]> {
+        let mut q = Sql::new("select severity, count(*) from messages where ");
+        q.append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
+        q.push(" group by severity");
+        let mut out = [0; 4];
+        for (severity, n) in self.rows::<(String, i64)>(Cost::Scan, q).await? {
+            let i = ["high", "medium", "low", "none"]
+                .iter()
+                .position(|s| *s == severity)
+                .unwrap_or(3);
+            out[i] += n;
+        }
+        Ok(out)
+    }
+
+    /// How many messages `f` selects, counting no further than `cap`.
+    pub async fn count_up_to(
+        &self,
+        env: &EnvironmentId,
+        f: &MessageFilter,
+        cap: i64,
+    ) -> Result<i64> {
+        let mut q = Sql::new("select count(*) from (select 1 from messages where ");
+        q.append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
+        q.push(" limit ").bind(cap).push(") t");
+        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
     /// Soft-deletes a message; false when there is none.
@@ -215,26 +382,51 @@ impl Store {
 }
 
 /// Appends the `set` assignments for `mark` at `now`; returns the condition of rows it would change.
-/// `read` also marks seen; `unread` leaves `seen` alone; `seen`/`unseen` leave `read` alone.
 fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
+    const FIRST_SEEN: &str = ", first_seen_date = coalesce(first_seen_date, ";
     match mark {
         MarkAs::Read => {
             q.push("read = true, seen = true, last_read_date = ")
                 .bind(now);
             q.push(", last_seen_date = ").bind(now);
+            q.push(FIRST_SEEN).bind(now).push(")");
             "read = false"
         }
         MarkAs::Unread => {
-            q.push("read = false, last_read_date = ").bind(now);
+            q.push("read = false, last_read_date = null, archived = false, archived_at = null");
             "read = true"
         }
         MarkAs::Seen => {
             q.push("seen = true, last_seen_date = ").bind(now);
+            q.push(FIRST_SEEN).bind(now).push(")");
             "seen = false"
         }
         MarkAs::Unseen => {
             q.push("seen = false, last_seen_date = ").bind(now);
             "seen = true"
+        }
+        MarkAs::Archive => {
+            q.push("archived = true, archived_at = ").bind(now);
+            q.push(", read = true, seen = true, last_read_date = coalesce(last_read_date, ")
+                .bind(now)
+                .push(")");
+            q.push(", last_seen_date = coalesce(last_seen_date, ")
+                .bind(now)
+                .push(")");
+            q.push(FIRST_SEEN).bind(now).push(")");
+            "archived = false"
+        }
+        MarkAs::Unarchive => {
+            q.push("archived = false, archived_at = null");
+            "archived = true"
+        }
+        MarkAs::Snooze(until) => {
+            q.push("snoozed_until = ").bind(until);
+            "true"
+        }
+        MarkAs::Unsnooze => {
+            q.push("snoozed_until = null");
+            "snoozed_until is not null"
         }
     }
 }

@@ -83,6 +83,7 @@ embed_migrations!(
     "20261126170000_topics.sql",
     "20261126190000_fanouts.sql",
     "20261127070000_environment_identifier.sql",
+    "20261127090000_inbox_messages.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

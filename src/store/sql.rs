@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::Dialect;
 use crate::domain::id::Id;
 
 /// A value to bind. Every variant encodes on both SQLite and PostgreSQL.
@@ -113,6 +114,24 @@ impl Sql {
             self.bind(v.as_ref());
         }
         self.push(")")
+    }
+
+    /// Appends ` and exists (…)`: some element of the JSON array of strings in `column` is one of `values`.
+    pub fn push_any_element(
+        &mut self,
+        dialect: Dialect,
+        column: &str,
+        values: &[impl AsRef<str>],
+    ) -> &mut Self {
+        // Each dialect has its own function listing a JSON array's elements.
+        let elements = match dialect {
+            Dialect::Sqlite => format!("json_each({column})"),
+            Dialect::Postgres => format!("jsonb_array_elements_text({column}) as t(value)"),
+        };
+        self.push(" and exists (select 1 from ")
+            .push(&elements)
+            .push(" where true");
+        self.push_in("value", values).push(")")
     }
 
     /// ` and <column> = <value>` written so that no index serves it (`<column> || '' = …`, valid on both

@@ -89,6 +89,18 @@ impl Store {
         Ok(row)
     }
 
+    /// The environment whose public identifier is `identifier`.
+    pub async fn environment_by_identifier(
+        &self,
+        identifier: &str,
+    ) -> Result<Option<EnvironmentRow>> {
+        let mut q = Sql::new(
+            "select id, organization_id, name, identifier, created_at from environments where identifier = ",
+        );
+        q.bind(identifier);
+        self.row(Cost::Point, q).await
+    }
+
     /// Every environment, oldest first; with `org`, that organization's.
     pub async fn list_environments(
         &self,
@@ -148,6 +160,21 @@ impl Store {
             organization_id: OrganizationId(org),
             environment_id: EnvironmentId(env),
         }))
+    }
+
+    /// Every API key of the environment, decrypted, oldest first.
+    pub async fn api_keys(&self, env: &EnvironmentId) -> Result<Vec<String>> {
+        let mut q = Sql::new("select key_encrypted from api_keys where environment_id = ");
+        q.bind(env.as_str()).push(" order by created_at, id");
+        let sealed: Vec<(String,)> = self.rows(Cost::Scan, q).await?;
+        sealed
+            .into_iter()
+            .map(|(s,)| {
+                self.cipher()
+                    .decrypt_string(&s)
+                    .map_err(|e| anyhow::Error::from(e).into())
+            })
+            .collect()
     }
 
     /// The environment's first API key, decrypted (used to sign `svc-signature`).

@@ -198,16 +198,7 @@ impl Store {
                 .push(" escape '\\')");
         }
         if !q.tags.is_empty() {
-            // Tags are a JSON array: each dialect has its own function listing the elements.
-            let elements = match self.dialect() {
-                Dialect::Sqlite => "json_each(workflows.tags)",
-                Dialect::Postgres => "jsonb_array_elements_text(workflows.tags) as t(value)",
-            };
-            filter
-                .push(" and exists (select 1 from ")
-                .push(elements)
-                .push(" where true");
-            filter.push_in("value", &q.tags).push(")");
+            filter.push_any_element(self.dialect(), "workflows.tags", &q.tags);
         }
         if !q.statuses.is_empty() {
             let conditions: Vec<&str> = q

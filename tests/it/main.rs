@@ -15,6 +15,7 @@ mod hardening_engine;
 mod hardening_ops;
 mod hardening_secrets;
 mod idempotency;
+mod inbox;
 mod integrations;
 mod novu_sdk;
 mod operability;

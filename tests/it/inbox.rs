@@ -1,0 +1,902 @@
+//! The Inbox API (issue 24) over HTTP: sessions (identifier, HMAC, upsert), the bearer token's scope, the
+//! notification list's filters and cursor, every action and its effect on lists and counts, the bulk routes,
+//! preferences, and CORS. `tests/sdk-ts/inbox.mjs` drives the same routes through `@novu/js`.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::db_test;
+use crate::support::{assert_error, send, settled, TestApp};
+
+/// Opens a session for `subscriber` in the environment `identifier`; answers the status and body.
+async fn open(app: &TestApp, body: Value) -> (StatusCode, Value) {
+    send(app.client.post(app.url("/v1/inbox/session")).json(&body)).await
+}
+
+/// A session's token (the session must open).
+async fn token(app: &TestApp, subscriber: &str) -> String {
+    let (status, out) = open(
+        app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriber": {"subscriberId": subscriber}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    out["data"]["token"].as_str().unwrap().to_owned()
+}
+
+/// A request to an Inbox route with `token`.
+async fn call(
+    app: &TestApp,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = app
+        .client
+        .request(method, app.url(path))
+        .bearer_auth(token)
+        .header("content-type", "application/json");
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    send(req).await
+}
+
+fn hmac(key: &str, subscriber: &str) -> String {
+    tidings::crypto::hmac_sha256_hex(key, &[subscriber.as_bytes()])
+}
+
+/// `alerts` (high severity, tags `ops`, two buttons) and `news` (tags `news`).
+async fn workflows(app: &TestApp) {
+    for body in [
+        json!({"name": "Alerts", "workflowId": "alerts", "severity": "high", "tags": ["ops"], "steps": [
+            {"name": "Inbox", "type": "in_app", "controlValues": {"subject": "Alert", "body": "Alert {{payload.n}}",
+             "data": {"n": "{{payload.n}}", "kind": "alert"},
+             "primaryAction": {"label": "Open", "redirect": {"url": "https://x.test/a/{{payload.n}}"}},
+             "secondaryAction": {"label": "Dismiss"}}}]}),
+        json!({"name": "News", "workflowId": "news", "tags": ["news"], "steps": [
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "News {{payload.n}}", "data": {"kind": "news"}}}]}),
+    ] {
+        let (status, out) = app.post("/v2/workflows", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+}
+
+/// Triggers `workflow` for `to` with `payload.n = n` and waits until it settles.
+async fn trigger(app: &TestApp, workflow: &str, to: &str, n: i64) {
+    let tx = format!("{workflow}-{to}-{n}");
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": workflow, "to": to, "payload": {"n": n}, "transactionId": tx}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    settled(app, &tx, 1).await;
+}
+
+fn bodies(page: &Value) -> Vec<&str> {
+    page["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{page}"))
+        .iter()
+        .map(|n| n["body"].as_str().unwrap())
+        .collect()
+}
+
+async fn sessions(app: TestApp) {
+    // Unknown or missing identifier.
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": "nope", "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(
+        out["message"],
+        "Please provide a valid application identifier"
+    );
+    let (status, out) = open(&app, json!({"subscriber": "ann"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+
+    // No in-app integration at all: Novu's default (HMAC off). The subscriber is created with its profile.
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier,
+               "subscriber": {"subscriberId": "ann", "firstName": "Ann", "email": "ann@x.test"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let s = &out["data"];
+    assert_eq!(
+        s["unreadCount"],
+        json!({"total": 0, "severity": {"high": 0, "medium": 0, "low": 0, "none": 0}})
+    );
+    assert_eq!(s["totalUnreadCount"], 0);
+    assert_eq!(s["removeNovuBranding"], true);
+    assert_eq!(
+        s["applicationIdentifier"],
+        app.application_identifier.as_str()
+    );
+    assert!(s["token"].as_str().unwrap().len() > 40, "{s}");
+    let (_, ann) = app.get("/v2/subscribers/ann").await;
+    assert_eq!(
+        (ann["firstName"].as_str(), ann["email"].as_str()),
+        (Some("Ann"), Some("ann@x.test")),
+        "{ann}"
+    );
+
+    // Without a valid HMAC a session does not rewrite an existing profile.
+    let (status, _) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier,
+               "subscriber": {"subscriberId": "ann", "firstName": "Mallory"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, ann) = app.get("/v2/subscribers/ann").await;
+    assert_eq!(ann["firstName"], "Ann", "{ann}");
+    // With one it does.
+    let (status, _) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriberHash": hmac(&app.key, "ann"),
+               "subscriber": {"subscriberId": "ann", "firstName": "Annie"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, ann) = app.get("/v2/subscribers/ann").await;
+    assert_eq!(ann["firstName"], "Annie", "{ann}");
+
+    // An in-app integration that asks for an HMAC.
+    let integration = app
+        .integration(json!({"providerId": "novu", "channel": "in_app", "credentials": {"hmac": true}, "active": true}))
+        .await;
+    for hash in [
+        None,
+        Some("00".repeat(32)),
+        Some(hmac(&app.key, "bob")),
+        Some("zz".into()),
+    ] {
+        let mut body =
+            json!({"applicationIdentifier": app.application_identifier, "subscriber": "ann"});
+        if let Some(h) = hash {
+            body["subscriberHash"] = json!(h);
+        }
+        let (status, out) = open(&app, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+        assert_eq!(out["message"], "Please provide a valid HMAC hash");
+    }
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriberHash": hmac(&app.key, "ann"),
+               "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+
+    // Every in-app integration inactive: 404.
+    let id = integration["_id"].as_str().unwrap();
+    let (status, out) = app
+        .put(&format!("/v1/integrations/{id}"), json!({"active": false}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriberHash": hmac(&app.key, "ann"),
+               "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+}
+db_test!(inbox_sessions, sessions);
+
+async fn tokens(app: TestApp) {
+    workflows(&app).await;
+    trigger(&app, "news", "ann", 1).await;
+    let ann = token(&app, "ann").await;
+    // Missing, malformed, altered or foreign tokens: 401 on every route.
+    let altered = format!("{}x", &ann[..ann.len() - 1]);
+    for (auth, why) in [
+        (None, "missing"),
+        (Some(format!("ApiKey {}", app.key)), "an API key"),
+        (Some("Bearer".to_owned()), "empty"),
+        (Some(format!("Bearer {altered}")), "altered"),
+    ] {
+        let mut req = app.client.get(app.url("/v1/inbox/notifications"));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let (status, out) = send(req).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}: {out}");
+        assert_error(&out, 401);
+    }
+    // Ann's token sees Ann's notification; Bob's does not, and cannot touch it.
+    let (status, page) = call(&app, &ann, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(bodies(&page), ["News 1"]);
+    let id = page["data"][0]["id"].as_str().unwrap().to_owned();
+    let bob = token(&app, "bob").await;
+    let (_, page) = call(&app, &bob, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(bodies(&page), Vec::<&str>::new());
+    for (method, path, body) in [
+        (
+            Method::PATCH,
+            format!("/v1/inbox/notifications/{id}/read"),
+            None,
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/inbox/notifications/{id}/archive"),
+            None,
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/inbox/notifications/{id}/complete"),
+            Some(json!({"actionType": "primary"})),
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/inbox/notifications/{id}/delete"),
+            None,
+        ),
+    ] {
+        let (status, out) = call(&app, &bob, method, &path, body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {out}");
+    }
+    let (status, _) = call(
+        &app,
+        &bob,
+        Method::POST,
+        "/v1/inbox/notifications/seen",
+        Some(json!({"notificationIds": [id]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(
+        &app,
+        &bob,
+        Method::POST,
+        "/v1/inbox/notifications/read",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, page) = call(&app, &ann, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(
+        (
+            page["data"][0]["isSeen"].as_bool(),
+            page["data"][0]["isRead"].as_bool()
+        ),
+        (Some(false), Some(false))
+    );
+
+    // Another environment's session (same subscriberId) sees none of it, and its token is refused here.
+    let key_b = app.second_environment("B").await;
+    let (_, me) = send(app.req_as(&key_b, Method::GET, "/v1/environments/me")).await;
+    let (status, out) = open(
+        &app,
+        json!({"applicationIdentifier": me["identifier"], "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let ann_b = out["data"]["token"].as_str().unwrap().to_owned();
+    let (_, page) = call(&app, &ann_b, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(bodies(&page), Vec::<&str>::new());
+    let (status, _) = call(
+        &app,
+        &ann_b,
+        Method::PATCH,
+        &format!("/v1/inbox/notifications/{id}/read"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A deleted subscriber's token stops working.
+    let (status, _) = app.delete("/v2/subscribers/bob").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&app, &bob, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+db_test!(inbox_tokens, tokens);
+
+async fn notifications(app: TestApp) {
+    workflows(&app).await;
+    for n in 1..=3 {
+        trigger(&app, "news", "ann", n).await;
+    }
+    trigger(&app, "alerts", "ann", 4).await;
+    let t = token(&app, "ann").await;
+    let get = |path: &str| {
+        let (app, t, path) = (&app, t.clone(), path.to_owned());
+        async move {
+            let (status, out) = call(app, &t, Method::GET, &path, None).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {out}");
+            out
+        }
+    };
+
+    // Newest first, paged with the cursor; hasMore exact.
+    let first = get("/v1/inbox/notifications?limit=3").await;
+    assert_eq!(bodies(&first), ["Alert 4", "News 3", "News 2"]);
+    assert_eq!(first["hasMore"], true);
+    let last_id = first["data"][2]["id"].as_str().unwrap();
+    let next = get(&format!("/v1/inbox/notifications?limit=3&after={last_id}")).await;
+    assert_eq!(bodies(&next), ["News 1"]);
+    assert_eq!(next["hasMore"], false);
+    let exact = get("/v1/inbox/notifications?limit=4").await;
+    assert_eq!(exact["hasMore"], false);
+
+    // The shape of a notification.
+    let alert = &first["data"][0];
+    assert_eq!(alert["subject"], "Alert");
+    assert_eq!(alert["severity"], "high");
+    assert_eq!(alert["tags"], json!(["ops"]));
+    assert_eq!(alert["data"], json!({"n": "4", "kind": "alert"}));
+    assert_eq!(alert["channelType"], "in_app");
+    assert_eq!(alert["to"]["subscriberId"], "ann");
+    assert_eq!(alert["workflow"]["identifier"], "alerts");
+    assert_eq!(alert["workflow"]["severity"], "high");
+    assert_eq!(
+        alert["primaryAction"],
+        json!({"label": "Open", "isCompleted": false, "redirect": {"url": "https://x.test/a/4"}})
+    );
+    assert_eq!(
+        alert["secondaryAction"],
+        json!({"label": "Dismiss", "isCompleted": false})
+    );
+    assert_eq!(alert["redirect"]["url"], "https://x.test/a/4");
+    assert_eq!(
+        (
+            alert["isRead"].as_bool(),
+            alert["isSeen"].as_bool(),
+            alert["isArchived"].as_bool(),
+            alert["isSnoozed"].as_bool()
+        ),
+        (Some(false), Some(false), Some(false), Some(false))
+    );
+    assert_eq!(alert["readAt"], Value::Null);
+    assert_eq!(alert["deliveredAt"].as_array().unwrap().len(), 1);
+
+    // Filters.
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?tags[]=ops").await),
+        ["Alert 4"]
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?tags[]=ops&tags[]=news&limit=1").await),
+        ["Alert 4"]
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?tags[0][]=ops&tags[1][]=news").await),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?severity[]=high").await),
+        ["Alert 4"]
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?severity=none&limit=1").await),
+        ["News 3"]
+    );
+    let data = urlencode(r#"{"kind":"alert"}"#);
+    assert_eq!(
+        bodies(&get(&format!("/v1/inbox/notifications?data={data}")).await),
+        ["Alert 4"]
+    );
+    let data = urlencode(r#"{"kind":["news","other"]}"#);
+    assert_eq!(
+        get(&format!("/v1/inbox/notifications?data={data}")).await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let data = urlencode(r#"{"n":{"or":["4","9"]}}"#);
+    assert_eq!(
+        bodies(&get(&format!("/v1/inbox/notifications?data={data}")).await),
+        ["Alert 4"]
+    );
+    let created = alert["createdAt"].as_str().unwrap();
+    let ms = chrono::DateTime::parse_from_rfc3339(created)
+        .unwrap()
+        .timestamp_millis();
+    assert_eq!(
+        bodies(&get(&format!("/v1/inbox/notifications?createdGte={ms}")).await),
+        ["Alert 4"]
+    );
+    assert_eq!(
+        get(&format!("/v1/inbox/notifications?createdLte={}", ms - 1)).await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let (status, out) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/notifications?read=false&archived=true",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    let (status, out) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/notifications?data=%7B%22%24where%22%3A1%7D",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+
+    // Actions, and what the lists and counts show after each.
+    let id = |page: &Value, i: usize| page["data"][i]["id"].as_str().unwrap().to_owned();
+    let (alert_id, news3, news2, news1) =
+        (id(&first, 0), id(&first, 1), id(&first, 2), id(&next, 0));
+    let act = |method: Method, path: String, body: Option<Value>| {
+        let (app, t) = (&app, t.clone());
+        async move {
+            let (status, out) = call(app, &t, method, &path, body).await;
+            assert!(status.is_success(), "{path}: {status} {out}");
+            out
+        }
+    };
+    let counts = || async {
+        let filters = urlencode(
+            r#"[{"read":false},{"seen":false},{"archived":true},{"snoozed":true},{"severity":"high","read":false}]"#,
+        );
+        let out = get(&format!("/v1/inbox/notifications/count?filters={filters}")).await;
+        assert_eq!(
+            out["data"][4]["filter"],
+            json!({"severity": "high", "read": false}),
+            "the filter echoed: {out}"
+        );
+        out["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["count"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts().await, [4, 4, 0, 0, 1]);
+
+    let read = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{alert_id}/read"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            read["data"]["isRead"].as_bool(),
+            read["data"]["isSeen"].as_bool()
+        ),
+        (Some(true), Some(true)),
+        "{read}"
+    );
+    assert!(
+        read["data"]["readAt"].is_string() && read["data"]["firstSeenAt"].is_string(),
+        "{read}"
+    );
+    assert_eq!(counts().await, [3, 3, 0, 0, 0]);
+    let unread = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{alert_id}/unread"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            unread["data"]["isRead"].as_bool(),
+            unread["data"]["readAt"].clone()
+        ),
+        (Some(false), Value::Null)
+    );
+    assert_eq!(counts().await, [4, 3, 0, 0, 1]);
+
+    let archived = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{news3}/archive"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            archived["data"]["isArchived"].as_bool(),
+            archived["data"]["isRead"].as_bool()
+        ),
+        (Some(true), Some(true))
+    );
+    assert_eq!(counts().await, [3, 2, 1, 0, 1]);
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?archived=true").await),
+        ["News 3"]
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?archived=false").await),
+        ["Alert 4", "News 2", "News 1"]
+    );
+    let back = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{news3}/unarchive"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            back["data"]["isArchived"].as_bool(),
+            back["data"]["isRead"].as_bool()
+        ),
+        (Some(false), Some(true))
+    );
+
+    let until = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    let snoozed = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{news2}/snooze"),
+        Some(json!({"snoozeUntil": until})),
+    )
+    .await;
+    assert_eq!(snoozed["data"]["isSnoozed"], true, "{snoozed}");
+    assert!(snoozed["data"]["snoozedUntil"].is_string());
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?snoozed=true").await),
+        ["News 2"]
+    );
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?snoozed=false").await),
+        ["Alert 4", "News 3", "News 1"]
+    );
+    assert_eq!(counts().await, [3, 2, 0, 1, 1]);
+    for bad in [
+        json!({"snoozeUntil": chrono::Utc::now().to_rfc3339()}),
+        json!({"snoozeUntil": (chrono::Utc::now() + chrono::Duration::days(31)).to_rfc3339()}),
+    ] {
+        let (status, out) = call(
+            &app,
+            &t,
+            Method::PATCH,
+            &format!("/v1/inbox/notifications/{news2}/snooze"),
+            Some(bad),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    }
+    let (status, _) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        &format!("/v1/inbox/notifications/{news2}/snooze"),
+        Some(json!({"snoozeUntil": "soon"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let woke = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{news2}/unsnooze"),
+        None,
+    )
+    .await;
+    assert_eq!(woke["data"]["isSnoozed"], false);
+    assert!(woke["data"].get("snoozedUntil").is_none(), "{woke}");
+
+    let done = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{alert_id}/complete"),
+        Some(json!({"actionType": "primary"})),
+    )
+    .await;
+    assert_eq!(
+        (
+            done["data"]["primaryAction"]["isCompleted"].as_bool(),
+            done["data"]["secondaryAction"]["isCompleted"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    let reverted = act(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{alert_id}/revert"),
+        Some(json!({"actionType": "primary"})),
+    )
+    .await;
+    assert_eq!(reverted["data"]["primaryAction"]["isCompleted"], false);
+    let (status, _) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        &format!("/v1/inbox/notifications/{alert_id}/complete"),
+        Some(json!({"actionType": "third"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let page = get("/v1/inbox/notifications?tags[]=ops").await;
+    assert_eq!(page["data"][0]["primaryAction"]["isCompleted"], false);
+
+    // The API key sees the Inbox's changes, and the Inbox sees the API key's.
+    let (_, messages) = app
+        .get("/v1/messages?subscriberId=ann&channel=in_app&limit=10")
+        .await;
+    let of = |id: &str| {
+        messages["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (of(&news3)["read"].as_bool(), of(&news3)["seen"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ann/messages/mark-as",
+            json!({"messageId": news1, "markAs": "read"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?read=true").await),
+        ["News 3", "News 1"]
+    );
+
+    // Delete one, then the bulk routes.
+    let (status, _) = call(
+        &app,
+        &t,
+        Method::DELETE,
+        &format!("/v1/inbox/notifications/{news1}/delete"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications").await),
+        ["Alert 4", "News 3", "News 2"]
+    );
+    act(
+        Method::POST,
+        "/v1/inbox/notifications/seen".into(),
+        Some(json!({"notificationIds": [alert_id]})),
+    )
+    .await;
+    assert_eq!(counts().await, [2, 1, 0, 0, 1]);
+    act(
+        Method::POST,
+        "/v1/inbox/notifications/read".into(),
+        Some(json!({"tags": ["ops"]})),
+    )
+    .await;
+    assert_eq!(counts().await, [1, 1, 0, 0, 0]);
+    act(
+        Method::POST,
+        "/v1/inbox/notifications/read-archive".into(),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?archived=true").await),
+        ["Alert 4", "News 3"]
+    );
+    act(
+        Method::POST,
+        "/v1/inbox/notifications/archive".into(),
+        Some(json!({"data": "{\"kind\":\"news\"}"})),
+    )
+    .await;
+    assert_eq!(
+        bodies(&get("/v1/inbox/notifications?archived=false").await),
+        Vec::<&str>::new()
+    );
+    act(
+        Method::POST,
+        "/v1/inbox/notifications/delete".into(),
+        Some(json!({"tags": {"or": ["news"]}})),
+    )
+    .await;
+    assert_eq!(bodies(&get("/v1/inbox/notifications").await), ["Alert 4"]);
+
+    // A new session counts what is unread and not snoozed, by severity.
+    trigger(&app, "alerts", "ann", 5).await;
+    trigger(&app, "news", "ann", 6).await;
+    let (_, s) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(
+        s["data"]["unreadCount"],
+        json!({"total": 2, "severity": {"high": 1, "medium": 0, "low": 0, "none": 1}})
+    );
+}
+db_test!(inbox_notifications, notifications);
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+async fn preferences(app: TestApp) {
+    workflows(&app).await;
+    let t = token(&app, "ann").await;
+    let (status, prefs) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/preferences?criticality=nonCritical",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{prefs}");
+    let levels: Vec<(&str, Option<&str>)> = prefs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["level"].as_str().unwrap(),
+                p["workflow"]["identifier"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("global", None),
+            ("template", Some("alerts")),
+            ("template", Some("news"))
+        ]
+    );
+    let (_, only) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/preferences?tags[]=news",
+        None,
+    )
+    .await;
+    assert_eq!(only["data"].as_array().unwrap().len(), 2, "{only}");
+
+    // News's in-app off from the Inbox (by workflow _id, as the client sends it): the next trigger skips it.
+    let news_id = prefs["data"][2]["workflow"]["id"].as_str().unwrap();
+    let (status, out) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        &format!("/v1/inbox/preferences/{news_id}"),
+        Some(json!({"in_app": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        (
+            out["data"]["level"].as_str(),
+            out["data"]["channels"]["in_app"].as_bool()
+        ),
+        (Some("template"), Some(false))
+    );
+    trigger(&app, "news", "ann", 1).await;
+    trigger(&app, "alerts", "ann", 2).await;
+    let (_, page) = call(&app, &t, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(bodies(&page), ["Alert 2"]);
+    let (_, v2) = app.get("/v2/subscribers/ann/preferences").await;
+    let news = v2["workflows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["workflow"]["identifier"] == "news")
+        .unwrap();
+    assert_eq!(news["channels"]["in_app"], false, "{v2}");
+
+    // Global, and bulk.
+    let (status, out) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        "/v1/inbox/preferences",
+        Some(json!({"email": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        (
+            out["data"]["level"].as_str(),
+            out["data"]["channels"]["email"].as_bool()
+        ),
+        (Some("global"), Some(false))
+    );
+    let (_, g) = call(&app, &t, Method::GET, "/v1/inbox/preferences/global", None).await;
+    assert_eq!(g["data"]["channels"]["email"], false);
+    let (status, out) = call(&app, &t, Method::PATCH, "/v1/inbox/preferences/bulk",
+        Some(json!({"preferences": [{"workflowId": "news", "in_app": true}, {"workflowId": "alerts", "in_app": false}]}))).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let ins: Vec<Option<bool>> = out["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["channels"]["in_app"].as_bool())
+        .collect();
+    assert_eq!(ins, [Some(true), Some(false)]);
+    let (status, _) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        "/v1/inbox/preferences/nope",
+        Some(json!({"in_app": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(
+        &app,
+        &t,
+        Method::PATCH,
+        "/v1/inbox/preferences",
+        Some(json!({"schedule": {"isEnabled": true}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+db_test!(inbox_preferences, preferences);
+
+async fn cors(app: TestApp) {
+    // A browser's preflight for an Inbox route, and the answer's allow-origin.
+    let resp = app
+        .client
+        .request(Method::OPTIONS, app.url("/v1/inbox/notifications"))
+        .header("origin", "https://app.example.com")
+        .header("access-control-request-method", "GET")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type,novu-api-version,novu-client-version",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let h = resp.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://app.example.com");
+    let allowed = h["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    for header in [
+        "authorization",
+        "content-type",
+        "novu-api-version",
+        "novu-client-version",
+    ] {
+        assert!(allowed.contains(header), "{allowed}");
+    }
+    let resp = app
+        .client
+        .post(app.url("/v1/inbox/session"))
+        .header("origin", "https://app.example.com")
+        .json(&json!({"applicationIdentifier": "nope", "subscriber": "ann"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    // The API-key routes answer no browser.
+    let resp = app
+        .client
+        .request(Method::OPTIONS, app.url("/v2/subscribers"))
+        .header("origin", "https://app.example.com")
+        .header("access-control-request-method", "GET")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
+}
+db_test!(inbox_cors, cors);
