@@ -216,7 +216,10 @@ async fn connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    // With upgrades: the Inbox's socket is a WebSocket.
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
     tokio::select! {
         _ = drained(conn, &activity, &open, drain) => {}
         _ = activity.evict.cancelled() => {}
@@ -227,7 +230,7 @@ async fn connection(
 /// Runs `conn` to its end; once `drain` fires, closes it when no request is under way and it has been
 /// quiet for [`QUIET_BEFORE_CLOSE`].
 async fn drained(
-    conn: hyper::server::conn::http1::Connection<TokioIo<TcpStream>, ConnectionService>,
+    conn: hyper::server::conn::http1::UpgradeableConnection<TokioIo<TcpStream>, ConnectionService>,
     activity: &Activity,
     open: &Open,
     drain: CancellationToken,

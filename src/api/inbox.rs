@@ -26,6 +26,7 @@ use crate::domain::{Channel, MessageId};
 use crate::error::{Error, Validation};
 use crate::service::inbox_notifications::{self as notifications, Bulk, BULK_IDS, COUNT_FILTERS};
 use crate::service::inbox_session::{self as session, InboxSubscriber, SessionRequest};
+use crate::service::inbox_topics as topics;
 use crate::service::preferences::{
     self, Change, Changed, Criticality, GlobalPreference, BULK_ITEMS,
 };
@@ -331,11 +332,17 @@ impl RedirectOut {
 }
 
 /// The subscriber a notification is for.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InboxSubscriberOut {
     pub id: String,
     pub subscriber_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
 }
 
 /// A notification as the Inbox shows it.
@@ -378,8 +385,12 @@ pub struct InboxNotificationOut {
 }
 
 impl InboxNotificationOut {
-    /// The Inbox's view of `m`, with its workflow when it still exists.
-    fn of(m: Message, workflow: Option<&crate::domain::workflow::Workflow>) -> Self {
+    /// The Inbox's view of `m`, for `to`, with its workflow when it still exists.
+    fn of(
+        m: Message,
+        to: InboxSubscriberOut,
+        workflow: Option<&crate::domain::workflow::Workflow>,
+    ) -> Self {
         let now = crate::domain::Timestamp::now();
         let snoozed_until = m.snoozed_until.filter(|t| t.0 > now.0);
         let action = m.cta.get("action");
@@ -408,10 +419,7 @@ impl InboxNotificationOut {
             transaction_id: m.transaction_id,
             subject: m.subject,
             body: m.content,
-            to: InboxSubscriberOut {
-                id: m.subscriber_ref.into(),
-                subscriber_id: m.subscriber_id,
-            },
+            to,
             is_read: m.read,
             is_seen: m.seen,
             is_archived: m.archived,
@@ -439,25 +447,35 @@ impl InboxNotificationOut {
     }
 }
 
-/// The Inbox's view of each message, with its workflow (read through the workflow cache).
+/// The Inbox's view of each of `who`'s messages, with `who`'s profile and the message's workflow (read
+/// through the workflow cache).
 async fn notifications_out(
     state: &AppState,
+    who: &InboxSubscriber,
     messages: Vec<Message>,
 ) -> ApiResult<Vec<InboxNotificationOut>> {
+    let env = &who.tenant.environment_id;
+    let profile = state.store.get_subscriber(env, &who.subscriber_id).await?;
+    let to = InboxSubscriberOut {
+        id: who.subscriber_ref.as_str().to_owned(),
+        subscriber_id: who.subscriber_id.clone(),
+        first_name: profile.as_ref().and_then(|p| p.first_name.clone()),
+        last_name: profile.as_ref().and_then(|p| p.last_name.clone()),
+        avatar: profile.as_ref().and_then(|p| p.avatar.clone()),
+    };
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
-        let env = crate::domain::EnvironmentId(m.environment_id.clone());
         let workflow = state
             .store
-            .get_workflow_cached(&env, m.workflow_ref.as_str())
+            .get_workflow_cached(env, m.workflow_ref.as_str())
             .await?;
-        out.push(InboxNotificationOut::of(m, workflow.as_deref()));
+        out.push(InboxNotificationOut::of(m, to.clone(), workflow.as_deref()));
     }
     Ok(out)
 }
 
-async fn one_out(state: &AppState, m: Message) -> ApiResult<Response> {
-    let out = notifications_out(state, vec![m]).await?.pop();
+async fn one_out(state: &AppState, who: &InboxSubscriber, m: Message) -> ApiResult<Response> {
+    let out = notifications_out(state, who, vec![m]).await?.pop();
     Ok(Reply::enveloped(StatusCode::OK, out).into_response())
 }
 
@@ -550,7 +568,7 @@ pub async fn list_notifications(
     v.finish()?;
     let (messages, has_more) =
         notifications::list(&state.store, &who, f, after, offset, limit).await?;
-    let data = notifications_out(&state, messages).await?;
+    let data = notifications_out(&state, &who, messages).await?;
     Ok(Reply::page(NotificationsPageOut {
         data,
         has_more,
@@ -623,7 +641,7 @@ macro_rules! mark_route {
             AppPath(id): AppPath<String>,
         ) -> ApiResult<Response> {
             let m = notifications::mark(&state.store, &who, &id, $mark).await?;
-            one_out(&state, m).await
+            one_out(&state, &who, m).await
         }
     };
 }
@@ -681,7 +699,7 @@ pub async fn snooze(
     AppJson(body): AppJson<SnoozeIn>,
 ) -> ApiResult<Response> {
     let m = notifications::snooze(&state.store, &who, &id, body.snooze_until.as_ref()).await?;
-    one_out(&state, m).await
+    one_out(&state, &who, m).await
 }
 
 /// Body of the complete and revert routes.
@@ -705,7 +723,7 @@ pub async fn complete(
     AppJson(body): AppJson<ActionIn>,
 ) -> ApiResult<Response> {
     let m = notifications::action(&state.store, &who, &id, body.action_type.as_ref(), true).await?;
-    one_out(&state, m).await
+    one_out(&state, &who, m).await
 }
 
 /// Marks a notification's primary or secondary action pending again.
@@ -721,7 +739,7 @@ pub async fn revert(
 ) -> ApiResult<Response> {
     let m =
         notifications::action(&state.store, &who, &id, body.action_type.as_ref(), false).await?;
-    one_out(&state, m).await
+    one_out(&state, &who, m).await
 }
 
 /// Deletes a notification.
@@ -1036,4 +1054,160 @@ pub async fn bulk_preferences(
         preferences::change_many(&state.store, &who.tenant, &who.subscriber_id, items).await?;
     let out: Vec<InboxPreferenceOut> = changed.iter().map(Into::into).collect();
     Ok(Reply::enveloped(StatusCode::OK, out).into_response())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Topic subscriptions
+
+/// One of the subscriber's topic subscriptions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InboxSubscriptionOut {
+    /// The subscription's `_id`.
+    pub id: String,
+    pub identifier: String,
+}
+
+impl From<crate::domain::topic::TopicSubscription> for InboxSubscriptionOut {
+    fn from(s: crate::domain::topic::TopicSubscription) -> Self {
+        Self {
+            id: s.id.as_str().to_owned(),
+            identifier: s.identifier,
+        }
+    }
+}
+
+/// The subscriber's subscriptions to a topic (none when the topic does not exist).
+#[utoipa::path(get, path = "/v1/inbox/topics/{topicKey}/subscriptions", tag = "Inbox", security(("InboxSession" = [])),
+    params(("topicKey" = String, Path)),
+    responses((status = 200, description = "`{data: [subscription]}`", body = Vec<InboxSubscriptionOut>),
+        (status = 401, description = "No valid session")))]
+pub async fn list_subscriptions(
+    State(state): State<AppState>,
+    who: InboxSubscriber,
+    AppPath(key): AppPath<String>,
+) -> ApiResult<Response> {
+    let found = topics::list(&state.store, &who, &key).await?;
+    let out: Vec<InboxSubscriptionOut> = found.into_iter().map(Into::into).collect();
+    Ok(Reply::enveloped(StatusCode::OK, out).into_response())
+}
+
+/// The subscriber's subscription to a topic by its identifier; `null` when it has none.
+#[utoipa::path(get, path = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}", tag = "Inbox",
+    security(("InboxSession" = [])), params(("topicKey" = String, Path), ("identifier" = String, Path)),
+    responses((status = 200, description = "`{data: subscription or null}`", body = Option<InboxSubscriptionOut>),
+        (status = 401, description = "No valid session")))]
+pub async fn get_subscription(
+    State(state): State<AppState>,
+    who: InboxSubscriber,
+    AppPath((key, identifier)): AppPath<(String, String)>,
+) -> ApiResult<Response> {
+    let found = topics::get(&state.store, &who, &key, &identifier).await?;
+    let out: Option<InboxSubscriptionOut> = found.map(Into::into);
+    Ok(Reply::enveloped(StatusCode::OK, out).into_response())
+}
+
+/// Body of a subscription's creation or update.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SubscriptionIn {
+    /// The subscription's identifier (by default one made of the topic's key and the subscriber's id).
+    pub identifier: Option<String>,
+    /// The topic's name, when the subscription creates it: `{name}`.
+    #[schema(value_type = Option<Object>)]
+    pub topic: Option<Value>,
+    /// Not supported (a subscription has no name of its own): refused.
+    pub name: Option<String>,
+    /// Not supported (preferences are per subscriber and workflow): refused unless empty.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub preferences: Option<Vec<Value>>,
+}
+
+impl SubscriptionIn {
+    /// Refuses what a subscription cannot hold here, rather than dropping it.
+    fn refuse_unsupported(&self, v: &mut Validation) {
+        if let Some(name) = &self.name {
+            v.add(
+                "name",
+                "a subscription's name is not supported by Tidings",
+                name.as_str(),
+            );
+        }
+        if self.preferences.as_ref().is_some_and(|p| !p.is_empty()) {
+            v.add(
+                "preferences",
+                "subscription preferences are not supported by Tidings: preferences are per subscriber and workflow",
+                Value::Array(self.preferences.clone().unwrap_or_default()),
+            );
+        }
+    }
+}
+
+/// Subscribes the subscriber to a topic (created when missing); a subscriber already subscribed keeps its
+/// subscription.
+#[utoipa::path(post, path = "/v1/inbox/topics/{topicKey}/subscriptions", tag = "Inbox", security(("InboxSession" = [])),
+    params(("topicKey" = String, Path)), request_body = SubscriptionIn,
+    responses((status = 201, description = "`{data: subscription}`", body = InboxSubscriptionOut),
+        (status = 401, description = "No valid session"), (status = 409, description = "The identifier is another subscriber's"),
+        (status = 422, description = "Invalid body or topic key")))]
+pub async fn create_subscription(
+    State(state): State<AppState>,
+    who: InboxSubscriber,
+    AppPath(key): AppPath<String>,
+    AppJson(body): AppJson<SubscriptionIn>,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    body.refuse_unsupported(&mut v);
+    let topic_name = match &body.topic {
+        None | Some(Value::Null) => None,
+        Some(t) => match t.get("name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(n)) => Some(n.clone()),
+            Some(other) => {
+                v.add("topic.name", "topic.name must be a string", other.clone());
+                None
+            }
+        },
+    };
+    v.finish()?;
+    let s = topics::create(&state.store, &who, &key, body.identifier, topic_name).await?;
+    Ok(Reply::enveloped(StatusCode::CREATED, InboxSubscriptionOut::from(s)).into_response())
+}
+
+/// Updates a subscription: nothing of it can change here (its name and preferences are not supported), so
+/// an empty body answers it as it is.
+#[utoipa::path(patch, path = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}", tag = "Inbox",
+    security(("InboxSession" = [])), params(("topicKey" = String, Path), ("identifier" = String, Path)),
+    request_body = SubscriptionIn,
+    responses((status = 200, body = InboxSubscriptionOut), (status = 401, description = "No valid session"),
+        (status = 404, description = "Not one of the subscriber's subscriptions"), (status = 422, description = "Invalid body")))]
+pub async fn update_subscription(
+    State(state): State<AppState>,
+    who: InboxSubscriber,
+    AppPath((key, identifier)): AppPath<(String, String)>,
+    AppJson(body): AppJson<SubscriptionIn>,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    body.refuse_unsupported(&mut v);
+    v.finish()?;
+    let found = topics::get(&state.store, &who, &key, &identifier)
+        .await?
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "Subscription \"{identifier}\" to topic \"{key}\" was not found"
+            ))
+        })?;
+    Ok(Reply::enveloped(StatusCode::OK, InboxSubscriptionOut::from(found)).into_response())
+}
+
+/// Ends one of the subscriber's subscriptions.
+#[utoipa::path(delete, path = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}", tag = "Inbox",
+    security(("InboxSession" = [])), params(("topicKey" = String, Path), ("identifier" = String, Path)),
+    responses((status = 204, description = "Unsubscribed"), (status = 401, description = "No valid session"),
+        (status = 404, description = "Not one of the subscriber's subscriptions")))]
+pub async fn delete_subscription(
+    State(state): State<AppState>,
+    who: InboxSubscriber,
+    AppPath((key, identifier)): AppPath<(String, String)>,
+) -> ApiResult<Response> {
+    topics::delete(&state.store, &who, &key, &identifier).await?;
+    Ok(no_content())
 }

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod pagination;
 pub mod ratelimit;
 pub mod request_log;
+pub mod socket;
 pub mod v1;
 pub mod v2;
 pub mod wire;
@@ -287,6 +288,15 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(inbox::global_preference))
         .routes(routes!(inbox::bulk_preferences))
         .routes(routes!(inbox::patch_workflow_preference))
+        .routes(routes!(
+            inbox::list_subscriptions,
+            inbox::create_subscription
+        ))
+        .routes(routes!(
+            inbox::get_subscription,
+            inbox::update_subscription,
+            inbox::delete_subscription
+        ))
         .router
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -332,6 +342,8 @@ pub fn router(state: AppState) -> Router {
         .layer(limits::LimitsLayer(state.limits))
         .layer(wire::ContextLayer(state.profile))
         .layer(request_log::LogLayer)
+        // The Inbox's socket (`/socket.io/`) is answered before the API's layers: its handshake is no API call.
+        .layer(socket::layer(state.store.clone()))
 }
 
 /// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.

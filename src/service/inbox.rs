@@ -133,7 +133,13 @@ pub async fn mark_as(
         ids,
         ..Default::default()
     };
-    store.mark_messages(&tenant.environment_id, &f, mark).await
+    let marked = store
+        .mark_messages(&tenant.environment_id, &f, mark)
+        .await?;
+    store
+        .inbox_events()
+        .changed(tenant.environment_id.as_str(), subscriber_id);
+    Ok(marked)
 }
 
 /// Marks all the subscriber's in-app messages; returns how many changed.
@@ -153,14 +159,23 @@ pub async fn mark_all(
         channel: Some(Channel::InApp.as_str().to_owned()),
         ..Default::default()
     };
-    store.mark_where(&tenant.environment_id, &f, mark).await
+    let changed = store.mark_where(&tenant.environment_id, &f, mark).await?;
+    if changed > 0 {
+        store
+            .inbox_events()
+            .changed(tenant.environment_id.as_str(), subscriber_id);
+    }
+    Ok(changed)
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {
-    if store
+    if let Some(subscriber_id) = store
         .delete_message(&tenant.environment_id, message_id)
         .await?
     {
+        store
+            .inbox_events()
+            .changed(tenant.environment_id.as_str(), &subscriber_id);
         Ok(())
     } else {
         Err(Error::NotFound(format!(

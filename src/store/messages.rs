@@ -372,12 +372,16 @@ impl Store {
         Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
-    /// Soft-deletes a message; false when there is none.
-    pub async fn delete_message(&self, env: &EnvironmentId, id: &MessageId) -> Result<bool> {
-        let n = on_db!(self.w(), p => sqlx::query(
-            "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+    /// Soft-deletes a message; answers its subscriber's id, `None` when there is no such message.
+    pub async fn delete_message(
+        &self,
+        env: &EnvironmentId,
+        id: &MessageId,
+    ) -> Result<Option<String>> {
+        Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
+            "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false \
+             returning subscriber_id")
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?)
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod channels;
 pub mod fanouts;
 pub mod idempotency;
+pub mod inbox_events;
 mod insert;
 pub mod integrations;
 pub mod jobs;
@@ -167,6 +168,8 @@ pub struct Store {
     workflow_cache: std::sync::Arc<workflows::WorkflowCache>,
     /// SQLite only: trigram frequencies that steer substring search (see `search`).
     search_stats: std::sync::Arc<search::TrigramStats>,
+    /// Changes of in-app messages, heard by every process (see `inbox_events`).
+    inbox_events: inbox_events::InboxEvents,
     /// SQLite only: the thread that checkpoints the write-ahead log, stopped with the last clone.
     _checkpointer: Option<std::sync::Arc<sqlite::checkpoint::Checkpointer>>,
 }
@@ -210,6 +213,7 @@ impl Store {
                     _checkpointer: sqlite::checkpoint::start(&file).map(std::sync::Arc::new),
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
+                    inbox_events: inbox_events::InboxEvents::local(),
                 })
             }
             Dialect::Postgres => {
@@ -234,7 +238,13 @@ impl Store {
                     .idle_timeout(Duration::from_secs(300))
                     .connect_with(connect)
                     .await?;
+                // One channel per schema: tests give each run a schema of the same database.
+                let channel = match &opts.pg_schema {
+                    Some(schema) => format!("tidings_inbox_{schema}"),
+                    None => "tidings_inbox".to_owned(),
+                };
                 Ok(Self {
+                    inbox_events: inbox_events::InboxEvents::postgres(pool.clone(), channel),
                     read: Reads::Postgres(pool.clone()),
                     write: Db::Postgres(pool),
                     cipher: std::sync::Arc::new(cipher),
@@ -264,6 +274,11 @@ impl Store {
             Db::Sqlite(_) => Dialect::Sqlite,
             Db::Postgres(_) => Dialect::Postgres,
         }
+    }
+
+    /// The announcements of changes to in-app messages (see `inbox_events`).
+    pub fn inbox_events(&self) -> &inbox_events::InboxEvents {
+        &self.inbox_events
     }
 
     pub fn cipher(&self) -> &Cipher {

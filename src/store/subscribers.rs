@@ -252,6 +252,28 @@ impl Store {
     }
 
     /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
+    /// Records whether the subscriber has an Inbox socket open, and since when.
+    pub async fn set_subscriber_online(
+        &self,
+        env: &EnvironmentId,
+        id: &SubscriberRef,
+        online: bool,
+    ) -> Result<()> {
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update subscribers set is_online = ");
+        q.bind(online)
+            .push(", last_online_at = ")
+            .bind(now)
+            .push(", version = version + 1, updated_at = ")
+            .bind(now);
+        q.push(" where environment_id = ")
+            .bind(env.as_str())
+            .push(" and id = ")
+            .bind(id.as_str());
+        on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
+        Ok(())
+    }
+
     pub async fn subscriber_id_of(
         &self,
         env: &EnvironmentId,

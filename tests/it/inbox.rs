@@ -900,3 +900,88 @@ async fn cors(app: TestApp) {
     assert!(resp.headers().get("access-control-allow-origin").is_none());
 }
 db_test!(inbox_cors, cors);
+
+async fn topic_subscriptions(app: TestApp) {
+    workflows(&app).await;
+    let ann = token(&app, "ann").await;
+    let bob = token(&app, "bob").await;
+    let path = "/v1/inbox/topics/launches/subscriptions";
+    let (status, out) = call(&app, &ann, Method::GET, path, None).await;
+    assert_eq!(
+        (status, out["data"].clone()),
+        (StatusCode::OK, json!([])),
+        "no topic yet"
+    );
+
+    // Ann subscribes herself; the topic is created with the name given.
+    let (status, out) = call(
+        &app,
+        &ann,
+        Method::POST,
+        path,
+        Some(json!({"topic": {"name": "Launches"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let sub = out["data"].clone();
+    let identifier = sub["identifier"].as_str().unwrap().to_owned();
+    assert!(sub["id"].as_str().is_some_and(|id| id.len() == 24), "{sub}");
+    let (_, topic) = app.get("/v2/topics/launches").await;
+    assert_eq!(topic["name"], "Launches", "{topic}");
+    let (_, again) = call(&app, &ann, Method::POST, path, Some(json!({}))).await;
+    assert_eq!(
+        again["data"], sub,
+        "subscribing again keeps the subscription"
+    );
+    let (_, listed) = call(&app, &ann, Method::GET, path, None).await;
+    assert_eq!(listed["data"], json!([sub]));
+    let one = format!("{path}/{identifier}");
+    let (_, got) = call(&app, &ann, Method::GET, &one, None).await;
+    assert_eq!(got["data"], sub);
+    let (status, same) = call(&app, &ann, Method::PATCH, &one, Some(json!({}))).await;
+    assert_eq!(
+        (status, same["data"].clone()),
+        (StatusCode::OK, sub.clone())
+    );
+
+    // Bob neither sees nor ends Ann's subscription.
+    let (_, got) = call(&app, &bob, Method::GET, &one, None).await;
+    assert_eq!(got["data"], Value::Null);
+    let (_, listed) = call(&app, &bob, Method::GET, path, None).await;
+    assert_eq!(listed["data"], json!([]));
+    let (status, _) = call(&app, &bob, Method::DELETE, &one, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // What Tidings cannot keep is refused.
+    for body in [
+        json!({"name": "Mine"}),
+        json!({"preferences": [{"workflowId": "news", "enabled": false}]}),
+    ] {
+        let (status, out) = call(&app, &ann, Method::POST, path, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {out}");
+        let (status, _) = call(&app, &ann, Method::PATCH, &one, Some(body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+
+    // A trigger to the topic reaches Ann; after she unsubscribes, the next does not.
+    let trigger_topic = |tx: &'static str| {
+        let app = &app;
+        async move {
+            let (status, out) = app
+                .post("/v1/events/trigger", json!({"name": "news", "to": {"type": "Topic", "topicKey": "launches"}, "payload": {"n": 7}, "transactionId": tx}))
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{out}");
+        }
+    };
+    trigger_topic("launch-1").await;
+    settled(&app, "launch-1", 1).await;
+    let (_, page) = call(&app, &ann, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(bodies(&page), ["News 7"]);
+    let (status, _) = call(&app, &ann, Method::DELETE, &one, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, listed) = call(&app, &ann, Method::GET, path, None).await;
+    assert_eq!(listed["data"], json!([]));
+    let (status, _) = call(&app, &ann, Method::DELETE, &one, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+db_test!(inbox_topic_subscriptions, topic_subscriptions);

@@ -53,9 +53,11 @@ export function eq(actual, expected, what) {
   if (a !== e) throw new CheckFailed(`${what}: expected ${e}, got ${a}`);
 }
 
-/** A raw request through the SDK's HTTP client (for what no SDK method does); answers `{status, json}`. */
-export async function raw(method, path, body) {
-  const headers = { Authorization: `ApiKey ${KEY}`, Accept: "application/json" };
+/** A raw request through the SDK's HTTP client (for what no SDK method does); answers `{status, json}`.
+ * `authorization` is the header sent (another environment's key, an Inbox `Bearer` token), none when null. */
+export async function raw(method, path, body, authorization = `ApiKey ${KEY}`) {
+  const headers = { Accept: "application/json" };
+  if (authorization !== null) headers.Authorization = authorization;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const request = new Request(`${URL}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const response = await http.request(request);
@@ -78,8 +80,8 @@ export function parseError(schema, r, what) {
 }
 
 /** `raw` expecting `status`; answers the body without the `{"data": …}` envelope when it has one. */
-export async function rawOk(method, path, body, status = 200) {
-  const r = await raw(method, path, body);
+export async function rawOk(method, path, body, status = 200, authorization = undefined) {
+  const r = await raw(method, path, body, authorization);
   check(r.status === status, `${method} ${path}: expected ${status}, got ${r.status} ${JSON.stringify(r.json).slice(0, 500)}`);
   return r.json && typeof r.json === "object" && !Array.isArray(r.json) && Object.keys(r.json).length === 1 && "data" in r.json
     ? r.json.data

@@ -1,7 +1,7 @@
 //! Drives a [`TestApp`] with the official Novu SDKs: the Python scripts in `tests/sdk/` run in a venv
 //! (`TIDINGS_TEST_PYTHON`, else `.venv/` in the repository, created with `tests/sdk/requirements.txt`); the
-//! JavaScript scripts in `tests/sdk-ts/` run with `node` against `@novu/api` as pinned by
-//! `tests/sdk-ts/package-lock.json` (installed with `npm ci` when `node_modules` lacks a pinned package).
+//! JavaScript scripts in `tests/sdk-ts/` run with `node` against `@novu/api` (and the Inbox client `@novu/js`)
+//! as pinned by `tests/sdk-ts/package-lock.json` (installed with `npm ci` when `node_modules` lacks a pinned package).
 //!
 //! The v1 preference routes are driven by the last releases that have methods for them: `@novu/api-legacy`
 //! (an npm alias in the same lockfile) and the older `novu-py` of `tests/sdk/requirements-legacy.txt`, which
@@ -76,15 +76,15 @@ pub fn legacy_python_packages() {
     *ready = true;
 }
 
-/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api` and `@novu/api-legacy` (`npm ci` once
-/// when one is missing).
+/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api`, `@novu/api-legacy` and `@novu/js` (the
+/// Inbox client) (`npm ci` once when one is missing).
 pub fn node_modules() {
     let mut ready = NODE_MODULES.lock().unwrap_or_else(|p| p.into_inner());
     if *ready {
         return;
     }
     let dir = repo_root().join("tests/sdk-ts");
-    let installed = ["api", "api-legacy"].iter().all(|p| {
+    let installed = ["api", "api-legacy", "js"].iter().all(|p| {
         dir.join(format!("node_modules/@novu/{p}/package.json"))
             .exists()
     });

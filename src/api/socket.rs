@@ -1,0 +1,268 @@
+//! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
+//! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
+//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room, and
+//! the subscriber is online while it has a socket here.
+//!
+//! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
+//! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
+//! `unread_count_changed` with the subscriber's counts — after a message is created, and after any change of
+//! its read, seen or archived state, whichever route made it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use socketioxide::extract::SocketRef;
+use socketioxide::layer::SocketIoLayer;
+use socketioxide::{SocketIo, TransportType};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::domain::job::Message;
+use crate::domain::{Channel, EnvironmentId, MessageId};
+use crate::service::inbox_session::{self, InboxSubscriber, INBOX_COUNT_CAP};
+use crate::store::inbox_events::InboxEvent;
+use crate::store::messages::MessageFilter;
+use crate::store::Store;
+
+/// The layer that serves `/socket.io/`, and the task that tells its sockets what changed.
+pub fn layer(store: Store) -> SocketIoLayer {
+    let (layer, io) = SocketIo::builder()
+        .transports([TransportType::Websocket])
+        .ping_interval(Duration::from_secs(25))
+        .ping_timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(10))
+        // Clients send nothing but pings: any packet beyond a few bytes is abuse.
+        .max_payload(4 * 1024)
+        .build_layer();
+    let connect_store = store.clone();
+    io.ns("/", move |socket: SocketRef| {
+        let store = connect_store.clone();
+        async move { connect(store, socket).await }
+    });
+    tokio::spawn(dispatch(store, io));
+    layer
+}
+
+/// The room of a subscriber's sockets.
+fn room(environment_id: &str, subscriber_id: &str) -> String {
+    format!("{environment_id}\n{subscriber_id}")
+}
+
+/// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
+/// disconnects any other.
+async fn connect(store: Store, socket: SocketRef) {
+    let token = socket
+        .req_parts()
+        .uri
+        .query()
+        .and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "token")
+                .map(|(_, v)| v.into_owned())
+        })
+        .unwrap_or_default();
+    let who = match inbox_session::authenticate(&store, &token).await {
+        Ok(Some(who)) => who,
+        Ok(None) => {
+            let _ = socket.disconnect();
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = ?e, "an Inbox socket could not be authenticated");
+            let _ = socket.disconnect();
+            return;
+        }
+    };
+    let env = who.tenant.environment_id.clone();
+    socket.join(room(env.as_str(), &who.subscriber_id));
+    set_online(&store, &who, true).await;
+    socket.on_disconnect(move |s: SocketRef| {
+        let (store, who) = (store.clone(), who.clone());
+        async move {
+            // Offline when this was its last socket here (the disconnected one has left the room).
+            let room = room(who.tenant.environment_id.as_str(), &who.subscriber_id);
+            if s.within(room)
+                .sockets()
+                .iter()
+                .all(|other| other.id == s.id)
+            {
+                set_online(&store, &who, false).await;
+            }
+        }
+    });
+}
+
+async fn set_online(store: &Store, who: &InboxSubscriber, online: bool) {
+    if let Err(e) = store
+        .set_subscriber_online(&who.tenant.environment_id, &who.subscriber_ref, online)
+        .await
+    {
+        tracing::warn!(error = ?e, "a subscriber's online state was not saved");
+    }
+}
+
+/// Tells this process's sockets what the announcements say, until the store closes.
+async fn dispatch(store: Store, io: SocketIo) {
+    let mut rx = store.inbox_events().subscribe();
+    loop {
+        let events = match rx.recv().await {
+            Ok(events) => events,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    skipped = n,
+                    "the Inbox socket fell behind; some counts are late"
+                );
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if let Err(e) = tell(&store, &io, &events).await {
+            tracing::warn!(error = ?e, "an Inbox event was not sent");
+        }
+    }
+}
+
+/// Sends each new message to its subscriber's room here, then each touched room's counts once.
+async fn tell(
+    store: &Store,
+    io: &SocketIo,
+    events: &Arc<[InboxEvent]>,
+) -> crate::error::Result<()> {
+    // Each room's counts are sent once, after its new messages.
+    let mut touched: Vec<(String, &InboxEvent)> = Vec::new();
+    let mut seen = HashSet::new();
+    for e in events.iter() {
+        let room = room(&e.environment_id, &e.subscriber_id);
+        if io.to(room.clone()).sockets().is_empty() {
+            continue;
+        }
+        if let Some(id) = &e.created {
+            if let Some(message) = raw_message(store, e, id).await? {
+                let _ = io
+                    .to(room.clone())
+                    .emit("notification_received", &json!({ "message": message }))
+                    .await;
+            }
+        }
+        if seen.insert(room.clone()) {
+            touched.push((room, e));
+        }
+    }
+    for (room, e) in touched {
+        let env = EnvironmentId(e.environment_id.clone());
+        let unseen = store
+            .count_up_to(
+                &env,
+                &MessageFilter {
+                    seen: Some(false),
+                    ..in_app(&e.subscriber_id)
+                },
+                INBOX_COUNT_CAP + 1,
+            )
+            .await?;
+        let unread = inbox_session::unread_counts(store, &env, &e.subscriber_id).await?;
+        let [high, medium, low, none] = unread.severity;
+        let _ = io
+            .to(room.clone())
+            .emit(
+                "unseen_count_changed",
+                &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
+            )
+            .await;
+        let _ = io
+            .to(room)
+            .emit(
+                "unread_count_changed",
+                &json!({
+                    "unreadCount": unread.total,
+                    "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
+                    "hasMore": unread.total >= INBOX_COUNT_CAP,
+                }),
+            )
+            .await;
+    }
+    Ok(())
+}
+
+fn in_app(subscriber_id: &str) -> MessageFilter {
+    MessageFilter {
+        subscriber_id: Some(subscriber_id.to_owned()),
+        channel: Some(Channel::InApp.as_str().to_owned()),
+        ..Default::default()
+    }
+}
+
+/// The message `id` as the socket sends it: the stored message's own fields (Novu sends its document, which
+/// `@novu/js` maps itself), with its workflow and subscriber; `None` when it is gone.
+async fn raw_message(
+    store: &Store,
+    e: &InboxEvent,
+    id: &str,
+) -> crate::error::Result<Option<Value>> {
+    let env = EnvironmentId(e.environment_id.clone());
+    let f = MessageFilter {
+        ids: vec![MessageId::from(id)],
+        ..in_app(&e.subscriber_id)
+    };
+    let Some(m) = store
+        .list_messages_from(&env, &f, 0, 1)
+        .await?
+        .0
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    let workflow = store
+        .get_workflow_cached(&env, m.workflow_ref.as_str())
+        .await?;
+    let subscriber = store.get_subscriber(&env, &m.subscriber_id).await?;
+    Ok(Some(raw(m, workflow.as_deref(), subscriber.as_ref())))
+}
+
+fn raw(
+    m: Message,
+    workflow: Option<&crate::domain::workflow::Workflow>,
+    subscriber: Option<&crate::domain::subscriber::Subscriber>,
+) -> Value {
+    let iso = |t: Option<crate::domain::Timestamp>| t.map(|t| t.to_iso());
+    let now = crate::domain::Timestamp::now();
+    json!({
+        "_id": m.id.as_str(),
+        "transactionId": m.transaction_id,
+        "content": m.content,
+        "subject": m.subject,
+        "read": m.read,
+        "seen": m.seen,
+        "archived": m.archived,
+        "snoozedUntil": iso(m.snoozed_until.filter(|t| t.0 > now.0)),
+        "deliveredAt": [m.created_at.to_iso()],
+        "createdAt": m.created_at.to_iso(),
+        "lastReadDate": iso(m.last_read_date.filter(|_| m.read)),
+        "firstSeenDate": iso(m.first_seen_date),
+        "archivedAt": iso(m.archived_at),
+        "channel": "in_app",
+        "avatar": m.avatar,
+        "tags": m.tags,
+        "data": m.data,
+        "severity": m.severity,
+        "workflow": workflow.map(|w| json!({
+            "id": w.id.as_str(),
+            "identifier": w.workflow_id,
+            "name": w.name,
+            "critical": w.critical,
+            "tags": w.tags,
+            "severity": w.severity,
+        })),
+        "subscriber": {
+            "_id": m.subscriber_ref.as_str(),
+            "subscriberId": m.subscriber_id,
+            "firstName": subscriber.and_then(|s| s.first_name.clone()),
+            "lastName": subscriber.and_then(|s| s.last_name.clone()),
+            "avatar": subscriber.and_then(|s| s.avatar.clone()),
+        },
+        // Always an object: @novu/js reads `cta.action` of every message it is sent.
+        "cta": if m.cta.is_object() { m.cta } else { json!({}) },
+    })
+}
