@@ -1168,7 +1168,9 @@ pub async fn create_subscription(
         },
     };
     v.finish()?;
-    let s = topics::create(&state.store, &who, &key, body.identifier, topic_name).await?;
+    // `@novu/js` sends `""` when its caller names no identifier.
+    let identifier = body.identifier.filter(|i| !i.is_empty());
+    let s = topics::create(&state.store, &who, &key, identifier, topic_name).await?;
     Ok(Reply::enveloped(StatusCode::CREATED, InboxSubscriptionOut::from(s)).into_response())
 }
 

@@ -7,8 +7,8 @@
 //
 // @novu/js never throws: every method resolves `{data}` or `{error}` (a NovuError whose `originalError`
 // carries the HTTP `status`), so each call goes through `ok` or `refused` below. The real-time groups open
-// the client's socket (socket.io at `socketUrl`) and check what it hears. Topic subscriptions are not
-// covered here yet: add them as further groups.
+// the client's socket (socket.io at `socketUrl`) and check what it hears; the topic group subscribes the
+// subscriber to a topic from the Inbox.
 //
 // Environment: TIDINGS_URL, TIDINGS_KEY (environment A) and TIDINGS_KEY_B (a second environment's key),
 // from tests/it/inbox_js.rs.
@@ -725,6 +725,29 @@ async function realtimeGroups() {
   });
 }
 
+async function topicGroups() {
+  await newSubscriber("tp-ann", "Ann");
+  await group("topics: subscribe, list, get and unsubscribe through @novu/js; a trigger to the topic reaches the subscriber", async () => {
+    const { novu } = await inbox("tp-ann");
+    const topicKey = `tp-launches-${RUN}`;
+    eq(ok(await novu.subscriptions.list({ topicKey }), "list before").length, 0, "no subscription before");
+    const created = ok(await novu.subscriptions.create({ topicKey, topicName: "Launches" }), "create");
+    check(created.id && created.identifier, `create: ${JSON.stringify(created)}`);
+    eq((await rawOk("GET", `/v2/topics/${topicKey}`)).name, "Launches", "the topic, created with its name");
+    eq(ok(await novu.subscriptions.list({ topicKey }), "list").map((s) => s.identifier), [created.identifier], "list");
+    eq(ok(await novu.subscriptions.get({ topicKey, identifier: created.identifier }), "get")?.id, created.id, "get");
+    const transactionId = `tp-1-${RUN}`;
+    await rawOk("POST", "/v1/events/trigger", { name: W.plain.workflowId, to: { type: "Topic", topicKey }, payload: { n: 901 }, transactionId }, 201);
+    await until("the topic's notification in the Inbox", async () =>
+      (await listed(novu, { limit: 10 }, "list")).list.notifications.some((n) => n.body === "Plain body 901"));
+    refused(await novu.subscriptions.create({ topicKey, preferences: [{ workflowId: W.news.workflowId, enabled: false }] }), 422,
+      "subscription preferences are refused");
+    ok(await created.delete(), "delete");
+    eq(ok(await novu.subscriptions.list({ topicKey }), "list after").length, 0, "no subscription after");
+    eq(ok(await novu.subscriptions.get({ topicKey, identifier: created.identifier }), "get after"), null, "get after");
+  });
+}
+
 async function main() {
   for (const w of Object.values(W)) w.id = (await rawOk("POST", "/v2/workflows", workflowBody(w), 201))._id;
   await sessionGroups();
@@ -735,6 +758,7 @@ async function main() {
   await isolationGroups();
   await preferenceGroups();
   await realtimeGroups();
+  await topicGroups();
 }
 
 await main().catch((e) => {
