@@ -548,6 +548,17 @@ async fn notifications(app: TestApp) {
     .await;
     assert_eq!(snoozed["data"]["isSnoozed"], true, "{snoozed}");
     assert!(snoozed["data"]["snoozedUntil"].is_string());
+    // The API key's list shows the snooze too.
+    let (_, listed) = app
+        .get("/v1/messages?subscriberId=ann&channel=in_app&limit=10")
+        .await;
+    let m = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["_id"] == news2.as_str())
+        .unwrap();
+    assert_eq!(m["snoozedUntil"], snoozed["data"]["snoozedUntil"], "{m}");
     assert_eq!(
         bodies(&get("/v1/inbox/notifications?snoozed=true").await),
         ["News 2"]

@@ -61,6 +61,9 @@ pub struct MessageOut {
     pub last_read_date: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_seen_date: Option<IsoTime>,
+    /// Until when the subscriber snoozed it in the Inbox (only while that is ahead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snoozed_until: Option<IsoTime>,
     pub status: String,
     pub provider_id: WireName,
     /// When the message reached its provider (in-app: when it was created); empty when it was not delivered.
@@ -121,6 +124,10 @@ impl From<Message> for MessageOut {
             seen: m.seen,
             last_read_date: m.last_read_date.map(IsoTime),
             last_seen_date: m.last_seen_date.map(IsoTime),
+            snoozed_until: m
+                .snoozed_until
+                .filter(|t| t.0 > crate::domain::Timestamp::now().0)
+                .map(IsoTime),
             status: m.status,
             provider_id: WireName::from(m.provider_id),
             delivered_at,
