@@ -122,7 +122,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let draining = state.draining.clone();
-    let app = api::router(state);
+    let app = api::router(state.clone());
     tracing::info!(listen = %listener.local_addr()?, profile = ?cfg.compat, "tidings is serving");
     let signalled = std::sync::Arc::new(std::sync::OnceLock::new());
     let token = shutdown.clone();
@@ -134,6 +134,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         token.cancel();
     };
     crate::server::serve(listener, app, server_options, draining, signal).await;
+    if let Some(io) = state.sockets.get() {
+        api::socket::close(io, &store).await;
+    }
     let since = signalled.get().map_or(Duration::ZERO, |t| t.elapsed());
     let left = server_options.shutdown_timeout.saturating_sub(since);
     stop(store, background, workers, left).await;

@@ -55,6 +55,8 @@ pub struct Shared {
     pub draining: Arc<AtomicBool>,
     /// Which browser origins may call the Inbox's routes.
     pub cors: tower_http::cors::CorsLayer,
+    /// The Inbox's sockets, once [`router`] made their layer (closed at shutdown: [`socket::close`]).
+    pub sockets: std::sync::OnceLock<socketioxide::SocketIo>,
 }
 
 /// Operators' settings of the API (besides the wire profile). No `Debug`: it holds the metrics token.
@@ -89,6 +91,7 @@ impl AppState {
             limits: options.limits,
             draining: Arc::default(),
             cors: inbox::cors(&options.inbox_origins),
+            sockets: std::sync::OnceLock::new(),
         }))
     }
 }
@@ -311,6 +314,8 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
+    let (sockets, io) = socket::layer(state.store.clone());
+    let _ = state.sockets.set(io);
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)
         .routes(routes!(health_check))
@@ -343,7 +348,7 @@ pub fn router(state: AppState) -> Router {
         .layer(wire::ContextLayer(state.profile))
         .layer(request_log::LogLayer)
         // The Inbox's socket (`/socket.io/`) is answered before the API's layers: its handshake is no API call.
-        .layer(socket::layer(state.store.clone()))
+        .layer(sockets)
 }
 
 /// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.

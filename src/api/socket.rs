@@ -6,10 +6,11 @@
 //! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
 //! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
 //! `unread_count_changed` with the subscriber's counts — after a message is created, and after any change of
-//! its read, seen or archived state, whichever route made it.
+//! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
+//! closes is recorded offline and announced so; a process that still holds one of its sockets records it
+//! online again, so that it stays online while any instance holds a socket of it.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -20,13 +21,36 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::domain::job::Message;
 use crate::domain::{Channel, EnvironmentId, MessageId};
-use crate::service::inbox_session::{self, InboxSubscriber, INBOX_COUNT_CAP};
+use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
 use crate::store::Store;
 
-/// The layer that serves `/socket.io/`, and the task that tells its sockets what changed.
-pub fn layer(store: Store) -> SocketIoLayer {
+/// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
+/// it so that another instance holding one of their sockets records them online again.
+pub async fn close(io: &SocketIo, store: &Store) {
+    let mut subscribers: Vec<(String, String)> = io
+        .sockets()
+        .iter()
+        .flat_map(|s| s.rooms())
+        .filter_map(|r| {
+            let (env, subscriber) = r.split_once('\n')?;
+            Some((env.to_owned(), subscriber.to_owned()))
+        })
+        .collect();
+    subscribers.sort_unstable();
+    subscribers.dedup();
+    io.close().await;
+    let mut events = Vec::with_capacity(subscribers.len());
+    for (env, subscriber_id) in subscribers {
+        set_online(store, &EnvironmentId(env.clone()), &subscriber_id, false).await;
+        events.push(InboxEvent::offline(&env, &subscriber_id));
+    }
+    store.inbox_events().publish(events);
+}
+
+/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed.
+pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
         .ping_interval(Duration::from_secs(25))
@@ -40,8 +64,8 @@ pub fn layer(store: Store) -> SocketIoLayer {
         let store = connect_store.clone();
         async move { connect(store, socket).await }
     });
-    tokio::spawn(dispatch(store, io));
-    layer
+    tokio::spawn(dispatch(store, io.clone()));
+    (layer, io)
 }
 
 /// The room of a subscriber's sockets.
@@ -74,28 +98,28 @@ async fn connect(store: Store, socket: SocketRef) {
             return;
         }
     };
-    let env = who.tenant.environment_id.clone();
-    socket.join(room(env.as_str(), &who.subscriber_id));
-    set_online(&store, &who, true).await;
+    let (env, subscriber_id) = (who.tenant.environment_id, who.subscriber_id);
+    socket.join(room(env.as_str(), &subscriber_id));
+    set_online(&store, &env, &subscriber_id, true).await;
     socket.on_disconnect(move |s: SocketRef| {
-        let (store, who) = (store.clone(), who.clone());
+        let (store, env, subscriber_id) = (store.clone(), env.clone(), subscriber_id.clone());
         async move {
-            // Offline when this was its last socket here (the disconnected one has left the room).
-            let room = room(who.tenant.environment_id.as_str(), &who.subscriber_id);
-            if s.within(room)
-                .sockets()
-                .iter()
-                .all(|other| other.id == s.id)
-            {
-                set_online(&store, &who, false).await;
+            // Offline when this was its last socket here; other processes holding one say otherwise.
+            let room = room(env.as_str(), &subscriber_id);
+            let others = s.within(room).sockets();
+            if !others.iter().any(|o| o.id != s.id && o.connected()) {
+                set_online(&store, &env, &subscriber_id, false).await;
+                store
+                    .inbox_events()
+                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber_id)]);
             }
         }
     });
 }
 
-async fn set_online(store: &Store, who: &InboxSubscriber, online: bool) {
+async fn set_online(store: &Store, env: &EnvironmentId, subscriber_id: &str, online: bool) {
     if let Err(e) = store
-        .set_subscriber_online(&who.tenant.environment_id, &who.subscriber_ref, online)
+        .set_subscriber_online(env, subscriber_id, online)
         .await
     {
         tracing::warn!(error = ?e, "a subscriber's online state was not saved");
@@ -117,71 +141,112 @@ async fn dispatch(store: Store, io: SocketIo) {
             }
             Err(RecvError::Closed) => return,
         };
-        if let Err(e) = tell(&store, &io, &events).await {
-            tracing::warn!(error = ?e, "an Inbox event was not sent");
-        }
+        tell(&store, &io, &events).await;
     }
 }
 
-/// Sends each new message to its subscriber's room here, then each touched room's counts once.
-async fn tell(
-    store: &Store,
-    io: &SocketIo,
-    events: &Arc<[InboxEvent]>,
-) -> crate::error::Result<()> {
-    // Each room's counts are sent once, after its new messages.
-    let mut touched: Vec<(String, &InboxEvent)> = Vec::new();
-    let mut seen = HashSet::new();
-    for e in events.iter() {
+/// Rooms told at once (each a few queries).
+const TELLING: usize = 16;
+
+/// Tells each room this process holds what its events say, [`TELLING`] rooms at a time.
+async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
+    let mut rooms: Vec<(String, Vec<InboxEvent>)> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for e in events {
         let room = room(&e.environment_id, &e.subscriber_id);
         if io.to(room.clone()).sockets().is_empty() {
             continue;
         }
+        match at.get(&room) {
+            Some(&i) => rooms[i].1.push(e.clone()),
+            None => {
+                at.insert(room.clone(), rooms.len());
+                rooms.push((room, vec![e.clone()]));
+            }
+        }
+    }
+    let mut telling = tokio::task::JoinSet::new();
+    for (room, events) in rooms {
+        if telling.len() >= TELLING {
+            report(telling.join_next().await);
+        }
+        telling.spawn(tell_room(store.clone(), io.clone(), room, events));
+    }
+    while let Some(done) = telling.join_next().await {
+        report(Some(done));
+    }
+}
+
+fn report(done: Option<Result<crate::error::Result<()>, tokio::task::JoinError>>) {
+    match done {
+        Some(Ok(Err(e))) => tracing::warn!(error = ?e, "an Inbox event was not sent"),
+        Some(Err(e)) => tracing::warn!(error = ?e, "telling an Inbox room failed"),
+        _ => {}
+    }
+}
+
+/// Sends a room its new messages, in order, then its counts once (when a message changed).
+async fn tell_room(
+    store: Store,
+    io: SocketIo,
+    room: String,
+    events: Vec<InboxEvent>,
+) -> crate::error::Result<()> {
+    let mut changed = None;
+    for e in &events {
+        if e.offline {
+            // Recorded offline by another process (or by this one, for a socket that joined since); a
+            // socket closing is no longer connected while it leaves.
+            if io.to(room.clone()).sockets().iter().any(|o| o.connected()) {
+                let env = EnvironmentId(e.environment_id.clone());
+                set_online(&store, &env, &e.subscriber_id, true).await;
+            }
+            continue;
+        }
         if let Some(id) = &e.created {
-            if let Some(message) = raw_message(store, e, id).await? {
+            if let Some(message) = raw_message(&store, e, id).await? {
                 let _ = io
                     .to(room.clone())
                     .emit("notification_received", &json!({ "message": message }))
                     .await;
             }
         }
-        if seen.insert(room.clone()) {
-            touched.push((room, e));
-        }
+        changed = Some(e);
     }
-    for (room, e) in touched {
-        let env = EnvironmentId(e.environment_id.clone());
-        let unseen = store
-            .count_up_to(
-                &env,
-                &MessageFilter {
-                    seen: Some(false),
-                    ..in_app(&e.subscriber_id)
-                },
-                INBOX_COUNT_CAP + 1,
-            )
-            .await?;
-        let unread = inbox_session::unread_counts(store, &env, &e.subscriber_id).await?;
-        let [high, medium, low, none] = unread.severity;
-        let _ = io
-            .to(room.clone())
-            .emit(
-                "unseen_count_changed",
-                &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
-            )
-            .await;
-        let _ = io
-            .to(room)
-            .emit(
-                "unread_count_changed",
-                &json!({
-                    "unreadCount": unread.total,
-                    "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
-                    "hasMore": unread.total >= INBOX_COUNT_CAP,
-                }),
-            )
-            .await;
-    }
+    let Some(e) = changed else {
+        return Ok(());
+    };
+    let env = EnvironmentId(e.environment_id.clone());
+    let unseen = store
+        .count_up_to(
+            &env,
+            &MessageFilter {
+                seen: Some(false),
+                ..in_app(&e.subscriber_id)
+            },
+            INBOX_COUNT_CAP + 1,
+        )
+        .await?;
+    let unread = inbox_session::unread_counts(&store, &env, &e.subscriber_id).await?;
+    let [high, medium, low, none] = unread.severity;
+    let _ = io
+        .to(room.clone())
+        .emit(
+            "unseen_count_changed",
+            &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
+        )
+        .await;
+    let _ = io
+        .to(room)
+        .emit(
+            "unread_count_changed",
+            &json!({
+                "unreadCount": unread.total,
+                "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
+                "hasMore": unread.total >= INBOX_COUNT_CAP,
+            }),
+        )
+        .await;
     Ok(())
 }
 

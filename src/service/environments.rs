@@ -126,6 +126,17 @@ pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment>
 /// Start-up: with `TIDINGS_API_KEY` (refused when shorter than [`MIN_API_KEY_CHARS`]), makes sure a "Development" environment holds exactly that key;
 /// without it, an empty database gets "Development" and "Production". Returns what was created.
 pub async fn bootstrap(store: &Store, api_key: Option<&str>) -> Result<Vec<CreatedEnvironment>> {
+    // Instances starting together on one empty PostgreSQL database take turns: each would otherwise find no
+    // environment and create its own.
+    store
+        .exclusively(BOOTSTRAP_LOCK, bootstrap_now(store, api_key))
+        .await
+}
+
+/// The advisory lock of [`bootstrap`] (an arbitrary constant, "tidings" in ASCII).
+const BOOTSTRAP_LOCK: i64 = 0x0074_6964_696e_6773;
+
+async fn bootstrap_now(store: &Store, api_key: Option<&str>) -> Result<Vec<CreatedEnvironment>> {
     match api_key {
         Some(key) => {
             check_operator_key(key)?;

@@ -27,6 +27,10 @@ pub struct InboxEvent {
     /// The message just created; `None`: states changed.
     #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
+    /// Not about messages: the subscriber's last socket on one process closed, and the subscriber was
+    /// recorded offline; a process that still holds one of its sockets records it online again.
+    #[serde(rename = "o", default, skip_serializing_if = "std::ops::Not::not")]
+    pub offline: bool,
 }
 
 impl InboxEvent {
@@ -36,6 +40,15 @@ impl InboxEvent {
             environment_id: environment_id.to_owned(),
             subscriber_id: subscriber_id.to_owned(),
             created: None,
+            offline: false,
+        }
+    }
+
+    /// The subscriber was recorded offline by a process whose last socket of it closed.
+    pub fn offline(environment_id: &str, subscriber_id: &str) -> Self {
+        Self {
+            offline: true,
+            ..Self::changed(environment_id, subscriber_id)
         }
     }
 
@@ -45,6 +58,7 @@ impl InboxEvent {
             environment_id: m.environment_id.clone(),
             subscriber_id: m.subscriber_id.clone(),
             created: Some(m.id.as_str().to_owned()),
+            offline: false,
         })
     }
 }
@@ -170,12 +184,14 @@ fn payloads(events: &[InboxEvent]) -> Vec<String> {
     out
 }
 
-/// Listens on `channel` for good, handing each announcement to this process's subscribers; reconnects after
-/// an error (what was sent meanwhile is lost).
+/// Listens on `channel` until the pool closes, handing each announcement to this process's subscribers;
+/// reconnects after an error (what was sent meanwhile is lost).
 async fn listen(pool: PgPool, channel: String, local: broadcast::Sender<Arc<[InboxEvent]>>) {
-    loop {
+    // Until the store closes its pool (the process is stopping).
+    while !pool.is_closed() {
         let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
             Ok(l) => l,
+            Err(_) if pool.is_closed() => return,
             Err(e) => {
                 tracing::warn!(error = %e, "the Inbox listener could not connect; retrying");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -195,6 +211,7 @@ async fn listen(pool: PgPool, channel: String, local: broadcast::Sender<Arc<[Inb
                     }
                     Err(e) => tracing::warn!(error = %e, "an Inbox announcement could not be read"),
                 },
+                Err(_) if pool.is_closed() => return,
                 Err(e) => {
                     tracing::warn!(error = %e, "the Inbox listener lost its connection; reconnecting");
                     break;
@@ -215,6 +232,7 @@ mod tests {
                 environment_id: "65a1b2c3d4e5f60718293a4d".into(),
                 subscriber_id: format!("subscriber-{i}"),
                 created: (i % 2 == 0).then(|| format!("{i:024}")),
+                offline: i % 7 == 0,
             })
             .collect();
         let out = payloads(&events);

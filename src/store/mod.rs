@@ -315,6 +315,28 @@ impl Store {
         Ok(())
     }
 
+    /// Runs `f` while holding PostgreSQL's advisory lock `key` (on a connection of its own), so that processes
+    /// starting together run it one after the other; on SQLite (one process) it just runs `f`.
+    pub async fn exclusively<T, F>(&self, key: i64, f: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let Db::Postgres(p) = &self.write else {
+            return f.await;
+        };
+        let mut conn = p.acquire().await?;
+        sqlx::query("select pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+        let out = f.await;
+        sqlx::query("select pg_advisory_unlock($1)")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+        out
+    }
+
     /// Cheap liveness probe used by the health check: a point read.
     pub async fn ping(&self) -> Result<()> {
         self.rows::<(i64,)>(Cost::Point, sql::Sql::new("select cast(1 as bigint)"))

@@ -256,7 +256,7 @@ impl Store {
     pub async fn set_subscriber_online(
         &self,
         env: &EnvironmentId,
-        id: &SubscriberRef,
+        subscriber_id: &str,
         online: bool,
     ) -> Result<()> {
         let now = Timestamp::now().0;
@@ -268,8 +268,9 @@ impl Store {
             .bind(now);
         q.push(" where environment_id = ")
             .bind(env.as_str())
-            .push(" and id = ")
-            .bind(id.as_str());
+            .push(" and subscriber_id = ")
+            .bind(subscriber_id)
+            .push(" and deleted = false");
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         Ok(())
     }

@@ -16,6 +16,7 @@ mod hardening_ops;
 mod hardening_secrets;
 mod idempotency;
 mod inbox;
+mod inbox_instances;
 mod inbox_js;
 mod integrations;
 mod novu_sdk;
