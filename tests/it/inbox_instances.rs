@@ -176,8 +176,10 @@ impl Instance {
     }
 }
 
+/// A socket on one instance hears what the API does on the other (named `postgres`: CI's PostgreSQL pass
+/// selects tests by that name).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_socket_on_one_instance_hears_what_the_api_does_on_the_other() {
+async fn postgres() {
     let Some(admin_url) = support::postgres_url() else {
         eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
         return;
