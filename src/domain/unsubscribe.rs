@@ -2,9 +2,10 @@
 //! (`_id`) and a workflow (`_id`), signed with the environment's unsubscribe key so that it can be neither
 //! forged nor altered. It never expires: links in mails already sent keep working.
 //!
-
-//! [`Cipher::signing_key`] for [`PURPOSE`] (derived from the server's encryption key, not from an API key:
-//! rotating a key must not break links already sent, and one environment's key signs no other's tokens).
+//! Layout: [`sign_fields`] of `environment_id`, `subscriber_ref` and `workflow_ref`, keyed with the
+//! environment's [`Cipher::signing_key`] for [`PURPOSE`] (derived from the server's encryption key, not from
+//! an API key: rotating a key must not break links already sent, and one environment's key signs no other's
+//! tokens).
 
 use super::{EnvironmentId, SubscriberRef, WorkflowRef};
 use crate::crypto::{sign_fields, verify_fields, Cipher};
