@@ -8,7 +8,8 @@
 //! `unread_count_changed` with the subscriber's counts — after a message is created, and after any change of
 //! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
 //! closes is recorded offline and announced so; a process that still holds one of its sockets records it
-//! online again, so that it stays online while any instance holds a socket of it.
+//! online again, so that it stays online while any instance holds a socket of it. A snooze that is over is
+//! ended by a sweep and its message sent again, as Novu re-delivers it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -64,8 +65,38 @@ pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
         let store = connect_store.clone();
         async move { connect(store, socket).await }
     });
+    tokio::spawn(end_snoozes(store.clone()));
     tokio::spawn(dispatch(store, io.clone()));
     (layer, io)
+}
+
+/// How often the snoozes that are over are ended.
+const SNOOZE_SWEEP: Duration = Duration::from_secs(5);
+
+/// Ends the snoozes that are over, every [`SNOOZE_SWEEP`], and announces each message as new again: its
+/// subscriber's sockets get it (`notification_received`) and the counts that now include it, as when it was
+/// first delivered. Every process with sockets sweeps; each ended snooze is announced once.
+async fn end_snoozes(store: Store) {
+    let mut every = tokio::time::interval(SNOOZE_SWEEP);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        match store
+            .end_snoozes(crate::domain::Timestamp::now().0, 1_000)
+            .await
+        {
+            Ok(ended) => store.inbox_events().publish(
+                ended
+                    .into_iter()
+                    .map(|(env, subscriber_id, id)| InboxEvent {
+                        created: Some(id),
+                        ..InboxEvent::changed(&env, &subscriber_id)
+                    })
+                    .collect(),
+            ),
+            Err(e) => tracing::warn!(error = ?e, "ending the snoozes that are over failed"),
+        }
+    }
 }
 
 /// The room of a subscriber's sockets.

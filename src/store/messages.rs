@@ -372,6 +372,22 @@ impl Store {
         Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
+    /// Ends the snoozes that are over at `now` (at most `limit`): each message whose `snoozed_until` has
+    /// passed gets none, and is answered as `(environment, subscriber, message)`. Atomic per message, so that
+    /// processes sweeping together each answer a different one.
+    pub async fn end_snoozes(&self, now: i64, limit: i64) -> Result<Vec<(String, String, String)>> {
+        let mut q = Sql::new("update messages set snoozed_until = null where id in (select id from messages where snoozed_until <= ");
+        q.bind(now)
+            .push(" and snoozed_until is not null limit ")
+            .bind(limit);
+        q.push(") and snoozed_until <= ")
+            .bind(now)
+            .push(" returning environment_id, subscriber_id, id");
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
+        )
+    }
+
     /// Soft-deletes a message; answers its subscriber's id, `None` when there is no such message.
     pub async fn delete_message(
         &self,

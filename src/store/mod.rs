@@ -85,6 +85,7 @@ embed_migrations!(
     "20261126190000_fanouts.sql",
     "20261127070000_environment_identifier.sql",
     "20261127090000_inbox_messages.sql",
+    "20261127100000_snoozed_messages.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -996,3 +996,63 @@ async fn topic_subscriptions(app: TestApp) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(inbox_topic_subscriptions, topic_subscriptions);
+
+/// A snooze that is over is ended by the sweep of the socket layer (every 5 s): the message is listed as not
+/// snoozed and no longer holds the time (the sweep announces it as new to the subscriber's sockets).
+async fn snooze_ends(app: TestApp) {
+    use tidings::store::messages::{MarkAs, MessageFilter};
+    workflows(&app).await;
+    trigger(&app, "news", "ann", 1).await;
+    let t = token(&app, "ann").await;
+    let (_, page) = call(&app, &t, Method::GET, "/v1/inbox/notifications", None).await;
+    let id = page["data"][0]["id"].as_str().unwrap().to_owned();
+    // Snoozed for a second and a half (the API's minimum is a minute).
+    let until = tidings::domain::Timestamp::now().0 + 1_500;
+    let f = MessageFilter {
+        subscriber_id: Some("ann".into()),
+        ids: vec![tidings::domain::MessageId::from(id.as_str())],
+        ..Default::default()
+    };
+    let marked = app
+        .store
+        .mark_where(&app.tenant.environment_id, &f, MarkAs::Snooze(until))
+        .await
+        .unwrap();
+    assert_eq!(marked, 1);
+    let (_, snoozed) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/notifications?snoozed=true",
+        None,
+    )
+    .await;
+    assert_eq!(bodies(&snoozed), ["News 1"]);
+    crate::support::eventually(|| async {
+        let left = crate::support::count(
+            &app,
+            "select count(*) from messages where id = $1 and snoozed_until is not null",
+            &id,
+        )
+        .await;
+        (left == 0).then_some(())
+    })
+    .await;
+    let (_, back) = call(
+        &app,
+        &t,
+        Method::GET,
+        "/v1/inbox/notifications?snoozed=false",
+        None,
+    )
+    .await;
+    assert_eq!(bodies(&back), ["News 1"]);
+    // Ended once: nothing is left for another sweep.
+    let again = app
+        .store
+        .end_snoozes(tidings::domain::Timestamp::now().0, 10)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+}
+db_test!(inbox_snooze_ends, snooze_ends);
