@@ -434,14 +434,7 @@ impl InboxNotificationOut {
             channel_type: "in_app",
             tags: m.tags,
             data: m.data,
-            workflow: workflow.map(|w| InboxWorkflowOut {
-                id: w.id.as_str().to_owned(),
-                identifier: w.workflow_id.clone(),
-                name: w.name.clone(),
-                critical: w.critical,
-                tags: w.tags.clone(),
-                severity: w.severity,
-            }),
+            workflow: workflow.map(InboxWorkflowOut::from),
             severity: m.severity,
         }
     }

@@ -20,8 +20,9 @@ use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
-use crate::domain::{Channel, EnvironmentId, MessageId};
+use crate::domain::{EnvironmentId, MessageId};
 use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
@@ -253,7 +254,7 @@ async fn tell_room(
             &env,
             &MessageFilter {
                 seen: Some(false),
-                ..in_app(&e.subscriber_id)
+                ..MessageFilter::in_app_of(&e.subscriber_id)
             },
             INBOX_COUNT_CAP + 1,
         )
@@ -281,14 +282,6 @@ async fn tell_room(
     Ok(())
 }
 
-fn in_app(subscriber_id: &str) -> MessageFilter {
-    MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
-        ..Default::default()
-    }
-}
-
 /// The message `id` as the socket sends it: the stored message's own fields (Novu sends its document, which
 /// `@novu/js` maps itself), with its workflow and subscriber; `None` when it is gone.
 async fn raw_message(
@@ -299,7 +292,7 @@ async fn raw_message(
     let env = EnvironmentId(e.environment_id.clone());
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
-        ..in_app(&e.subscriber_id)
+        ..MessageFilter::in_app_of(&e.subscriber_id)
     };
     let Some(m) = store
         .list_messages_from(&env, &f, 0, 1)
@@ -343,14 +336,7 @@ fn raw(
         "tags": m.tags,
         "data": m.data,
         "severity": m.severity,
-        "workflow": workflow.map(|w| json!({
-            "id": w.id.as_str(),
-            "identifier": w.workflow_id,
-            "name": w.name,
-            "critical": w.critical,
-            "tags": w.tags,
-            "severity": w.severity,
-        })),
+        "workflow": workflow.map(InboxWorkflowOut::from),
         "subscriber": {
             "_id": m.subscriber_ref.as_str(),
             "subscriberId": m.subscriber_id,

@@ -6,7 +6,7 @@ use super::limits::MESSAGE_IDS;
 use super::over_cap;
 use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
-use crate::domain::{Channel, MessageId, Tenant};
+use crate::domain::{MessageId, Tenant};
 use crate::error::{Error, Result, Validation};
 use crate::store::messages::{MarkAs, MessageFilter};
 use crate::store::Store;
@@ -50,11 +50,9 @@ pub async fn feed(
 ) -> Result<(Vec<Message>, bool, i64)> {
     require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
         read,
         seen,
-        ..Default::default()
+        ..MessageFilter::in_app_of(subscriber_id)
     };
     list(store, tenant, &f, page, limit).await
 }
@@ -69,11 +67,9 @@ pub async fn count(
 ) -> Result<i64> {
     require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
         seen,
         read,
-        ..Default::default()
+        ..MessageFilter::in_app_of(subscriber_id)
     };
     store.count_messages(&tenant.environment_id, &f).await
 }
@@ -154,11 +150,7 @@ pub async fn mark_all(
         return Err(Error::Validation(v));
     };
     require_subscriber(store, tenant, subscriber_id).await?;
-    let f = MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
-        ..Default::default()
-    };
+    let f = MessageFilter::in_app_of(subscriber_id);
     let changed = store.mark_where(&tenant.environment_id, &f, mark).await?;
     if changed > 0 {
         store

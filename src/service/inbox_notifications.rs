@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::inbox_session::{InboxSubscriber, INBOX_COUNT_CAP};
 use crate::domain::job::Message;
-use crate::domain::{Channel, MessageId, Timestamp};
+use crate::domain::{MessageId, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::messages::{DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
@@ -26,11 +26,7 @@ const SEVERITIES: [&str; 4] = ["high", "medium", "low", "none"];
 
 /// The subscriber's in-app messages, not deleted.
 fn own(who: &InboxSubscriber) -> MessageFilter {
-    MessageFilter {
-        subscriber_id: Some(who.subscriber_id.clone()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
-        ..Default::default()
-    }
+    MessageFilter::in_app_of(&who.subscriber_id)
 }
 
 /// The Inbox filter of a JSON object (`{read?, seen?, archived?, snoozed?, tags?, severity?, data?,
@@ -391,10 +387,7 @@ pub async fn action(
     }
     action["status"] = Value::from(if done { "done" } else { "pending" });
     action["result"] = serde_json::json!({"type": kind, "payload": {}});
-    if !store
-        .set_message_cta(env, &who.subscriber_id, &message.id, &message.cta)
-        .await?
-    {
+    if store.set_message_cta(env, &f, &message.cta).await? == 0 {
         return Err(not_found(id));
     }
     Ok(message)

@@ -150,11 +150,9 @@ pub async fn unread_counts(
     subscriber_id: &str,
 ) -> Result<UnreadCounts> {
     let f = MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
-        channel: Some(Channel::InApp.as_str().to_owned()),
         read: Some(false),
         snoozed: Some(false),
-        ..Default::default()
+        ..MessageFilter::in_app_of(subscriber_id)
     };
     let severity = store.count_by_severity(env, &f).await?;
     Ok(UnreadCounts {

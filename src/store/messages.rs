@@ -96,6 +96,15 @@ pub struct DataCondition {
 }
 
 impl MessageFilter {
+    /// The in-app messages of one subscriber (the Inbox's and the feed's scope).
+    pub fn in_app_of(subscriber_id: &str) -> Self {
+        Self {
+            subscriber_id: Some(subscriber_id.to_owned()),
+            channel: Some(crate::domain::Channel::InApp.as_str().to_owned()),
+            ..Default::default()
+        }
+    }
+
     /// `environment_id = … and deleted = false and …` for this filter, with `now` deciding what is snoozed.
     fn to_sql(&self, env: &EnvironmentId, dialect: Dialect, now: i64) -> Sql {
         let mut q = Sql::new("environment_id = ");
@@ -316,27 +325,21 @@ impl Store {
         Ok(n)
     }
 
-    /// Replaces the `cta` of the subscriber's message `id`; false when it has no such message.
+    /// Replaces the `cta` of the messages `f` selects; answers how many.
     pub async fn set_message_cta(
         &self,
         env: &EnvironmentId,
-        subscriber_id: &str,
-        id: &MessageId,
+        f: &MessageFilter,
         cta: &Value,
-    ) -> Result<bool> {
+    ) -> Result<u64> {
         let now = Timestamp::now().0;
         let mut q = Sql::new("update messages set cta = ");
         q.bind(cta.clone()).push(", updated_at = ").bind(now);
-        q.push(" where environment_id = ")
-            .bind(env.as_str())
-            .push(" and subscriber_id = ")
-            .bind(subscriber_id);
-        q.push(" and id = ")
-            .bind(id.as_str())
-            .push(" and deleted = false");
+        q.push(" where ")
+            .append(&f.to_sql(env, self.dialect(), now));
         let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
             .execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+        Ok(n)
     }
 
     /// How many messages `f` selects, by severity: `[high, medium, low, none]`.
@@ -366,10 +369,8 @@ impl Store {
         f: &MessageFilter,
         cap: i64,
     ) -> Result<i64> {
-        let mut q = Sql::new("select count(*) from (select 1 from messages where ");
-        q.append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
-        q.push(" limit ").bind(cap).push(") t");
-        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
+        let filter = f.to_sql(env, self.dialect(), Timestamp::now().0);
+        self.count_at_most("messages", &filter, cap).await
     }
 
     /// Ends the snoozes that are over at `now` (at most `limit`): each message whose `snoozed_until` has

@@ -223,19 +223,19 @@ impl Store {
     }
 }
 
-/// `select count(*) from (select 1 … limit 50001)`.
-fn count_query(from: &str, filter: &Sql) -> Sql {
-    let mut q = Sql::new("select count(*) from (select 1 from ");
-    q.push(from).push(" where ").append(filter);
-    q.push(" limit ").bind(COUNT_LIMIT).push(") t");
-    q
-}
-
 impl Store {
-    /// The capped count of the rows of `from` matching `filter`.
+    /// The capped count of the rows of `from` matching `filter` (it stops at [`COUNT_LIMIT`]).
     pub(crate) async fn count_capped(&self, from: &str, filter: &Sql) -> Result<i64> {
-        let counted = self.row::<(i64,)>(Cost::Scan, count_query(from, filter));
-        Ok(counted.await?.map_or(0, |(n,)| n))
+        self.count_at_most(from, filter, COUNT_LIMIT).await
+    }
+
+    /// How many rows of `from` match `filter`, counting no further than `limit`:
+    /// `select count(*) from (select 1 … limit <limit>)`.
+    pub(crate) async fn count_at_most(&self, from: &str, filter: &Sql, limit: i64) -> Result<i64> {
+        let mut q = Sql::new("select count(*) from (select 1 from ");
+        q.push(from).push(" where ").append(filter);
+        q.push(" limit ").bind(limit).push(") t");
+        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
     }
 
     /// The sort key of the row `id` in the list's scope, if there is one.

@@ -9,7 +9,7 @@ use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{IsoTime, Reply};
 use crate::domain::preference::ChannelChoices;
-use crate::domain::workflow::Severity;
+use crate::domain::workflow::{Severity, Workflow};
 use crate::domain::{Channel, Tenant};
 use crate::error::{Error, Validation};
 use crate::service::over_cap;
@@ -152,6 +152,19 @@ pub struct InboxWorkflowOut {
     pub severity: Severity,
 }
 
+impl From<&Workflow> for InboxWorkflowOut {
+    fn from(w: &Workflow) -> Self {
+        Self {
+            id: w.id.as_str().to_owned(),
+            identifier: w.workflow_id.clone(),
+            name: w.name.clone(),
+            critical: w.critical,
+            tags: w.tags.clone(),
+            severity: w.severity,
+        }
+    }
+}
+
 /// A preference as the Inbox API shapes it (`level` `global` or `template`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InboxPreferenceOut {
@@ -166,19 +179,11 @@ pub struct InboxPreferenceOut {
 impl From<&WorkflowPreference> for InboxPreferenceOut {
     fn from(p: &WorkflowPreference) -> Self {
         let out = WorkflowPreferenceOut::from(p);
-        let w = &p.workflow;
         Self {
             level: "template",
             enabled: out.enabled,
             channels: out.channels,
-            workflow: Some(InboxWorkflowOut {
-                id: w.id.as_str().to_owned(),
-                identifier: w.workflow_id.clone(),
-                name: w.name.clone(),
-                critical: w.critical,
-                tags: w.tags.clone(),
-                severity: w.severity,
-            }),
+            workflow: Some(InboxWorkflowOut::from(&*p.workflow)),
             overrides: out.overrides,
         }
     }
