@@ -7,10 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PG_URL="${TIDINGS_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 EXAMPLES="${ST_MAX_EXAMPLES:-40}"
-BIN="$PWD/target/release/tidings"
-[ -x "$BIN" ] || { echo "FAIL: $BIN is missing: run cargo build --release first"; exit 1; }
+source .ci/serve.sh
 
 if [ ! -x .venv-st/bin/schemathesis ]; then
     python3 -m venv .venv-st
@@ -19,29 +17,12 @@ fi
 
 api_key="st-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 encryption_key="$(head -c 32 /dev/urandom | base64)"
-server=""
-workdir=""
-pg_db=""
-cleanup() {
-    if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-    if [ -n "$workdir" ]; then rm -rf "$workdir"; fi
-    if [ -n "$pg_db" ]; then psql "$PG_URL" -qtAc "drop database if exists $pg_db with (force)" >/dev/null || true; fi
-}
-trap cleanup EXIT
 
 # fuzz NAME DATABASE_URL: serves DATABASE_URL from a fresh folder and runs schemathesis against it.
 fuzz() {
-    local name="$1" database_url="$2" port started status=0
-    workdir="$(mktemp -d)"
-    port=$((20000 + RANDOM % 20000))
-    (cd "$workdir" && exec env DATABASE_URL="$database_url" TIDINGS_LISTEN="127.0.0.1:${port}" \
-        TIDINGS_API_KEY="$api_key" TIDINGS_ENCRYPTION_KEY="$encryption_key" TIDINGS_WORKERS=2 \
-        RUST_LOG=warn "$BIN" serve >serve.out 2>serve.err) &
-    server=$!
-    for _ in $(seq 1 100); do
-        curl -fsS "http://127.0.0.1:${port}/v1/health-check" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    local name="$1" database_url="$2" started status=0
+    serve "$database_url" TIDINGS_API_KEY="$api_key" TIDINGS_ENCRYPTION_KEY="$encryption_key" TIDINGS_WORKERS=2 \
+        RUST_LOG=warn
     started=$SECONDS
     timeout 150 .venv-st/bin/schemathesis run "http://127.0.0.1:${port}/openapi.json" \
         --header "Authorization: ApiKey ${api_key}" \
@@ -63,21 +44,12 @@ fuzz() {
         echo "schemathesis on ${name}: no check failed; its own errors are listed above"
         status=0
     fi
-    if grep -q 'panicked' "$workdir/serve.err"; then
-        echo "FAIL: the server panicked on ${name}"; grep -m5 -A3 'panicked' "$workdir/serve.err"; status=1
-    fi
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    server=""
-    rm -rf "$workdir"
-    workdir=""
-    return "$status"
+    stop "$name" "$status"
 }
 
 failed=0
 fuzz SQLite "sqlite://tidings-data/tidings.db" || failed=1
 
-pg_db="tidings_st_$$_${RANDOM}"
-psql "$PG_URL" -qtAc "create database $pg_db" >/dev/null
-fuzz PostgreSQL "$(printf '%s' "$PG_URL" | sed -E "s#/[^/?]*(\\?|\$)#/${pg_db}\\1#")" || failed=1
+fresh_pg_database tidings_st
+fuzz PostgreSQL "$pg_db_url" || failed=1
 exit "$failed"
