@@ -9,36 +9,14 @@
 
 import { Novu } from "@novu/js";
 
-import { CheckFailed, KEY, URL as URL_B, check, eq, finish, group, raw, rawOk, until } from "./lib.mjs";
+import { CheckFailed, URL as URL_B, check, eq, finish, group, raw, rawOk, rawOkAt, until } from "./lib.mjs";
 
 const URL_A = process.env.TIDINGS_URL_A;
 const RUN = Date.now().toString(36);
 check(URL_A && URL_B && URL_A !== URL_B, `two instances: TIDINGS_URL_A=${URL_A}, TIDINGS_URL=${URL_B}`);
 
-/** A raw request to instance A (lib.mjs's `raw` goes to B): `{status, json}`. */
-async function rawA(method, path, body, authorization = `ApiKey ${KEY}`) {
-  const headers = { Accept: "application/json" };
-  if (authorization !== null) headers.Authorization = authorization;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const res = await fetch(`${URL_A}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  let json = null;
-  try {
-    json = text ? JSON.parse(text) : null;
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json };
-}
-
-/** `rawA` expecting `status`; answers `data` when the body is `{data}`. */
-async function rawOkA(method, path, body, status = 200) {
-  const r = await rawA(method, path, body);
-  check(r.status === status, `A: ${method} ${path}: expected ${status}, got ${r.status} ${JSON.stringify(r.json).slice(0, 500)}`);
-  return r.json && typeof r.json === "object" && !Array.isArray(r.json) && Object.keys(r.json).length === 1 && "data" in r.json
-    ? r.json.data
-    : r.json;
-}
+/** `rawOk` to instance A (lib.mjs's `rawOk` goes to B). */
+const rawOkA = (method, path, body, status = 200) => rawOkAt(URL_A, method, path, body, status);
 
 /** The environment's public identifier as `GET /v1/environments/me` gives it (enveloped or not). */
 const identifierOf = (me) => me?.identifier ?? me?.data?.identifier;

@@ -56,10 +56,15 @@ export function eq(actual, expected, what) {
 /** A raw request through the SDK's HTTP client (for what no SDK method does); answers `{status, json}`.
  * `authorization` is the header sent (another environment's key, an Inbox `Bearer` token), none when null. */
 export async function raw(method, path, body, authorization = `ApiKey ${KEY}`) {
+  return rawAt(URL, method, path, body, authorization);
+}
+
+/** `raw` to the server at `base` (another instance than `TIDINGS_URL`'s). */
+export async function rawAt(base, method, path, body, authorization = `ApiKey ${KEY}`) {
   const headers = { Accept: "application/json" };
   if (authorization !== null) headers.Authorization = authorization;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const request = new Request(`${URL}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const request = new Request(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const response = await http.request(request);
   const text = await response.text();
   let json = null;
@@ -81,8 +86,14 @@ export function parseError(schema, r, what) {
 
 /** `raw` expecting `status`; answers the body without the `{"data": …}` envelope when it has one. */
 export async function rawOk(method, path, body, status = 200, authorization = undefined) {
-  const r = await raw(method, path, body, authorization);
-  check(r.status === status, `${method} ${path}: expected ${status}, got ${r.status} ${JSON.stringify(r.json).slice(0, 500)}`);
+  return rawOkAt(URL, method, path, body, status, authorization);
+}
+
+/** `rawOk` to the server at `base`; a failure names it when it is not `TIDINGS_URL`. */
+export async function rawOkAt(base, method, path, body, status = 200, authorization = undefined) {
+  const r = await rawAt(base, method, path, body, authorization);
+  const at = base === URL ? "" : ` at ${base}`;
+  check(r.status === status, `${method} ${path}${at}: expected ${status}, got ${r.status} ${JSON.stringify(r.json).slice(0, 500)}`);
   return r.json && typeof r.json === "object" && !Array.isArray(r.json) && Object.keys(r.json).length === 1 && "data" in r.json
     ? r.json.data
     : r.json;
