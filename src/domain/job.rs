@@ -290,6 +290,26 @@ pub struct ExecutionDetail {
     pub created_at: Timestamp,
 }
 
+impl ExecutionDetail {
+    /// A new detail of `job`: a retry when the job ran before.
+    pub fn for_job(job: &Job, status: DetailStatus, source: &str, text: impl Into<String>) -> Self {
+        Self {
+            id: super::new_object_id(),
+            environment_id: job.environment_id.clone(),
+            job_id: job.id.clone(),
+            notification_id: job.notification_id.clone(),
+            status,
+            detail: text.into(),
+            source: source.to_owned(),
+            is_retry: job.attempts > 1,
+            is_test: false,
+            provider_id: Some(job.provider_id.clone()),
+            raw: None,
+            created_at: Timestamp::now(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub id: MessageId,

@@ -127,6 +127,30 @@ pub struct Step {
     pub issues: StepIssues,
 }
 
+impl Step {
+    /// The look-back window of a backoff digest, in ms: `lookBackWindow {amount, unit}` or `backoffAmount` /
+    /// `backoffUnit`, else the digest's own window. `None` for other digests.
+    pub fn digest_look_back(&self) -> Option<i64> {
+        let c = &self.control_values;
+        let is_backoff = c.get("type").and_then(Value::as_str) == Some("backoff")
+            || c.get("backoff").and_then(Value::as_bool) == Some(true)
+            || c.get("lookBackWindow").is_some_and(Value::is_object);
+        if !is_backoff {
+            return None;
+        }
+        let window = |amount: Option<&Value>, unit: Option<&Value>| {
+            duration_ms(amount?.as_f64()?, unit?.as_str()?)
+        };
+        let look_back = c.get("lookBackWindow");
+        window(
+            look_back.and_then(|l| l.get("amount")),
+            look_back.and_then(|l| l.get("unit")),
+        )
+        .or_else(|| window(c.get("backoffAmount"), c.get("backoffUnit")))
+        .or_else(|| window(c.get("amount"), c.get("unit")))
+    }
+}
+
 /// Novu's `ContentIssueEnum`: the kind of a problem in a step's control values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -209,7 +209,7 @@ async fn prepare(
             to,
             now,
         );
-        rows.push(first_rows(&store, n, &fanout.template, now).await?);
+        rows.push(first_rows(n, &fanout.template, now));
     }
     let (at, running): (Vec<usize>, Vec<Job>) = rows
         .iter()

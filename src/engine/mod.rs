@@ -95,22 +95,13 @@ pub fn detail(
     raw: Option<String>,
 ) -> ExecutionDetail {
     ExecutionDetail {
-        id: new_object_id(),
-        environment_id: job.environment_id.clone(),
-        job_id: job.id.clone(),
-        notification_id: job.notification_id.clone(),
-        status,
-        detail: text.into(),
-        source: source.to_owned(),
-        is_retry: job.attempts > 1,
-        is_test: false,
-        provider_id: Some(job.provider_id.clone()),
         raw,
-        created_at: Timestamp::now(),
+        ..ExecutionDetail::for_job(job, status, source, text)
     }
 }
 
-/// The key under which events of one subscriber, workflow step and digest key collapse.
+/// The key under which events of one subscriber, workflow step and digest key collapse: the subscriber's
+/// record, not its reusable subscriberId (a subscriber deleted and created again starts afresh).
 pub fn digest_key(job: &Job, step: &Step, payload: &Value) -> String {
     let key_path = step
         .control_values
@@ -126,7 +117,7 @@ pub fn digest_key(job: &Job, step: &Step, payload: &Value) -> String {
     };
     format!(
         "{}|{}|{}|{}|{}",
-        job.environment_id, job.subscriber_id, job.workflow_ref, step.step_id, key_value
+        job.environment_id, job.subscriber_ref, job.workflow_ref, step.step_id, key_value
     )
 }
 
@@ -244,59 +235,6 @@ pub fn next_timed(timed: &Value, now: Timestamp) -> Option<Timestamp> {
     None
 }
 
-/// The look-back window of a backoff digest, in ms: `lookBackWindow {amount, unit}` or `backoffAmount` /
-/// `backoffUnit`, else the digest's own window. `None` for other digests.
-pub fn backoff_window(step: &Step) -> Option<i64> {
-    let c = &step.control_values;
-    let is_backoff = c.get("type").and_then(Value::as_str) == Some("backoff")
-        || c.get("backoff").and_then(Value::as_bool) == Some(true)
-        || c.get("lookBackWindow").is_some_and(Value::is_object);
-    if !is_backoff {
-        return None;
-    }
-    let window = |amount: Option<&Value>, unit: Option<&Value>| {
-        duration_ms(amount?.as_f64()?, unit?.as_str()?)
-    };
-    let look_back = c.get("lookBackWindow");
-    window(
-        look_back.and_then(|l| l.get("amount")),
-        look_back.and_then(|l| l.get("unit")),
-    )
-    .or_else(|| window(c.get("backoffAmount"), c.get("backoffUnit")))
-    .or_else(|| window(c.get("amount"), c.get("unit")))
-}
-
-/// Settles a new digest job against the events already digesting for its key: it joins an open window
-/// (`merged`), or — a backoff digest with no event for the key inside its look-back window — runs at once
-/// instead of opening a window.
-pub async fn settle_digest(
-    store: &Store,
-    job: &mut Job,
-    step: &Step,
-    now: Timestamp,
-) -> crate::error::Result<()> {
-    let Some(key) = job.digest_key.clone() else {
-        return Ok(());
-    };
-    if let Some(open) = store.open_digest_job(&key).await? {
-        job.status = JobStatus::Merged;
-        // Keeps its metadata (the SDKs require `digest.type`) and names the digest it joined.
-        let mut digest = match job.digest.take() {
-            Some(Value::Object(m)) => m,
-            _ => serde_json::Map::from_iter([("type".to_owned(), json!("regular"))]),
-        };
-        digest.insert("mergedInto".into(), json!(open));
-        job.digest = Some(Value::Object(digest));
-        return Ok(());
-    }
-    if let Some(look_back) = backoff_window(step) {
-        if !store.digest_since(&key, now.0 - look_back).await? {
-            job.run_at = now;
-        }
-    }
-    Ok(())
-}
-
 /// The job for step `index` of a notification, queued to run when its step says.
 pub fn job_for_step(
     n: &Notification,
@@ -338,41 +276,30 @@ pub fn job_for_step(
     job
 }
 
-/// The jobs of a new notification, one per step: the first queued to run when its step says (a digest
-/// settled against the windows already open), the others `pending` until the chain reaches them, each
-/// with the step as it is now (a later edit of the workflow does not change them). `provider` names the
-/// provider a job of a step type shows until a delivery says which one handled it. When the first job's
-/// event joins an open digest, the chain ends there: the later jobs are created `skipped`.
-async fn jobs_for_trigger(
-    store: &Store,
+/// The jobs of a new notification, one per step: the first queued to run when its step says, the others
+/// `pending` until the chain reaches them, each with the step as it is now (a later edit of the workflow does
+/// not change them). `provider` names the provider a job of a step type shows until a delivery says which one
+/// handled it. A first step that is a digest opens its window or joins the open one when it is recorded
+/// (`store::digests`).
+fn jobs_for_trigger(
     n: &Notification,
     steps: &[Step],
     provider: impl Fn(StepType) -> String,
     now: Timestamp,
-) -> crate::error::Result<Vec<Job>> {
+) -> Vec<Job> {
     let mut jobs = Vec::with_capacity(steps.len());
     for (index, step) in steps.iter().enumerate() {
         let mut job = job_for_step(n, step, index as i64, None, now);
         job.provider_id = provider(step.step_type);
-        if index == 0 {
-            // A first step that is a digest joins an open window (or, backoff, runs at once).
-            settle_digest(store, &mut job, step, now).await?;
-        } else {
-            job.status = if jobs
-                .first()
-                .is_some_and(|f: &Job| f.status == JobStatus::Merged)
-            {
-                JobStatus::Skipped
-            } else {
-                JobStatus::Pending
-            };
+        if index > 0 {
+            job.status = JobStatus::Pending;
             // Found by digest lookups, and given a run time, only once reached.
             job.digest_key = None;
             job.run_at = now;
         }
         jobs.push(job);
     }
-    Ok(jobs)
+    jobs
 }
 
 /// The provider a job of `step` shows before its delivery: the one `providers` names for its type (see
@@ -385,16 +312,14 @@ pub fn step_provider(providers: &[(StepType, String)], step: StepType) -> String
 }
 
 /// A new notification's rows as a trigger records them: the notification, the jobs of all the template's
-/// steps (the first queued, or merged into an open digest; the others pending) and the first job's
-/// "Step queued" detail.
-pub async fn first_rows(
-    store: &Store,
+/// steps (the first queued, the others pending) and the first job's "Step queued" detail.
+pub fn first_rows(
     n: Notification,
     template: &crate::domain::fanout::Template,
     now: Timestamp,
-) -> crate::error::Result<(Notification, Vec<Job>, Vec<ExecutionDetail>)> {
+) -> (Notification, Vec<Job>, Vec<ExecutionDetail>) {
     let provider = |t| step_provider(&template.providers, t);
-    let jobs = jobs_for_trigger(store, &n, &template.steps, provider, now).await?;
+    let jobs = jobs_for_trigger(&n, &template.steps, provider, now);
     let queued = detail(
         &jobs[0],
         DetailStatus::Pending,
@@ -402,7 +327,7 @@ pub async fn first_rows(
         "Step queued",
         None,
     );
-    Ok((n, jobs, vec![queued]))
+    (n, jobs, vec![queued])
 }
 
 /// A digest job's `digest` member as Novu's DigestMetadata has it: `type` always, the window and key only
@@ -1069,25 +994,23 @@ mod tests {
     #[test]
     fn backoff_windows_come_from_the_controls() {
         assert_eq!(
-            backoff_window(&step(json!({"amount": 5, "unit": "minutes"}))),
+            step(json!({"amount": 5, "unit": "minutes"})).digest_look_back(),
             None
         );
         assert_eq!(
-            backoff_window(&step(
-                json!({"type": "backoff", "amount": 5, "unit": "minutes"})
-            )),
+            step(json!({"type": "backoff", "amount": 5, "unit": "minutes"})).digest_look_back(),
             Some(300_000)
         );
         assert_eq!(
-            backoff_window(&step(
-                json!({"backoff": true, "amount": 5, "unit": "minutes",
-                "backoffAmount": 30, "backoffUnit": "seconds"})
-            )),
+            step(json!({"backoff": true, "amount": 5, "unit": "minutes",
+                "backoffAmount": 30, "backoffUnit": "seconds"}))
+            .digest_look_back(),
             Some(30_000)
         );
         assert_eq!(
-            backoff_window(&step(json!({"amount": 5, "unit": "minutes",
-                "lookBackWindow": {"amount": 2, "unit": "hours"}}))),
+            step(json!({"amount": 5, "unit": "minutes",
+                "lookBackWindow": {"amount": 2, "unit": "hours"}}))
+            .digest_look_back(),
             Some(7_200_000)
         );
     }

@@ -10,7 +10,7 @@ use crate::domain::preference::{Effective, Source, SubscriberPreference, Workflo
 use crate::domain::subscriber::Subscriber;
 use crate::domain::unsubscribe::UnsubscribeToken;
 use crate::domain::workflow::{duration_ms, StepType, Workflow};
-use crate::domain::{skip, Channel, EnvironmentId, JobId, SubscriberRef, Timestamp};
+use crate::domain::{skip, Channel, EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
     context_values, environment_values, subscriber_values, template_variables, workflow_values,
@@ -448,15 +448,7 @@ impl Runner {
         match chain {
             Chain::Continue => {
                 outcome.next = self.next_job(job, n).await?;
-                if outcome
-                    .next
-                    .as_ref()
-                    .is_some_and(|next| next.status == JobStatus::Merged)
-                {
-                    // The event went into an open digest: that digest's chain delivers it.
-                    outcome.rest = Some(JobStatus::Skipped);
-                }
-                attach_merge(outcome, job);
+                attach_queued(outcome);
             }
             Chain::Stop => {
                 outcome.rest = Some(if outcome.status == JobStatus::Skipped {
@@ -564,8 +556,8 @@ impl Runner {
     /// The job of the step after `job`, activated: its pending job from the trigger, with the step as it
     /// was then (as Novu does: an edit of the workflow reaches the next trigger, not the chains under way),
     /// or — a notification triggered before pending jobs existed — one made from the workflow's current
-    /// definition. A digest step whose window is already open for the same key absorbs this event
-    /// instead (`merged`). `None` when the next job was settled meanwhile (canceled).
+    /// definition. A digest step opens its window or joins the open one when the completion records it
+    /// (`store::digests`). `None` when the next job was settled meanwhile (canceled).
     async fn next_job(&self, job: &Job, n: &Notification) -> Result<Option<Job>> {
         let index = job.step_index + 1;
         let now = Timestamp::now();
@@ -598,10 +590,6 @@ impl Runner {
             }
         };
         next.payload = job.payload.clone();
-        if next.step.step_type == StepType::Digest {
-            let step = next.step.clone();
-            super::settle_digest(&self.store, &mut next, &step, now).await?;
-        }
         Ok(Some(next))
     }
 
@@ -802,18 +790,22 @@ impl Runner {
         let unit = c.get("unit").and_then(Value::as_str).unwrap_or("minutes");
         let threshold = c.get("threshold").and_then(Value::as_i64).unwrap_or(1);
         let window = duration_ms(amount, unit).unwrap_or(60_000);
-        // This job is itself running, so it counts among the recent ones.
-        let recent = self
+        // Per subscriber (its record, as digests), workflow and step; decided under the key's lock.
+        let key = format!(
+            "{}|{}|{}|{}",
+            job.environment_id, job.subscriber_ref, job.workflow_ref, job.step.step_id
+        );
+        let (passed, recent) = self
             .store
-            .count_recent_jobs(job, Timestamp::now().0 - window)
+            .pass_throttle(&key, &job.id, Timestamp::now().0 - window, threshold)
             .await?;
-        if recent > threshold {
+        if !passed {
             let d = detail(
                 job,
                 DetailStatus::Warning,
                 "Internal",
                 format!(
-                    "Throttled: {recent} runs in the window exceed the threshold of {threshold}"
+                    "Throttled: {recent} runs in the window reached the threshold of {threshold}"
                 ),
                 None,
             );
@@ -871,38 +863,23 @@ fn request_headers(headers: Option<&Value>) -> Vec<(String, String)> {
     }
 }
 
-/// Links the next job into the outcome: its first execution detail (`Queued`, or how it joined an open
-/// digest) and, when it was merged into an open digest, this job's event for that digest.
-fn attach_merge(outcome: &mut JobOutcome, job: &Job) {
+/// Links the next job into the outcome with its first execution detail (`Queued`). A digest's detail is
+/// written when the completion settles it: whether it opened its window or joined the open one.
+fn attach_queued(outcome: &mut JobOutcome) {
     let Some(next) = outcome.next.as_ref() else {
         return;
     };
-    let open = next
-        .digest
-        .as_ref()
-        .filter(|_| next.status == JobStatus::Merged)
-        .and_then(|d| d.get("mergedInto"))
-        .and_then(Value::as_str)
-        .map(JobId::from);
-    let text = match &open {
-        Some(open) => format!("Event added to the open digest of job {open}"),
-        None if next.run_at.0 > Timestamp::now().0 => {
-            format!("Step queued; runs at {}", next.run_at.to_iso())
-        }
-        None => "Step queued".to_owned(),
-    };
-    let status = if open.is_some() {
-        DetailStatus::Success
+    if next.digest_key.is_some() {
+        return;
+    }
+    let text = if next.run_at.0 > Timestamp::now().0 {
+        format!("Step queued; runs at {}", next.run_at.to_iso())
     } else {
-        DetailStatus::Queued
+        "Step queued".to_owned()
     };
-    let mut queued = detail(next, status, "Internal", text, None);
+    let mut queued = detail(next, DetailStatus::Queued, "Internal", text, None);
     queued.is_retry = false;
     outcome.details.push(queued);
-    if let Some(open) = open {
-        let event = json!({"id": job.transaction_id, "time": Timestamp::now().to_iso(), "payload": job.payload});
-        outcome.merge_into = Some((open, event));
-    }
 }
 
 /// The controls a step renders: all but the condition (`skip` is JSON Logic, not a template, and is

@@ -444,7 +444,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         if r.is_object() {
             n.to = Some(r.clone());
         }
-        batch.push(first_rows(store, n, &template, now).await?);
+        batch.push(first_rows(n, &template, now));
     }
     let fanout = fanout_for(
         store,

@@ -97,21 +97,17 @@ pub async fn create(
     fields.validate(&mut v);
     v.finish()?;
 
-    if store
+    if let Some(found) = store
         .get_subscriber_for_update(&tenant.environment_id, &subscriber_id)
         .await?
-        .is_some()
     {
         if fail_if_exists {
             return Err(Error::Conflict(format!(
                 "Subscriber with id \"{subscriber_id}\" already exists"
             )));
         }
-        let subscriber = modify(store, tenant, &subscriber_id, |s| {
-            fields.clone().apply(s);
-            Ok(())
-        })
-        .await?;
+        let subscriber =
+            upsert_existing(store, tenant, Some(found), &subscriber_id, &fields).await?;
         return Ok(Created {
             subscriber,
             created: false,
@@ -148,11 +144,7 @@ pub async fn create(
         }),
         // Lost a race with a concurrent create of the same id.
         Err(Error::Duplicate) if !fail_if_exists => {
-            let subscriber = modify(store, tenant, &subscriber_id, |s| {
-                fields.clone().apply(s);
-                Ok(())
-            })
-            .await?;
+            let subscriber = upsert_existing(store, tenant, None, &subscriber_id, &fields).await?;
             Ok(Created {
                 subscriber,
                 created: false,
@@ -431,6 +423,38 @@ pub async fn delete_credentials(
                 provider.as_str()
             )));
         }
+        Ok(())
+    })
+    .await
+}
+
+/// The upsert of a subscriber that exists (`found`, when just read): `fields` applied, or — when they change
+/// nothing — the subscriber as it is, unwritten: parallel triggers to a subscriber id seen for the first time
+/// each upsert it, and must not fight over its version.
+async fn upsert_existing(
+    store: &Store,
+    tenant: &Tenant,
+    found: Option<Subscriber>,
+    subscriber_id: &str,
+    fields: &SubscriberFields,
+) -> Result<Subscriber> {
+    let found = match found {
+        Some(s) => Some(s),
+        None => {
+            store
+                .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
+                .await?
+        }
+    };
+    if let Some(s) = found {
+        let mut changed = s.clone();
+        fields.clone().apply(&mut changed);
+        if changed == s {
+            return Ok(s);
+        }
+    }
+    modify(store, tenant, subscriber_id, |s| {
+        fields.clone().apply(s);
         Ok(())
     })
     .await

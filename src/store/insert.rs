@@ -213,34 +213,6 @@ pub(super) fn insert_notifications(
     insert_declared(dialect, notifications, "")
 }
 
-/// Appends an event to the `digest.events` of a digest job that is still waiting, in one statement: the
-/// row's lock makes concurrent appends (a trigger's group commit and a worker's completion, or the group
-/// commits of two processes on PostgreSQL) queue instead of one overwriting the other's read. The JSON
-/// functions differ.
-macro_rules! append_digest_event {
-    ($tx:expr, $dialect:expr, $job_id:expr, $event:expr, $now:expr) => {{
-        let sql = match $dialect {
-            Dialect::Postgres => {
-                "update jobs set digest = jsonb_set(coalesce(digest, '{}'::jsonb), '{events}',
-                   coalesce(digest -> 'events', '[]'::jsonb) || jsonb_build_array($1::jsonb)),
-                   updated_at = $2 where id = $3"
-            }
-            Dialect::Sqlite => {
-                "update jobs set digest = json_set(coalesce(digest, '{}'), '$.events',
-                   json_insert(coalesce(json_extract(digest, '$.events'), json('[]')), '$[#]', json($1))),
-                   updated_at = $2 where id = $3"
-            }
-        };
-        sqlx::query(sql)
-            .bind(sqlx::types::Json(&$event))
-            .bind($now)
-            .bind($job_id)
-            .execute(&mut *$tx)
-            .await?;
-    }};
-}
-pub(super) use append_digest_event;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::digests::{digest_keys, key_locks, opening};
 use super::insert::{activate_jobs, batched, fail_fast_sql, insert_details, insert_messages};
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
@@ -52,16 +53,15 @@ pub struct JobOutcome {
     pub status: JobStatus,
     pub details: Vec<ExecutionDetail>,
     pub message: Option<Message>,
-    /// The job of the next step, if the chain goes on: its pending job activated (`queued`, or `merged`
-    /// into an open digest), or — a notification triggered before jobs were created pending — created.
+    /// The job of the next step, if the chain goes on: its pending job activated (`queued`; a digest opens
+    /// its window or joins the open one, see `store::digests`), or — a notification triggered before jobs
+    /// were created pending — created.
     pub next: Option<Job>,
     /// The chain ends here: the notification's jobs still pending (after `next`) end with this status.
     pub rest: Option<JobStatus>,
     /// The provider that handled the job (a delivery through an integration), shown instead of the one
     /// the job was created with.
     pub provider_id: Option<String>,
-    /// A digest job that absorbs this job's event instead of running it separately.
-    pub merge_into: Option<(JobId, Value)>,
     /// Instead of finishing, the job goes back to the queue (a provider retry or failover): its details are
     /// written and it runs again at `run_at` with this delivery state.
     pub retry: Option<Requeue>,
@@ -88,6 +88,12 @@ impl Store {
         q.bind(Timestamp::now().0)
             .push(" where status = 'running' and locked_by = ")
             .bind(worker);
+        // A digest whose key opened another window meanwhile stays running: its lease runs out and it is
+        // claimed again (one open window per key, `jobs_open_digest`).
+        q.push(
+            " and (digest_key is null or not exists (select 1 from jobs o \
+             where o.digest_key = jobs.digest_key and o.status = 'queued'))",
+        );
         q.push_in("id", ids);
         Ok(
             on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?,
@@ -235,47 +241,6 @@ impl Store {
         self.row(Cost::Point, q).await
     }
 
-    /// A queued digest job for `digest_key` whose window is still open, to merge an event into.
-    pub async fn open_digest_job(&self, digest_key: &str) -> Result<Option<JobId>> {
-        let id = on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
-            "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1")
-            .bind(digest_key).fetch_optional(p).await)?;
-        Ok(id.map(JobId::from))
-    }
-
-    /// Whether a digest job for `digest_key` was created since `since` (backoff digests).
-    pub async fn digest_since(&self, digest_key: &str, since: i64) -> Result<bool> {
-        let found: Option<i32> = on_db!(self.w(), p => sqlx::query_scalar::<_, i32>(
-            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1")
-            .bind(digest_key).bind(since).fetch_optional(p).await)?;
-        Ok(found.is_some())
-    }
-
-    /// Counts the jobs of a step for the subscriber and workflow that ran (completed, or running) since
-    /// `since` (throttling): by `updated_at`, as a job is created at trigger time, maybe long before the
-    /// chain reaches it.
-    /// Through the subscriber's notifications (`notifications_subscriber`), then their jobs by
-    /// `(notification_id, step_index)`: jobs have no subscriber index, and filtering them by environment
-    /// read every job of the environment. `workflow_ref || ''` keeps SQLite off the workflow index, which
-    /// would read every notification of a busy workflow instead of one subscriber's.
-    pub async fn count_recent_jobs(&self, job: &Job, since: i64) -> Result<i64> {
-        let mut q = Sql::new(
-            "select count(*) from jobs where notification_id in (select id from notifications \
-             where environment_id = ",
-        );
-        q.bind(job.environment_id.as_str())
-            .push(" and subscriber_id = ")
-            .bind(job.subscriber_id.as_str());
-        q.push(" and workflow_ref || '' = ")
-            .bind(job.workflow_ref.as_str());
-        q.push(") and step_index = ")
-            .bind(job.step_index)
-            .push(" and updated_at >= ")
-            .bind(since);
-        q.push(" and status in ('completed', 'running')");
-        Ok(self.row::<(i64,)>(Cost::Scan, q).await?.map_or(0, |(n,)| n))
-    }
-
     /// Cancels the queued and pending jobs of a transaction (steps not run yet); returns how many.
     pub async fn cancel_transaction(
         &self,
@@ -408,7 +373,10 @@ pub(super) struct Completion<'a> {
     pub(super) held: Vec<&'a str>,
     /// The status updates, guarded by the lease (they return the ids of the jobs still held).
     pub(super) updates: Vec<Sql>,
-    /// The next steps' activations (they return the ids of the jobs activated).
+    /// The locks of the digest keys of the next steps (PostgreSQL), taken first.
+    pub(super) locks: Option<Sql>,
+    /// The next steps' activations (they return the ids of the jobs activated); a digest's is made when it
+    /// is settled.
     pub(super) activations: Vec<Sql>,
     /// Then the details, messages and ends of chains ([`completion_writes`]).
     pub(super) writes: Vec<Sql>,
@@ -433,6 +401,7 @@ impl<'a> Completion<'a> {
                 .filter(|(j, _)| j.status != JobStatus::Running)
                 .map(|(j, _)| j.id.as_str())
                 .collect(),
+            locks: key_locks(dialect, digest_keys(next_jobs(&items))),
             activations: activations(dialect, &items)?,
             writes: completion_writes(dialect, &items, None, now)?,
             items,
@@ -446,10 +415,13 @@ impl<'a> Completion<'a> {
 /// database.
 macro_rules! complete_in_transaction {
     ($tx:expr, $completion:expr) => {{
-        use $crate::store::insert::append_digest_event;
+        use $crate::store::digests::{opening, settle_digests, Settled};
         use $crate::store::jobs::{activations, completion_writes, next_jobs, Completion, JobOutcome};
         use $crate::store::sql::bind_args;
         let mut c: Completion = $completion;
+        if let Some(q) = c.locks.take() {
+            bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
+        }
         let mut owned: std::collections::HashSet<String> = c.held.iter().map(|id| id.to_string()).collect();
         for q in std::mem::take(&mut c.updates) {
             let ids: Vec<String> =
@@ -468,31 +440,35 @@ macro_rules! complete_in_transaction {
             let ids: Vec<String> = bind_args!(sqlx::query_scalar(&q.text), q.args).fetch_all(&mut *$tx).await?;
             activated.extend(ids);
         }
+        let digests: Vec<&$crate::domain::job::Job> =
+            next_jobs(&done).into_iter().filter(|j| opening(j)).collect();
+        for (id, settled) in settle_digests!($tx, c.dialect, digests, true, c.now) {
+            if settled != Settled::Gone {
+                activated.insert(id.as_str().to_owned());
+            }
+        }
         if done.len() != c.items.len() || activated.len() != next_jobs(&done).len() {
             c.writes = completion_writes(c.dialect, &done, Some(&activated), c.now)?;
         }
         for q in std::mem::take(&mut c.writes) {
             bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
         }
-        // By digest job, as in `Store::write_triggers`.
-        let lost = |o: &JobOutcome| o.next.as_ref().is_some_and(|n| !activated.contains(n.id.as_str()));
-        let mut merges: Vec<&($crate::domain::JobId, serde_json::Value)> =
-            done.iter().filter(|(_, o)| !lost(o)).filter_map(|(_, o)| o.merge_into.as_ref()).collect();
-        merges.sort_by(|a, b| a.0.cmp(&b.0));
-        for (digest_job, event) in merges {
-            append_digest_event!(&mut *$tx, c.dialect, digest_job.as_str(), event, c.now);
-        }
         owned
     }};
 }
 pub(super) use complete_in_transaction;
 
-/// The activations of the next steps of the finished jobs `done` (see [`activate_jobs`]).
+/// The activations of the next steps of the finished jobs `done` (see [`activate_jobs`]), but for the
+/// digests, settled one by one ([`settle_digests!`]).
 pub(super) fn activations(
     dialect: Dialect,
     done: &[(&Job, &JobOutcome)],
 ) -> serde_json::Result<Vec<Sql>> {
-    Ok(activate_jobs(dialect, &next_jobs(done))?
+    let plain: Vec<&Job> = next_jobs(done)
+        .into_iter()
+        .filter(|j| !opening(j))
+        .collect();
+    Ok(activate_jobs(dialect, &plain)?
         .into_iter()
         .map(|q| fail_fast_sql(dialect, q))
         .collect())
@@ -566,26 +542,31 @@ fn end_chains(done: &[(&Job, &JobOutcome)], now: i64) -> Vec<Sql> {
 mod tests {
     use super::super::plans::{migrated, plan};
 
-    /// The digest lookups read the digest-key index in order (no sort for the open window), and the
-    /// index is partial: jobs without a digest key, nearly all of them, add no entry to it.
+    /// The digest lookups (the open window, the look-back) search a digest index by key; both indexes are
+    /// partial: jobs without a digest key, nearly all of them, add no entry to them.
     #[test]
-    fn digest_lookups_use_the_partial_digest_index() {
+    fn digest_lookups_use_the_partial_digest_indexes() {
         let conn = migrated();
         for sql in [
-            "select id from jobs where digest_key = $1 and status = 'queued' order by run_at limit 1",
-            "select 1 from jobs where digest_key = $1 and created_at >= $2 limit 1",
+            "update jobs set updated_at = 1 where digest_key = $1 and status = 'queued' returning id",
+            "select count(*) from jobs where digest_key = $1 and created_at >= $2",
         ] {
             let p = plan(&conn, sql);
-            assert!(p.contains("USING INDEX jobs_digest (digest_key=?"), "{sql}: {p}");
-            assert!(!p.contains("TEMP B-TREE"), "{sql}: {p}");
+            assert!(
+                p.contains("INDEX jobs_digest (digest_key=?")
+                    || p.contains("INDEX jobs_open_digest (digest_key=?"),
+                "{sql}: {p}"
+            );
         }
-        let partial: bool = conn
-            .query_row(
-                "select \"partial\" from pragma_index_list('jobs') where name = 'jobs_digest'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert!(partial);
+        for index in ["jobs_digest", "jobs_open_digest"] {
+            let partial: bool = conn
+                .query_row(
+                    "select \"partial\" from pragma_index_list('jobs') where name = $1",
+                    [index],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(partial, "{index}");
+        }
     }
 }

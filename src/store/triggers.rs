@@ -2,10 +2,11 @@
 //! of concurrent requests is the trigger writer's work (`engine::trigger_writer`); handing the due first jobs
 //! to this process's workers is the hand-off's (`engine::handoff`). Here the rows are written.
 
+use super::digests::{digest_keys, key_locks, opening, settle_digests};
 use super::fanouts::Advance;
 use super::insert::{
-    append_digest_event, batched, fail_fast_sql, insert_declared, insert_details, insert_jobs,
-    insert_notifications, insert_rows,
+    batched, fail_fast_sql, insert_declared, insert_details, insert_jobs, insert_notifications,
+    insert_rows,
 };
 use super::jobs::{complete_in_transaction, Completion, JobOutcome};
 use super::sql::{bind_args, Arg, Sql};
@@ -67,6 +68,8 @@ pub struct TriggerPlan<'r, R> {
     now: i64,
     /// With a lease: the worker the due first jobs go to, and until when.
     worker: Option<(&'r str, i64)>,
+    /// The locks of the digest keys of every record (PostgreSQL), taken first.
+    locks: Option<Sql>,
     /// The inserts of the triggers' keys, and per record the advance of its fan-out's cursor.
     keys: Vec<Sql>,
     advances: Vec<Option<Sql>>,
@@ -122,11 +125,18 @@ impl Store {
         let (rows, leased) = TriggerRows::plan(&all, now, reserve);
         let inserts = rows.statements(dialect, worker, &leased, now)?;
         let completion = rows.completion(dialect)?;
+        let mut keys_to_lock: Vec<&str> = digest_keys(rows.openings.iter().copied()).collect();
+        if let Some(c) = &completion {
+            keys_to_lock.extend(digest_keys(
+                c.items.iter().filter_map(|(_, o)| o.next.as_ref()),
+            ));
+        }
         Ok(TriggerPlan {
             records,
             dialect,
             now,
             worker,
+            locks: key_locks(dialect, keys_to_lock),
             keys,
             advances,
             rows,
@@ -144,6 +154,7 @@ impl Store {
             dialect,
             now,
             worker,
+            locks,
             keys,
             advances,
             mut rows,
@@ -159,6 +170,9 @@ impl Store {
         }
         let recorded = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
+            if let Some(q) = locks {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+            }
             let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
             for q in keys {
                 let rows: Vec<(String, String)> =
@@ -188,12 +202,7 @@ impl Store {
             for q in std::mem::take(&mut inserts) {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            for (open, job) in digest_merges(&rows.first) {
-                let event = serde_json::json!({
-                    "id": job.transaction_id, "time": job.created_at.to_iso(), "payload": job.payload,
-                });
-                append_digest_event!(&mut *tx, dialect, open, event, now);
-            }
+            settle_digests!(tx, dialect, rows.openings.clone(), false, now);
             if let Some(completion) = completion.take() {
                 complete_in_transaction!(tx, completion);
             }
@@ -208,8 +217,8 @@ impl Store {
 struct TriggerRows<'r> {
     fanouts: Vec<&'r Fanout>,
     notifications: Vec<&'r Notification>,
-    /// Each notification's first job.
-    first: Vec<&'r Job>,
+    /// The first jobs that open a digest window or join the open one, settled in the transaction.
+    openings: Vec<&'r Job>,
     /// The first jobs that did not run yet, each with its notification.
     waiting: Vec<(&'r Job, &'r Notification)>,
     /// Of those, the ones queued for claiming: not handed to this process's workers.
@@ -228,11 +237,16 @@ impl<'r> TriggerRows<'r> {
         let mut ran = Vec::new();
         let mut ran_by = None;
         let mut waiting = Vec::new();
+        let mut openings = Vec::new();
         for r in records {
             let worker = r.advance.as_ref().map(|a| a.worker.as_str());
             let mut outcomes = r.ran.iter().filter(|_| worker.is_some()).peekable();
             for (i, (n, jobs, _)) in r.batch.iter().enumerate() {
                 let Some(job) = jobs.first() else { continue };
+                if opening(job) {
+                    openings.push(job);
+                    continue;
+                }
                 match outcomes.next_if(|(at, _)| *at == i) {
                     Some((_, outcome)) => {
                         ran.push((job, outcome));
@@ -245,7 +259,7 @@ impl<'r> TriggerRows<'r> {
         Self {
             fanouts: records.iter().filter_map(|r| r.fanout.as_deref()).collect(),
             notifications: batch().map(|b| &b.0).collect(),
-            first: batch().filter_map(|b| b.1.first()).collect(),
+            openings,
             queued: waiting.iter().map(|(job, _)| *job).collect(),
             waiting,
             ran,
@@ -353,18 +367,4 @@ fn split_due<'j, R>(
         }
     }
     (waiting.iter().map(|w| w.0).collect(), None)
-}
-
-/// The first jobs that merge their event into an open digest, by digest job (stable: each job's events stay
-/// in order), so that concurrent transactions lock the jobs in the same order.
-fn digest_merges<'j>(jobs: &[&'j Job]) -> Vec<(&'j str, &'j Job)> {
-    let mut merges: Vec<(&str, &Job)> = jobs
-        .iter()
-        .filter_map(|job| {
-            let open = job.digest.as_ref()?.get("mergedInto")?.as_str()?;
-            Some((open, *job))
-        })
-        .collect();
-    merges.sort_by_key(|(open, _)| *open);
-    merges
 }

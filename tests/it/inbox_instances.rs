@@ -21,14 +21,14 @@ use crate::support;
 const PREFIX: &str = "tidings_inst_";
 
 /// A database created for one run, dropped (with its connections) when this is dropped.
-struct FreshDatabase {
+pub(crate) struct FreshDatabase {
     admin_url: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl FreshDatabase {
-    async fn create(admin_url: &str) -> Self {
+    pub(crate) async fn create(admin_url: &str) -> Self {
         let admin = sqlx::PgPool::connect(admin_url)
             .await
             .expect("connect to TIDINGS_TEST_POSTGRES_URL");
@@ -102,15 +102,20 @@ async fn drop_stale_databases(admin: &sqlx::PgPool) {
 }
 
 /// One `tidings serve` process, stopped when dropped; its log lines are kept for failure messages.
-struct Instance {
+pub(crate) struct Instance {
     _child: KillOnDrop,
-    url: String,
+    pub(crate) url: String,
     log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Instance {
     /// Starts `tidings serve` on `database_url` and a free port, and waits until it serves.
-    async fn start(name: &str, database_url: &str, encryption_key: &str, api_key: &str) -> Self {
+    pub(crate) async fn start(
+        name: &str,
+        database_url: &str,
+        encryption_key: &str,
+        api_key: &str,
+    ) -> Self {
         let mut child = KillOnDrop(
             Command::new(env!("CARGO_BIN_EXE_tidings"))
                 .arg("serve")
@@ -171,7 +176,7 @@ impl Instance {
         );
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
 }

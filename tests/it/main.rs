@@ -7,6 +7,7 @@ mod auth_and_wire;
 mod channels;
 mod corpus;
 mod delivery;
+mod digests;
 mod engine;
 mod environments;
 mod fanout;

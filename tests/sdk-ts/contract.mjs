@@ -176,6 +176,10 @@ async function main() {
     ] },
     { name: "Hello", workflowId: "hello", description: "One in-app step", tags: ["contract"], steps: [inApp("hello", "Hello {{ subscriber.firstName }}")] },
     { name: "Actor", workflowId: "actor", steps: [inApp("actor", "From [{{ actor.firstName }}]")] },
+    { name: "Throttled", workflowId: "throttled", steps: [
+      { name: "gate", stepId: "gate", type: "throttle", controlValues: { amount: 1, unit: "hours", threshold: 1 } },
+      inApp("through", "Through the throttle"),
+    ] },
     { name: "Digest", workflowId: "digest", steps: [
       { name: "collect", stepId: "collect", type: "digest", controlValues: { amount: 2, unit: "seconds" } },
       inApp("summary", "{{ steps.collect.eventCount }} events"),
@@ -291,6 +295,10 @@ async function main() {
     await t("canceled", { workflowId: "later", to: "bob", payload: {} });
     await t("carl", { workflowId: "hello", to: "carl", payload: {} });
     for (let i = 0; i < 3; i++) await t(`digest-${i}`, { workflowId: "digest", to: "ann", payload: { n: i } });
+    for (const i of [0, 1]) {
+      await t(`throttle-${i}`, { workflowId: "throttled", to: "ann", payload: {} });
+      await settled(tx(`throttle-${i}`), 1);
+    }
     await t("unsafe", { workflowId: "unsafe", to: "ann", payload: { name: "<script>alert(1)</script>Ann" } });
     await t("variables", { workflowId: "variables", to: "ann", actor: { subscriberId: "bob" }, context: { tenant: "acme" }, payload: {} });
     await t("actions", { workflowId: "actions", to: "ann", payload: { order: "A-9" } });
@@ -419,6 +427,12 @@ async function main() {
     eq(jobs.map((j) => j.status).sort(), ["completed", "merged", "merged"], "digest: one digest, two merged");
     eq(jobs.filter((j) => j.status === "completed").map((j) => j.digest?.events?.length), [3], "digest: three events");
     eq(jobs.map((j) => j.digest?.type), ["regular", "regular", "regular"], "every digest job carries digest.type");
+  });
+  await group("notifications: throttled", async () => {
+    eq((await retrieve("throttle-0")).jobs.map((j) => j.status), ["completed", "completed"], "throttle: the first goes through");
+    const jobs = (await retrieve("throttle-1")).jobs;
+    eq(jobs.map((j) => j.status), ["skipped", "skipped"], "throttle: the second is throttled");
+    eq(jobs[0].executionDetails.at(-1)?.detail.startsWith("Throttled"), true, "throttle: the detail says so");
   });
   await group("notifications: to forms, actor, bulk, deleted subscriber", async () => {
     for (const key of ["to-object", "actor-object", "actor-string", "carl", "bulk-1"]) {

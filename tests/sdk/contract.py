@@ -197,6 +197,10 @@ WORKFLOWS = [
         {"name": "collect", "step_id": "collect", "type": "digest", "control_values": {"amount": 2, "unit": "seconds"}},
         in_app("summary", "{{ steps.collect.eventCount }} events"),
     ]},
+    {"name": "Throttled", "workflow_id": "throttled", "steps": [
+        {"name": "gate", "step_id": "gate", "type": "throttle", "control_values": {"amount": 1, "unit": "hours", "threshold": 1}},
+        in_app("through", "Through the throttle"),
+    ]},
     {"name": "Later", "workflow_id": "later", "steps": [
         in_app("now", "Now"),
         {"name": "day", "step_id": "day", "type": "delay", "control_values": {"type": "regular", "amount": 1, "unit": "days"}},
@@ -419,6 +423,9 @@ def main():
         t("carl", {"workflow_id": "hello", "to": "carl", "payload": {}})
         for i in range(3):
             t(f"digest-{i}", {"workflow_id": "digest", "to": "ann", "payload": {"n": i}})
+        for i in range(2):
+            t(f"throttle-{i}", {"workflow_id": "throttled", "to": "ann", "payload": {}})
+            settled(tx(f"throttle-{i}"))
         t("unsafe", {"workflow_id": "unsafe", "to": "ann", "payload": {"name": "<script>alert(1)</script>Ann"}})
         t("variables", {"workflow_id": "variables", "to": "ann", "actor": {"subscriber_id": "bob"},
                         "context": {"tenant": "acme"}, "payload": {}})
@@ -550,6 +557,13 @@ def main():
         eq([len(j["digest"].get("events", [])) for j in jobs if j["status"] == "completed"], [3], "digest: three events")
         eq([j["digest"].get("type") for j in jobs], ["regular"] * 3, "every digest job carries digest.type")
     group("notifications: digest", digest)
+
+    def throttled():
+        eq([j["status"] for j in retrieve("throttle-0")["jobs"]], ["completed", "completed"], "throttle: the first goes through")
+        jobs = retrieve("throttle-1")["jobs"]
+        eq([j["status"] for j in jobs], ["skipped", "skipped"], "throttle: the second is throttled")
+        eq(jobs[0]["executionDetails"][-1]["detail"].startswith("Throttled"), True, "throttle: the detail says so")
+    group("notifications: throttled", throttled)
 
     def others():
         for key in ["to-object", "actor-object", "actor-string", "carl", "bulk-1"]:

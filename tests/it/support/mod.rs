@@ -349,11 +349,31 @@ pub fn assert_error(body: &Value, status: u16) {
     assert!(body["error"].is_string(), "{body}");
 }
 
+/// The address of a connection of the test's own to its database (on PostgreSQL, with its schema on the
+/// search path).
+fn own_url(app: &TestApp) -> String {
+    match (app.backend, &app.pg_schema) {
+        (Backend::Postgres, Some(schema)) => {
+            let sep = if app.database_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            format!(
+                "{}{sep}options=-c%20search_path%3D{schema}",
+                app.database_url
+            )
+        }
+        _ => app.database_url.clone(),
+    }
+}
+
 /// The one number `sql` (bound to `arg`) selects, read over a connection of the test's own.
 pub async fn count(app: &TestApp, sql: &str, arg: &str) -> i64 {
+    let url = own_url(app);
     match app.backend {
         Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&app.database_url).await.unwrap();
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
             let (n,): (i64,) = sqlx::query_as(sql)
                 .bind(arg)
                 .fetch_one(&pool)
@@ -363,22 +383,39 @@ pub async fn count(app: &TestApp, sql: &str, arg: &str) -> i64 {
             n
         }
         Backend::Postgres => {
-            let schema = app.pg_schema.clone().unwrap();
-            let sep = if app.database_url.contains('?') {
-                '&'
-            } else {
-                '?'
-            };
-            let url = format!(
-                "{}{sep}options=-c%20search_path%3D{schema}",
-                app.database_url
-            );
             let pool = sqlx::PgPool::connect(&url).await.unwrap();
             let (n,): (i64,) = sqlx::query_as(sql)
                 .bind(arg)
                 .fetch_one(&pool)
                 .await
                 .unwrap();
+            pool.close().await;
+            n
+        }
+    }
+}
+
+/// Runs the statement `sql` over a connection of the test's own; returns the rows it changed.
+pub async fn execute(app: &TestApp, sql: &str) -> u64 {
+    let url = own_url(app);
+    match app.backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            let n = sqlx::query(sql)
+                .execute(&pool)
+                .await
+                .unwrap()
+                .rows_affected();
+            pool.close().await;
+            n
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            let n = sqlx::query(sql)
+                .execute(&pool)
+                .await
+                .unwrap()
+                .rows_affected();
             pool.close().await;
             n
         }
