@@ -186,6 +186,42 @@ async fn parallel_triggers_make_one_digest_each(app: TestApp) {
 }
 db_test!(digest_parallel, parallel_triggers_make_one_digest_each);
 
+/// A digest the chain reaches after a first step: ten events sent at once reach it from ten completions,
+/// which open one window and join it.
+async fn a_digest_reached_later_is_one_digest(app: TestApp) {
+    create_workflow(
+        &app,
+        json!({"name": "Mid", "workflowId": "mid", "steps": [
+            {"name": "First", "type": "in_app", "controlValues": {"body": "at once {{ payload.n }}"}},
+            {"name": "Digest", "stepId": "digest", "type": "digest", "controlValues": {"amount": 1, "unit": "hours"}},
+            {"name": "Summary", "type": "in_app", "controlValues": {"body":
+                "{{ steps.digest.eventCount }} new comments:{% for e in steps.digest.events %} {{ e.payload.n }}{% endfor %}"}}
+        ]}),
+    )
+    .await;
+    let requests = (0..10)
+        .map(|n| trigger(&app, "mid", "max", json!({"n": n})))
+        .collect();
+    all_at_once(requests).await;
+    eventually(|| async {
+        let reached =
+            jobs_with_status(&app, 1, "queued").await + jobs_with_status(&app, 1, "merged").await;
+        (reached == 10).then_some(())
+    })
+    .await;
+    assert_eq!(open_digests(&app).await, 1);
+    assert_eq!(jobs_with_status(&app, 1, "merged").await, 9);
+    close_windows(&app).await;
+    let bodies = bodies(&app, 11).await;
+    let summaries: Vec<&String> = bodies["max"]
+        .iter()
+        .filter(|b| b.contains("new comments"))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{bodies:?}");
+    assert_eq!(listed(summaries[0]), (0..10).collect::<Vec<_>>());
+}
+db_test!(digest_reached_later, a_digest_reached_later_is_one_digest);
+
 /// A digest key splits the events by its value: one open digest per thread.
 async fn a_digest_key_splits_by_value(app: TestApp) {
     create_workflow(&app, comments_workflow("threads", Some("payload.thread"))).await;
