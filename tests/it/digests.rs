@@ -164,7 +164,8 @@ async fn a_bulk_is_one_digest(app: TestApp) {
 }
 db_test!(digest_bulk, a_bulk_is_one_digest);
 
-/// Fifty triggers sent at once, ten for each of five subscribers, make five digests of ten events.
+/// Fifty triggers sent at once, ten for each of five subscribers, make five digests of ten events. The
+/// subscribers are new: the triggers create them, in parallel, as they go.
 async fn parallel_triggers_make_one_digest_each(app: TestApp) {
     create_workflow(&app, comments_workflow("comments", None)).await;
     let requests = (0..50)
@@ -225,6 +226,7 @@ db_test!(digest_reached_later, a_digest_reached_later_is_one_digest);
 /// A digest key splits the events by its value: one open digest per thread.
 async fn a_digest_key_splits_by_value(app: TestApp) {
     create_workflow(&app, comments_workflow("threads", Some("payload.thread"))).await;
+    app.subscriber("kim", json!({})).await;
     let requests = (0..12)
         .map(|n| {
             let thread = ["a", "b", "c"][n % 3];
@@ -255,6 +257,7 @@ async fn parallel_triggers_meet_an_exact_throttle(app: TestApp) {
         ]}),
     )
     .await;
+    app.subscriber("tia", json!({})).await;
     let requests = (0..20)
         .map(|n| {
             app.req(Method::POST, "/v1/events/trigger").json(&json!({
