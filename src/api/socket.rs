@@ -1,7 +1,9 @@
 //! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
 //! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
-//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room, and
-//! the subscriber is online while it has a socket here.
+//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room (the
+//! subscriber is online while it has a socket here) and the room of its session's context within it: a
+//! socket hears only of the messages whose context keys are exactly its session's, and its counts are of
+//! those (Novu's multi-tenant Inbox).
 //!
 //! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
 //! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
@@ -35,10 +37,7 @@ pub async fn close(io: &SocketIo, store: &Store) {
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
-        .filter_map(|r| {
-            let (env, subscriber) = r.split_once('\n')?;
-            Some((env.to_owned(), subscriber.to_owned()))
-        })
+        .filter_map(|r| subscriber_of_room(&r))
         .collect();
     subscribers.sort_unstable();
     subscribers.dedup();
@@ -105,6 +104,34 @@ fn room(environment_id: &str, subscriber_id: &str) -> String {
     format!("{environment_id}\n{subscriber_id}")
 }
 
+/// The room, within the subscriber's, of its sockets whose session has the context `context_keys`: the
+/// subscriber's room, a newline and the keys' JSON array (a JSON string holds no newline).
+fn context_room(subscriber_room: &str, context_keys: &[String]) -> String {
+    let keys = serde_json::to_string(context_keys).expect("strings serialize");
+    format!("{subscriber_room}\n{keys}")
+}
+
+/// `(environment, subscriber)` of a subscriber's room; `None` for a context room.
+fn subscriber_of_room(room: &str) -> Option<(String, String)> {
+    let (env, subscriber) = room.split_once('\n')?;
+    (!subscriber.contains('\n')).then(|| (env.to_owned(), subscriber.to_owned()))
+}
+
+/// The contexts of the sockets this process holds in a subscriber's room (their keys, sorted), each once.
+fn contexts_held(io: &SocketIo, subscriber_room: &str) -> Vec<Vec<String>> {
+    let prefix = format!("{subscriber_room}\n");
+    let mut held: Vec<Vec<String>> = io
+        .to(subscriber_room.to_owned())
+        .sockets()
+        .iter()
+        .flat_map(|s| s.rooms())
+        .filter_map(|r| serde_json::from_str(r.strip_prefix(prefix.as_str())?).ok())
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held
+}
+
 /// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
 /// disconnects any other.
 async fn connect(store: Store, socket: SocketRef) {
@@ -131,7 +158,9 @@ async fn connect(store: Store, socket: SocketRef) {
         }
     };
     let (env, subscriber_id) = (who.tenant.environment_id, who.subscriber_id);
-    socket.join(room(env.as_str(), &subscriber_id));
+    let subscriber_room = room(env.as_str(), &subscriber_id);
+    socket.join(context_room(&subscriber_room, &who.context_keys));
+    socket.join(subscriber_room);
     set_online(&store, &env, &subscriber_id, true).await;
     socket.on_disconnect(move |s: SocketRef| {
         let (store, env, subscriber_id) = (store.clone(), env.clone(), subscriber_id.clone());
@@ -217,7 +246,8 @@ fn report(done: Option<Result<crate::error::Result<()>, tokio::task::JoinError>>
     }
 }
 
-/// Sends a room its new messages, in order, then its counts once (when a message changed).
+/// Sends a subscriber's room its new messages, in order, then its counts once (when a message changed):
+/// each to the sockets of the message's context, each context's counts to its sockets.
 async fn tell_room(
     store: Store,
     io: SocketIo,
@@ -236,9 +266,9 @@ async fn tell_room(
             continue;
         }
         if let Some(id) = &e.created {
-            if let Some(message) = raw_message(&store, e, id).await? {
+            if let Some((context_keys, message)) = raw_message(&store, e, id).await? {
                 let _ = io
-                    .to(room.clone())
+                    .to(context_room(&room, &context_keys))
                     .emit("notification_received", &json!({ "message": message }))
                     .await;
             }
@@ -249,46 +279,50 @@ async fn tell_room(
         return Ok(());
     };
     let env = EnvironmentId(e.environment_id.clone());
-    let unseen = store
-        .count_up_to(
-            &env,
-            &MessageFilter {
-                seen: Some(false),
-                ..MessageFilter::in_app_of(&e.subscriber_id)
-            },
-            INBOX_COUNT_CAP + 1,
-        )
-        .await?;
-    let unread = inbox_session::unread_counts(&store, &env, &e.subscriber_id).await?;
-    let [high, medium, low, none] = unread.severity;
-    let _ = io
-        .to(room.clone())
-        .emit(
-            "unseen_count_changed",
-            &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
-        )
-        .await;
-    let _ = io
-        .to(room)
-        .emit(
-            "unread_count_changed",
-            &json!({
-                "unreadCount": unread.total,
-                "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
-                "hasMore": unread.total >= INBOX_COUNT_CAP,
-            }),
-        )
-        .await;
+    for context_keys in contexts_held(&io, &room) {
+        let unseen = store
+            .count_up_to(
+                &env,
+                &MessageFilter {
+                    seen: Some(false),
+                    ..MessageFilter::inbox_of(&e.subscriber_id, &context_keys)
+                },
+                INBOX_COUNT_CAP + 1,
+            )
+            .await?;
+        let unread =
+            inbox_session::unread_counts(&store, &env, &e.subscriber_id, &context_keys).await?;
+        let [high, medium, low, none] = unread.severity;
+        let to = context_room(&room, &context_keys);
+        let _ = io
+            .to(to.clone())
+            .emit(
+                "unseen_count_changed",
+                &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
+            )
+            .await;
+        let _ = io
+            .to(to)
+            .emit(
+                "unread_count_changed",
+                &json!({
+                    "unreadCount": unread.total,
+                    "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
+                    "hasMore": unread.total >= INBOX_COUNT_CAP,
+                }),
+            )
+            .await;
+    }
     Ok(())
 }
 
 /// The message `id` as the socket sends it: the stored message's own fields (Novu sends its document, which
-/// `@novu/js` maps itself), with its workflow and subscriber; `None` when it is gone.
+/// `@novu/js` maps itself), with its workflow and subscriber, and its context keys; `None` when it is gone.
 async fn raw_message(
     store: &Store,
     e: &InboxEvent,
     id: &str,
-) -> crate::error::Result<Option<Value>> {
+) -> crate::error::Result<Option<(Vec<String>, Value)>> {
     let env = EnvironmentId(e.environment_id.clone());
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
@@ -307,7 +341,11 @@ async fn raw_message(
         .get_workflow_cached(&env, m.workflow_ref.as_str())
         .await?;
     let subscriber = store.get_subscriber(&env, &m.subscriber_id).await?;
-    Ok(Some(raw(m, workflow.as_deref(), subscriber.as_ref())))
+    let context_keys = m.context_keys.clone();
+    Ok(Some((
+        context_keys,
+        raw(m, workflow.as_deref(), subscriber.as_ref()),
+    )))
 }
 
 fn raw(
