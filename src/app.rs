@@ -134,6 +134,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         token.cancel();
     };
     crate::server::serve(listener, app, server_options, draining, signal).await;
+    state.background.cancel();
     if let Some(io) = state.sockets.get() {
         api::socket::close(io, &store).await;
     }

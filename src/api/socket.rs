@@ -10,8 +10,11 @@
 //! `unread_count_changed` with the subscriber's counts — after a message is created, and after any change of
 //! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
 //! closes is recorded offline and announced so; a process that still holds one of its sockets records it
-//! online again, so that it stays online while any instance holds a socket of it. A snooze that is over is
-//! ended by a sweep and its message sent again, as Novu re-delivers it.
+//! online again, so that it stays online while any instance holds a socket of it. A process that stops
+//! without closing its sockets (a crash) cannot say so: each process refreshes a heartbeat of the subscribers
+//! it holds every [`HEARTBEAT`], and a sweep records offline the subscribers whose heartbeat is older than
+//! [`PRESENCE_STALE_MS`]. A snooze that is over is ended by a sweep and its message sent again, as Novu
+//! re-delivers it. The sweeps end when `stop` is cancelled (the process is stopping).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,6 +24,7 @@ use socketioxide::extract::SocketRef;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
@@ -50,8 +54,9 @@ pub async fn close(io: &SocketIo, store: &Store) {
     store.inbox_events().publish(events);
 }
 
-/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed.
-pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
+/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed;
+/// its sweeps run until `stop` is cancelled.
+pub fn layer(store: Store, stop: CancellationToken) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
         .ping_interval(Duration::from_secs(25))
@@ -65,7 +70,13 @@ pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
         let store = connect_store.clone();
         async move { connect(store, socket).await }
     });
-    tokio::spawn(end_snoozes(store.clone()));
+    let (snoozes, presence) = (
+        end_snoozes(store.clone()),
+        presence(store.clone(), io.clone()),
+    );
+    let stop_presence = stop.clone();
+    tokio::spawn(async move { stop.run_until_cancelled(snoozes).await });
+    tokio::spawn(async move { stop_presence.run_until_cancelled(presence).await });
     tokio::spawn(dispatch(store, io.clone()));
     (layer, io)
 }
@@ -95,6 +106,63 @@ async fn end_snoozes(store: Store) {
                     .collect(),
             ),
             Err(e) => tracing::warn!(error = ?e, "ending the snoozes that are over failed"),
+        }
+    }
+}
+
+/// How often a process refreshes the heartbeat of the subscribers whose sockets it holds.
+pub const HEARTBEAT: Duration = Duration::from_secs(20);
+/// A subscriber online whose heartbeat is older than this (ms) is recorded offline: four heartbeats and a
+/// half missed, which a live process (even one whose database is slow for a while) does not miss.
+pub const PRESENCE_STALE_MS: i64 = 90_000;
+/// How often the subscribers left online by a stopped process are looked for (an indexed range read).
+const PRESENCE_SWEEP: Duration = Duration::from_secs(5);
+
+/// Every [`PRESENCE_SWEEP`]: records offline the subscribers whose heartbeat is stale (announcing each, so
+/// that a process still holding one of their sockets records it online again), and every [`HEARTBEAT`]
+/// refreshes the heartbeat of the subscribers this process holds sockets of.
+async fn presence(store: Store, io: SocketIo) {
+    let mut every = tokio::time::interval(PRESENCE_SWEEP);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_beat = tokio::time::Instant::now();
+    loop {
+        every.tick().await;
+        if last_beat.elapsed() >= HEARTBEAT {
+            last_beat = tokio::time::Instant::now();
+            heartbeat(&store, &io).await;
+        }
+        let stale_before = crate::domain::Timestamp::now().0 - PRESENCE_STALE_MS;
+        match store.expire_presence(stale_before, 1_000).await {
+            Ok(gone) if !gone.is_empty() => store.inbox_events().publish(
+                gone.iter()
+                    .map(|(env, subscriber_id)| InboxEvent::offline(env, subscriber_id))
+                    .collect(),
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = ?e, "recording stale subscribers offline failed"),
+        }
+    }
+}
+
+/// Refreshes the heartbeat of every subscriber this process holds a socket of.
+async fn heartbeat(store: &Store, io: &SocketIo) {
+    let mut held: Vec<(String, String)> = io
+        .sockets()
+        .iter()
+        .flat_map(|s| s.rooms())
+        .filter_map(|r| subscriber_of_room(&r))
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    held.sort_unstable();
+    held.dedup();
+    let now = crate::domain::Timestamp::now().0;
+    for env in held.chunk_by(|a, b| a.0 == b.0) {
+        let ids: Vec<String> = env.iter().map(|(_, s)| s.clone()).collect();
+        let env = EnvironmentId(env[0].0.clone());
+        if let Err(e) = store.refresh_presence(&env, &ids, now).await {
+            tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
         }
     }
 }

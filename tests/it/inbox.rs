@@ -1301,3 +1301,82 @@ async fn contexts(app: TestApp) {
     );
 }
 db_test!(inbox_contexts, contexts);
+
+/// Presence after a crash: a subscriber left online by a process that stopped without saying (its heartbeat
+/// long past) is recorded offline by the sweep, its `lastOnlineAt` the last heartbeat; one whose heartbeat is
+/// fresh stays online. Heartbeats are planted with the store's own refresh, at times chosen so that the
+/// background sweep either must or cannot take each row whatever the clock says.
+async fn presence_expires(app: TestApp) {
+    let env = &app.tenant.environment_id;
+    for id in ["crashed", "fresh", "held", "gone"] {
+        app.subscriber(id, json!({})).await;
+        app.store
+            .set_subscriber_online(env, id, true)
+            .await
+            .unwrap();
+    }
+    let now = tidings::domain::Timestamp::now().0;
+    let days = |n: i64| now + n * 86_400_000;
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let n = app
+        .store
+        .refresh_presence(env, &ids(&["fresh", "held", "gone"]), days(10))
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    // The crashed process's last heartbeat: one second after 1970.
+    app.store
+        .refresh_presence(env, &ids(&["crashed"]), 1_000)
+        .await
+        .unwrap();
+    let online = |id: &'static str| {
+        let app = &app;
+        async move {
+            let (status, s) = app.get(&format!("/v2/subscribers/{id}")).await;
+            assert_eq!(status, StatusCode::OK, "{s}");
+            s
+        }
+    };
+    let crashed = crate::support::eventually(|| async {
+        let s = online("crashed").await;
+        (s["isOnline"] == false).then_some(s)
+    })
+    .await;
+    assert_eq!(
+        crashed["lastOnlineAt"], "1970-01-01T00:00:01.000Z",
+        "{crashed}"
+    );
+    // Swept by the same statement, with a heartbeat ahead of any stale bound.
+    assert_eq!(online("fresh").await["isOnline"], true);
+
+    // A heartbeat refreshed keeps its subscriber; one not refreshed goes (the sweep called with a bound
+    // between the two, as a later sweep would see them).
+    app.store
+        .refresh_presence(env, &ids(&["held", "fresh"]), days(20))
+        .await
+        .unwrap();
+    let gone = app.store.expire_presence(days(15), 100).await.unwrap();
+    assert_eq!(
+        gone,
+        vec![(env.as_str().to_owned(), "gone".to_owned())],
+        "{gone:?}"
+    );
+    for (id, is) in [("held", true), ("fresh", true), ("gone", false)] {
+        assert_eq!(online(id).await["isOnline"], is, "{id}");
+    }
+    assert!(app
+        .store
+        .expire_presence(days(15), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    // A subscriber offline is not refreshed back online by a heartbeat.
+    assert_eq!(
+        app.store
+            .refresh_presence(env, &ids(&["gone", "crashed"]), days(30))
+            .await
+            .unwrap(),
+        0
+    );
+}
+db_test!(inbox_presence_expires, presence_expires);
