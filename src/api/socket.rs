@@ -173,27 +173,37 @@ fn room(environment_id: &str, subscriber_id: &str) -> String {
 }
 
 /// The room, within the subscriber's, of its sockets whose session has the context `context_keys`: the
-/// subscriber's room, a newline and the keys' JSON array (a JSON string holds no newline).
+/// keys' JSON array, a newline and the subscriber's room. It starts with `[` (a subscriber's room starts with
+/// its environment's id) and its first newline ends the JSON (a JSON string holds none), whatever the
+/// subscriberId holds.
 fn context_room(subscriber_room: &str, context_keys: &[String]) -> String {
     let keys = serde_json::to_string(context_keys).expect("strings serialize");
-    format!("{subscriber_room}\n{keys}")
+    format!("{keys}\n{subscriber_room}")
 }
 
 /// `(environment, subscriber)` of a subscriber's room; `None` for a context room.
 fn subscriber_of_room(room: &str) -> Option<(String, String)> {
+    if room.starts_with('[') {
+        return None;
+    }
     let (env, subscriber) = room.split_once('\n')?;
-    (!subscriber.contains('\n')).then(|| (env.to_owned(), subscriber.to_owned()))
+    Some((env.to_owned(), subscriber.to_owned()))
 }
 
 /// The contexts of the sockets this process holds in a subscriber's room (their keys, sorted), each once.
 fn contexts_held(io: &SocketIo, subscriber_room: &str) -> Vec<Vec<String>> {
-    let prefix = format!("{subscriber_room}\n");
     let mut held: Vec<Vec<String>> = io
         .to(subscriber_room.to_owned())
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
-        .filter_map(|r| serde_json::from_str(r.strip_prefix(prefix.as_str())?).ok())
+        .filter(|r| r.starts_with('['))
+        .filter_map(|r| {
+            let (keys, of) = r.split_once('\n')?;
+            (of == subscriber_room)
+                .then(|| serde_json::from_str(keys).ok())
+                .flatten()
+        })
         .collect();
     held.sort_unstable();
     held.dedup();
@@ -453,4 +463,28 @@ fn raw(
         // Always an object: @novu/js reads `cta.action` of every message it is sent.
         "cta": if m.cta.is_object() { m.cta } else { json!({}) },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rooms_tell_subscribers_and_contexts_apart() {
+        // A subscriberId may hold newlines and brackets.
+        let sub = room("65a1b2c3d4e5f60718293a4d", "ann\n[\"x\"]");
+        assert_eq!(
+            subscriber_of_room(&sub),
+            Some(("65a1b2c3d4e5f60718293a4d".into(), "ann\n[\"x\"]".into()))
+        );
+        let ctx = context_room(&sub, &["tenant:a\nb".to_owned()]);
+        assert_eq!(subscriber_of_room(&ctx), None);
+        let (keys, of) = ctx.split_once('\n').unwrap();
+        assert_eq!(of, sub);
+        assert_eq!(
+            serde_json::from_str::<Vec<String>>(keys).unwrap(),
+            ["tenant:a\nb"]
+        );
+        assert_eq!(context_room(&sub, &[]), format!("[]\n{sub}"));
+    }
 }
