@@ -134,6 +134,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         token.cancel();
     };
     crate::server::serve(listener, app, server_options, draining, signal).await;
+    state.background.cancel();
     if let Some(io) = state.sockets.get() {
         api::socket::close(io, &store).await;
     }
@@ -204,6 +205,11 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     }
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
+    // Before the workers: the recorder must be in place when their first job finishes.
+    let metrics = match cfg.metrics_listen {
+        Some(addr) => Some(serve_worker_metrics(addr, &store, &cfg, shutdown.clone()).await?),
+        None => None,
+    };
     let workers = crate::engine::spawn_workers(
         store.clone(),
         crate::engine::WorkerOptions {
@@ -216,8 +222,37 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     tracing::info!(workers = cfg.workers, "tidings worker started");
     shutdown_signal().await;
     shutdown.cancel();
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     stop(store, background, workers, cfg.server.shutdown_timeout).await;
     Ok(())
+}
+
+/// Serves a worker's `/metrics` on `addr` (`--metrics-listen`) until `shutdown`, with the API's token rule.
+async fn serve_worker_metrics(
+    addr: std::net::SocketAddr,
+    store: &Store,
+    cfg: &Config,
+    shutdown: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr} (--metrics-listen)"))?;
+    tracing::info!(listen = %listener.local_addr()?, "worker metrics at /metrics");
+    let app = api::metrics::worker_routes(store.clone(), cfg.metrics_token.as_deref());
+    let options = crate::server::ServerOptions {
+        // Scrapers, not the public: a few connections are plenty.
+        max_connections: 64,
+        ..cfg.server
+    };
+    Ok(tokio::spawn(crate::server::serve(
+        listener,
+        app,
+        options,
+        std::sync::Arc::default(),
+        shutdown.cancelled_owned(),
+    )))
 }
 
 /// Periodic housekeeping: expired idempotency records.

@@ -50,7 +50,12 @@ pub enum Command {
     /// Migrate, then serve the API and run workers in-process.
     Serve,
     /// Run workers only (scale-out).
-    Worker,
+    Worker {
+        /// Serve this process's Prometheus metrics at `/metrics` on this address (the same
+        /// `TIDINGS_METRICS_TOKEN` rule as `serve`); unset: no metrics.
+        #[arg(long = "metrics-listen", env = "TIDINGS_METRICS_LISTEN")]
+        metrics_listen: Option<SocketAddr>,
+    },
     /// Apply migrations and exit.
     Migrate,
     /// Manage environments.
@@ -145,6 +150,8 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// `tidings worker --metrics-listen` / `TIDINGS_METRICS_LISTEN`: where a worker serves `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
     /// `TIDINGS_INBOX_ORIGINS`: the browser origins allowed to call the Inbox's routes, comma-separated
     /// (`https://app.example.com,https://admin.example.com`); unset: any origin.
     pub inbox_origins: Vec<String>,
@@ -221,6 +228,7 @@ impl std::fmt::Debug for Config {
                 "metrics_token",
                 &self.metrics_token.as_ref().map(|_| "<set>"),
             )
+            .field("metrics_listen", &self.metrics_listen)
             .field("public_url", &self.public_url)
             .field("inbox_origins", &self.inbox_origins)
             .finish()
@@ -281,6 +289,10 @@ impl Config {
             },
             rate_limits: RateLimits::from_env()?,
             metrics_token: non_empty_env("TIDINGS_METRICS_TOKEN"),
+            metrics_listen: match cli.command {
+                Command::Worker { metrics_listen } => metrics_listen,
+                _ => None,
+            },
             public_url,
             inbox_origins: inbox_origins(non_empty_env("TIDINGS_INBOX_ORIGINS").as_deref())?,
         })
@@ -383,6 +395,22 @@ mod tests {
         assert_eq!(cli.listen.to_string(), "127.0.0.1:3000");
         assert_eq!(cli.compat, WireProfile::Spec);
         assert!(matches!(cli.command, Command::Serve));
+    }
+
+    #[test]
+    fn a_worker_takes_a_metrics_address() {
+        let cli = Cli::try_parse_from(["tidings", "worker", "--metrics-listen", "127.0.0.1:9464"])
+            .unwrap();
+        assert_eq!(
+            Config::from_cli(&cli).unwrap().metrics_listen,
+            Some("127.0.0.1:9464".parse().unwrap())
+        );
+        assert!(Cli::try_parse_from(["tidings", "worker", "--metrics-listen", "nope"]).is_err());
+        // Only a worker serves metrics on an address of its own: `serve` has them on the API's.
+        assert!(
+            Cli::try_parse_from(["tidings", "serve", "--metrics-listen", "127.0.0.1:9464"])
+                .is_err()
+        );
     }
 
     #[test]

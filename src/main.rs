@@ -59,7 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::from_cli(&cli)?;
     match cli.command {
         Command::Serve => app::serve(cfg).await,
-        Command::Worker => app::worker(cfg).await,
+        Command::Worker { .. } => app::worker(cfg).await,
         Command::Migrate => {
             let store = app::open_store(&cfg).await?;
             store.migrate().await?;

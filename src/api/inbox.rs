@@ -145,6 +145,13 @@ pub struct SessionIn {
     pub subscriber: Option<Value>,
     /// The subscriber's id, as older clients send it.
     pub subscriber_id: Option<String>,
+    /// The session's context (at most five entries of type → id or `{id, data?}`): the session sees only the
+    /// notifications triggered with exactly this context.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    /// Hex HMAC-SHA256 of the context's canonical JSON keyed with the environment's secret API key; required
+    /// with a context where the subscriber's HMAC is.
+    pub context_hash: Option<String>,
 }
 
 /// Unread notifications that are not snoozed, by severity.
@@ -189,6 +196,9 @@ pub struct SessionOut {
     pub is_development_mode: bool,
     pub max_snooze_duration_hours: i64,
     pub application_identifier: String,
+    /// The session's context keys (`type:id`), when it has a context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_keys: Option<Vec<String>>,
 }
 
 /// Opens a subscriber's session: creates the subscriber when it does not exist, checks its HMAC when the
@@ -227,6 +237,13 @@ pub async fn open_session(
             (String::new(), SubscriberFields::default())
         }
     };
+    let context = match body.context {
+        None | Some(Value::Null) => None,
+        Some(raw) => Some((
+            crate::domain::context::parse_context(&mut v, "context", &raw),
+            raw,
+        )),
+    };
     if subscriber_id.trim().is_empty() && v.is_empty() {
         v.add(
             "subscriber.subscriberId",
@@ -253,6 +270,8 @@ pub async fn open_session(
         subscriber_id,
         subscriber_hash: body.subscriber_hash,
         profile,
+        context,
+        context_hash: body.context_hash,
     };
     let opened = session::open(&state.store, env, request).await?;
     let mut resp = Reply::enveloped(
@@ -265,6 +284,7 @@ pub async fn open_session(
             is_development_mode: opened.development,
             max_snooze_duration_hours: notifications::MAX_SNOOZE_HOURS,
             application_identifier: opened.application_identifier,
+            context_keys: (!opened.context_keys.is_empty()).then_some(opened.context_keys),
         },
     )
     .into_response();

@@ -1,5 +1,7 @@
 //! `GET /metrics`: the Prometheus text of [`crate::metrics`], behind the optional bearer token
 //! `TIDINGS_METRICS_TOKEN`. An operator's route, not part of the API: it is left out of the OpenAPI document.
+//! `tidings serve` answers it on the API's address; `tidings worker --metrics-listen` on an address of its
+//! own ([`worker_routes`]).
 
 use axum::extract::State;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -13,6 +15,7 @@ use sha2::{Digest, Sha256};
 use super::error::error_response;
 use super::request_log::RouteLayer;
 use super::AppState;
+use crate::store::Store;
 
 /// Prometheus' text exposition format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -22,8 +25,30 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(scrape).layer(RouteLayer::new("/metrics")))
 }
 
+/// The router of a `tidings worker`'s `--metrics-listen` address: `/metrics` alone, with the same token
+/// rule as the API's. Installs the recorder, so that the worker's jobs are counted from then on.
+pub fn worker_routes(store: Store, metrics_token: Option<&str>) -> Router {
+    crate::metrics::install();
+    let token: Option<[u8; 32]> = metrics_token.map(|t| Sha256::digest(t.as_bytes()).into());
+    Router::new()
+        .route(
+            "/metrics",
+            get(
+                move |State(store): State<Store>, headers: HeaderMap| async move {
+                    answer(&store, token.as_ref(), &headers).await
+                },
+            ),
+        )
+        .with_state(store)
+}
+
 async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(expected) = &state.metrics_token {
+    answer(&state.store, state.metrics_token.as_ref(), &headers).await
+}
+
+/// The metrics' text, or a 401 when a token is required (`expected`, its SHA-256) and not given.
+async fn answer(store: &Store, expected: Option<&[u8; 32]>, headers: &HeaderMap) -> Response {
+    if let Some(expected) = expected {
         if !bearer_matches(headers.get(AUTHORIZATION), expected) {
             let mut resp = error_response(StatusCode::UNAUTHORIZED, "Unauthorized", Map::new());
             resp.headers_mut()
@@ -31,7 +56,7 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
             return resp;
         }
     }
-    let text = crate::metrics::render(&state.store).await;
+    let text = crate::metrics::render(store).await;
     ([(CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
 }
 

@@ -57,6 +57,8 @@ pub struct Shared {
     pub cors: tower_http::cors::CorsLayer,
     /// The Inbox's sockets, once [`router`] made their layer (closed at shutdown: [`socket::close`]).
     pub sockets: std::sync::OnceLock<socketioxide::SocketIo>,
+    /// Cancelled when the process stops: ends the socket layer's sweeps (presence, snoozes).
+    pub background: tokio_util::sync::CancellationToken,
 }
 
 /// Operators' settings of the API (besides the wire profile). No `Debug`: it holds the metrics token.
@@ -92,6 +94,7 @@ impl AppState {
             draining: Arc::default(),
             cors: inbox::cors(&options.inbox_origins),
             sockets: std::sync::OnceLock::new(),
+            background: tokio_util::sync::CancellationToken::new(),
         }))
     }
 }
@@ -314,7 +317,7 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
-    let (sockets, io) = socket::layer(state.store.clone());
+    let (sockets, io) = socket::layer(state.store.clone(), state.background.clone());
     let _ = state.sockets.set(io);
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)

@@ -1,15 +1,20 @@
 //! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
 //! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
-//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room, and
-//! the subscriber is online while it has a socket here.
+//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room (the
+//! subscriber is online while it has a socket here) and the room of its session's context within it: a
+//! socket hears only of the messages whose context keys are exactly its session's, and its counts are of
+//! those (Novu's multi-tenant Inbox).
 //!
 //! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
 //! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
 //! `unread_count_changed` with the subscriber's counts — after a message is created, and after any change of
 //! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
 //! closes is recorded offline and announced so; a process that still holds one of its sockets records it
-//! online again, so that it stays online while any instance holds a socket of it. A snooze that is over is
-//! ended by a sweep and its message sent again, as Novu re-delivers it.
+//! online again, so that it stays online while any instance holds a socket of it. A process that stops
+//! without closing its sockets (a crash) cannot say so: each process refreshes a heartbeat of the subscribers
+//! it holds every [`HEARTBEAT`], and a sweep records offline the subscribers whose heartbeat is older than
+//! [`PRESENCE_STALE_MS`]. A snooze that is over is ended by a sweep and its message sent again, as Novu
+//! re-delivers it. The sweeps end when `stop` is cancelled (the process is stopping).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,6 +24,7 @@ use socketioxide::extract::SocketRef;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::{SocketIo, TransportType};
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
@@ -35,10 +41,7 @@ pub async fn close(io: &SocketIo, store: &Store) {
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
-        .filter_map(|r| {
-            let (env, subscriber) = r.split_once('\n')?;
-            Some((env.to_owned(), subscriber.to_owned()))
-        })
+        .filter_map(|r| subscriber_of_room(&r))
         .collect();
     subscribers.sort_unstable();
     subscribers.dedup();
@@ -51,8 +54,9 @@ pub async fn close(io: &SocketIo, store: &Store) {
     store.inbox_events().publish(events);
 }
 
-/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed.
-pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
+/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed;
+/// its sweeps run until `stop` is cancelled.
+pub fn layer(store: Store, stop: CancellationToken) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
         .ping_interval(Duration::from_secs(25))
@@ -66,7 +70,13 @@ pub fn layer(store: Store) -> (SocketIoLayer, SocketIo) {
         let store = connect_store.clone();
         async move { connect(store, socket).await }
     });
-    tokio::spawn(end_snoozes(store.clone()));
+    let (snoozes, presence) = (
+        end_snoozes(store.clone()),
+        presence(store.clone(), io.clone()),
+    );
+    let stop_presence = stop.clone();
+    tokio::spawn(async move { stop.run_until_cancelled(snoozes).await });
+    tokio::spawn(async move { stop_presence.run_until_cancelled(presence).await });
     tokio::spawn(dispatch(store, io.clone()));
     (layer, io)
 }
@@ -100,9 +110,104 @@ async fn end_snoozes(store: Store) {
     }
 }
 
+/// How often a process refreshes the heartbeat of the subscribers whose sockets it holds.
+pub const HEARTBEAT: Duration = Duration::from_secs(20);
+/// A subscriber online whose heartbeat is older than this (ms) is recorded offline: four heartbeats and a
+/// half missed, which a live process (even one whose database is slow for a while) does not miss.
+pub const PRESENCE_STALE_MS: i64 = 90_000;
+/// How often the subscribers left online by a stopped process are looked for (an indexed range read).
+const PRESENCE_SWEEP: Duration = Duration::from_secs(5);
+
+/// Every [`PRESENCE_SWEEP`]: records offline the subscribers whose heartbeat is stale (announcing each, so
+/// that a process still holding one of their sockets records it online again), and every [`HEARTBEAT`]
+/// refreshes the heartbeat of the subscribers this process holds sockets of.
+async fn presence(store: Store, io: SocketIo) {
+    let mut every = tokio::time::interval(PRESENCE_SWEEP);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_beat = tokio::time::Instant::now();
+    loop {
+        every.tick().await;
+        if last_beat.elapsed() >= HEARTBEAT {
+            last_beat = tokio::time::Instant::now();
+            heartbeat(&store, &io).await;
+        }
+        let stale_before = crate::domain::Timestamp::now().0 - PRESENCE_STALE_MS;
+        match store.expire_presence(stale_before, 1_000).await {
+            Ok(gone) if !gone.is_empty() => store.inbox_events().publish(
+                gone.iter()
+                    .map(|(env, subscriber_id)| InboxEvent::offline(env, subscriber_id))
+                    .collect(),
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = ?e, "recording stale subscribers offline failed"),
+        }
+    }
+}
+
+/// Refreshes the heartbeat of every subscriber this process holds a socket of.
+async fn heartbeat(store: &Store, io: &SocketIo) {
+    let mut held: Vec<(String, String)> = io
+        .sockets()
+        .iter()
+        .flat_map(|s| s.rooms())
+        .filter_map(|r| subscriber_of_room(&r))
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    held.sort_unstable();
+    held.dedup();
+    let now = crate::domain::Timestamp::now().0;
+    for env in held.chunk_by(|a, b| a.0 == b.0) {
+        let ids: Vec<String> = env.iter().map(|(_, s)| s.clone()).collect();
+        let env = EnvironmentId(env[0].0.clone());
+        if let Err(e) = store.refresh_presence(&env, &ids, now).await {
+            tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
+        }
+    }
+}
+
 /// The room of a subscriber's sockets.
 fn room(environment_id: &str, subscriber_id: &str) -> String {
     format!("{environment_id}\n{subscriber_id}")
+}
+
+/// The room, within the subscriber's, of its sockets whose session has the context `context_keys`: the
+/// keys' JSON array, a newline and the subscriber's room. It starts with `[` (a subscriber's room starts with
+/// its environment's id) and its first newline ends the JSON (a JSON string holds none), whatever the
+/// subscriberId holds.
+fn context_room(subscriber_room: &str, context_keys: &[String]) -> String {
+    let keys = serde_json::to_string(context_keys).expect("strings serialize");
+    format!("{keys}\n{subscriber_room}")
+}
+
+/// `(environment, subscriber)` of a subscriber's room; `None` for a context room.
+fn subscriber_of_room(room: &str) -> Option<(String, String)> {
+    if room.starts_with('[') {
+        return None;
+    }
+    let (env, subscriber) = room.split_once('\n')?;
+    Some((env.to_owned(), subscriber.to_owned()))
+}
+
+/// The contexts of the sockets this process holds in a subscriber's room (their keys, sorted), each once.
+fn contexts_held(io: &SocketIo, subscriber_room: &str) -> Vec<Vec<String>> {
+    let mut held: Vec<Vec<String>> = io
+        .to(subscriber_room.to_owned())
+        .sockets()
+        .iter()
+        .flat_map(|s| s.rooms())
+        .filter(|r| r.starts_with('['))
+        .filter_map(|r| {
+            let (keys, of) = r.split_once('\n')?;
+            (of == subscriber_room)
+                .then(|| serde_json::from_str(keys).ok())
+                .flatten()
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held
 }
 
 /// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
@@ -131,7 +236,9 @@ async fn connect(store: Store, socket: SocketRef) {
         }
     };
     let (env, subscriber_id) = (who.tenant.environment_id, who.subscriber_id);
-    socket.join(room(env.as_str(), &subscriber_id));
+    let subscriber_room = room(env.as_str(), &subscriber_id);
+    socket.join(context_room(&subscriber_room, &who.context_keys));
+    socket.join(subscriber_room);
     set_online(&store, &env, &subscriber_id, true).await;
     socket.on_disconnect(move |s: SocketRef| {
         let (store, env, subscriber_id) = (store.clone(), env.clone(), subscriber_id.clone());
@@ -217,7 +324,8 @@ fn report(done: Option<Result<crate::error::Result<()>, tokio::task::JoinError>>
     }
 }
 
-/// Sends a room its new messages, in order, then its counts once (when a message changed).
+/// Sends a subscriber's room its new messages, in order, then its counts once (when a message changed):
+/// each to the sockets of the message's context, each context's counts to its sockets.
 async fn tell_room(
     store: Store,
     io: SocketIo,
@@ -236,9 +344,9 @@ async fn tell_room(
             continue;
         }
         if let Some(id) = &e.created {
-            if let Some(message) = raw_message(&store, e, id).await? {
+            if let Some((context_keys, message)) = raw_message(&store, e, id).await? {
                 let _ = io
-                    .to(room.clone())
+                    .to(context_room(&room, &context_keys))
                     .emit("notification_received", &json!({ "message": message }))
                     .await;
             }
@@ -249,46 +357,50 @@ async fn tell_room(
         return Ok(());
     };
     let env = EnvironmentId(e.environment_id.clone());
-    let unseen = store
-        .count_up_to(
-            &env,
-            &MessageFilter {
-                seen: Some(false),
-                ..MessageFilter::in_app_of(&e.subscriber_id)
-            },
-            INBOX_COUNT_CAP + 1,
-        )
-        .await?;
-    let unread = inbox_session::unread_counts(&store, &env, &e.subscriber_id).await?;
-    let [high, medium, low, none] = unread.severity;
-    let _ = io
-        .to(room.clone())
-        .emit(
-            "unseen_count_changed",
-            &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
-        )
-        .await;
-    let _ = io
-        .to(room)
-        .emit(
-            "unread_count_changed",
-            &json!({
-                "unreadCount": unread.total,
-                "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
-                "hasMore": unread.total >= INBOX_COUNT_CAP,
-            }),
-        )
-        .await;
+    for context_keys in contexts_held(&io, &room) {
+        let unseen = store
+            .count_up_to(
+                &env,
+                &MessageFilter {
+                    seen: Some(false),
+                    ..MessageFilter::inbox_of(&e.subscriber_id, &context_keys)
+                },
+                INBOX_COUNT_CAP + 1,
+            )
+            .await?;
+        let unread =
+            inbox_session::unread_counts(&store, &env, &e.subscriber_id, &context_keys).await?;
+        let [high, medium, low, none] = unread.severity;
+        let to = context_room(&room, &context_keys);
+        let _ = io
+            .to(to.clone())
+            .emit(
+                "unseen_count_changed",
+                &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
+            )
+            .await;
+        let _ = io
+            .to(to)
+            .emit(
+                "unread_count_changed",
+                &json!({
+                    "unreadCount": unread.total,
+                    "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
+                    "hasMore": unread.total >= INBOX_COUNT_CAP,
+                }),
+            )
+            .await;
+    }
     Ok(())
 }
 
 /// The message `id` as the socket sends it: the stored message's own fields (Novu sends its document, which
-/// `@novu/js` maps itself), with its workflow and subscriber; `None` when it is gone.
+/// `@novu/js` maps itself), with its workflow and subscriber, and its context keys; `None` when it is gone.
 async fn raw_message(
     store: &Store,
     e: &InboxEvent,
     id: &str,
-) -> crate::error::Result<Option<Value>> {
+) -> crate::error::Result<Option<(Vec<String>, Value)>> {
     let env = EnvironmentId(e.environment_id.clone());
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
@@ -307,7 +419,11 @@ async fn raw_message(
         .get_workflow_cached(&env, m.workflow_ref.as_str())
         .await?;
     let subscriber = store.get_subscriber(&env, &m.subscriber_id).await?;
-    Ok(Some(raw(m, workflow.as_deref(), subscriber.as_ref())))
+    let context_keys = m.context_keys.clone();
+    Ok(Some((
+        context_keys,
+        raw(m, workflow.as_deref(), subscriber.as_ref()),
+    )))
 }
 
 fn raw(
@@ -347,4 +463,28 @@ fn raw(
         // Always an object: @novu/js reads `cta.action` of every message it is sent.
         "cta": if m.cta.is_object() { m.cta } else { json!({}) },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rooms_tell_subscribers_and_contexts_apart() {
+        // A subscriberId may hold newlines and brackets.
+        let sub = room("65a1b2c3d4e5f60718293a4d", "ann\n[\"x\"]");
+        assert_eq!(
+            subscriber_of_room(&sub),
+            Some(("65a1b2c3d4e5f60718293a4d".into(), "ann\n[\"x\"]".into()))
+        );
+        let ctx = context_room(&sub, &["tenant:a\nb".to_owned()]);
+        assert_eq!(subscriber_of_room(&ctx), None);
+        let (keys, of) = ctx.split_once('\n').unwrap();
+        assert_eq!(of, sub);
+        assert_eq!(
+            serde_json::from_str::<Vec<String>>(keys).unwrap(),
+            ["tenant:a\nb"]
+        );
+        assert_eq!(context_room(&sub, &[]), format!("[]\n{sub}"));
+    }
 }

@@ -3,9 +3,11 @@
 //! (`_id`) and when it expires, signed with the environment's session key so that it can be neither forged
 //! nor altered, nor used in another environment. The client treats it as opaque.
 //!
-//! Layout: [`sign_fields`] of `environment_id`, `organization_id`, `subscriber_ref` and the expiry (Unix ms,
-//! decimal), keyed with the environment's [`Cipher::signing_key`] for [`PURPOSE`]: derived from the server's
-//! encryption key, so rotating an API key does not end the sessions open in browsers.
+//! Layout: [`sign_fields`] of `environment_id`, `organization_id`, `subscriber_ref`, the expiry (Unix ms,
+//! decimal) and the session's context keys (the JSON array of its sorted `type:id` keys, `[]` without a
+//! context), keyed with the environment's [`Cipher::signing_key`] for [`PURPOSE`]: derived from the server's
+//! encryption key, so rotating an API key does not end the sessions open in browsers. A token of the first
+//! four fields only (signed before sessions had contexts) is a session without a context.
 
 use super::{EnvironmentId, OrganizationId, SubscriberRef, Tenant, Timestamp};
 use crate::crypto::{sign_fields, verify_fields, Cipher};
@@ -17,8 +19,9 @@ pub const PURPOSE: &str = "tidings inbox session v1";
 /// keeps working for that long.
 pub const LIFETIME_MS: i64 = 15 * 24 * 3600 * 1000;
 
-/// The longest token read; longer ones are refused before any decoding (ours are about 150 characters).
-pub const MAX_TOKEN: usize = 512;
+/// The longest token read; longer ones are refused before any decoding (ours are about 150 characters
+/// without a context, and at most about 1,600 with five context keys of the longest types and ids).
+pub const MAX_TOKEN: usize = 2048;
 
 /// Whose session it is, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,15 +29,22 @@ pub struct SessionToken {
     pub tenant: Tenant,
     pub subscriber_ref: SubscriberRef,
     pub expires_at: Timestamp,
+    /// The session's context: sorted, de-duplicated `type:id` keys (none without a context).
+    pub context_keys: Vec<String>,
 }
 
 impl SessionToken {
-    /// A session of `subscriber_ref` in `tenant` that starts now.
-    pub fn starting_now(tenant: Tenant, subscriber_ref: SubscriberRef) -> Self {
+    /// A session of `subscriber_ref` in `tenant`, with the context `context_keys` (sorted), that starts now.
+    pub fn starting_now(
+        tenant: Tenant,
+        subscriber_ref: SubscriberRef,
+        context_keys: Vec<String>,
+    ) -> Self {
         Self {
             tenant,
             subscriber_ref,
             expires_at: Timestamp(Timestamp::now().0 + LIFETIME_MS),
+            context_keys,
         }
     }
 
@@ -47,15 +57,25 @@ impl SessionToken {
                 self.tenant.organization_id.as_str(),
                 self.subscriber_ref.as_str(),
                 &self.expires_at.0.to_string(),
+                // JSON escapes newlines: the field holds none.
+                &serde_json::to_string(&self.context_keys).expect("strings serialize"),
             ],
         )
     }
 
     /// The token's contents when it verifies (see [`verify_fields`]) and has not expired at `now`.
     pub fn verify(token: &str, cipher: &Cipher, now: Timestamp) -> Option<Self> {
-        let [env, org, subscriber, expires] = verify_fields(token, MAX_TOKEN, |env| {
-            key(cipher, &EnvironmentId(env.to_owned()))
-        })?;
+        let key_of = |env: &str| key(cipher, &EnvironmentId(env.to_owned()));
+        let [env, org, subscriber, expires, context] =
+            match verify_fields::<5>(token, MAX_TOKEN, key_of) {
+                Some(fields) => fields,
+                None => {
+                    let [env, org, subscriber, expires] =
+                        verify_fields::<4>(token, MAX_TOKEN, key_of)?;
+                    [env, org, subscriber, expires, "[]".to_owned()]
+                }
+            };
+        let context_keys: Vec<String> = serde_json::from_str(&context).ok()?;
         let expires_at = Timestamp(expires.parse().ok()?);
         (expires_at.0 > now.0).then(|| Self {
             tenant: Tenant {
@@ -64,6 +84,7 @@ impl SessionToken {
             },
             subscriber_ref: SubscriberRef::from(subscriber),
             expires_at,
+            context_keys,
         })
     }
 }
@@ -84,6 +105,7 @@ mod tests {
                 environment_id: EnvironmentId(env.to_owned()),
             },
             SubscriberRef::from("65a1b2c3d4e5f60718293a4b".to_owned()),
+            vec![],
         )
     }
 
@@ -98,6 +120,43 @@ mod tests {
             Some(t.clone())
         );
         assert_eq!(SessionToken::verify(&signed, &c, t.expires_at), None);
+    }
+
+    #[test]
+    fn the_context_is_signed_and_a_token_without_one_has_none() {
+        let c = Cipher::from_bytes(&[1; 32]);
+        let mut t = session("env-c");
+        t.context_keys = vec!["app:jira".into(), "tenant:acme".into()];
+        let now = Timestamp::now();
+        let signed = t.sign(&c);
+        assert_eq!(SessionToken::verify(&signed, &c, now), Some(t.clone()));
+        // A token signed before sessions had contexts: the same four fields, no context.
+        let old = sign_fields(
+            &key(&c, &EnvironmentId("env-c".into())),
+            &[
+                "env-c",
+                t.tenant.organization_id.as_str(),
+                t.subscriber_ref.as_str(),
+                &t.expires_at.0.to_string(),
+            ],
+        );
+        let read = SessionToken::verify(&old, &c, now).expect("an old token verifies");
+        assert!(read.context_keys.is_empty());
+        // The context cannot be changed: another context in the same fields does not verify.
+        let (payload, tag) = signed.split_once('.').unwrap();
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        let other = text.replace("tenant:acme", "tenant:evil");
+        let forged = format!("{}.{tag}", URL_SAFE_NO_PAD.encode(other));
+        assert_eq!(SessionToken::verify(&forged, &c, now), None);
+        // The longest context (five keys of 100-character types and ids) fits in a token.
+        t.context_keys = (0..5)
+            .map(|i| format!("{}:{}", "t".repeat(99) + &i.to_string(), "i".repeat(100)))
+            .collect();
+        let long = t.sign(&c);
+        assert!(long.len() <= MAX_TOKEN, "{}", long.len());
+        assert_eq!(SessionToken::verify(&long, &c, now), Some(t));
     }
 
     #[test]

@@ -24,9 +24,9 @@ const DATA_CONDITIONS: usize = 30;
 const DATA_KEY: usize = 100;
 const SEVERITIES: [&str; 4] = ["high", "medium", "low", "none"];
 
-/// The subscriber's in-app messages, not deleted.
+/// The subscriber's in-app messages of the session's context, not deleted.
 fn own(who: &InboxSubscriber) -> MessageFilter {
-    MessageFilter::in_app_of(&who.subscriber_id)
+    MessageFilter::inbox_of(&who.subscriber_id, &who.context_keys)
 }
 
 /// The Inbox filter of a JSON object (`{read?, seen?, archived?, snoozed?, tags?, severity?, data?,

@@ -3,11 +3,18 @@
 //! a signed session token ([`SessionToken`]) for that subscriber only. The subscriber is created when it does
 //! not exist; its profile is updated only by a session whose HMAC is valid, so that a browser cannot rewrite
 //! somebody else's profile.
+//!
+//! A session may name a context (`{"tenant": "acme"}`, Novu's multi-tenant Inbox): its token carries the
+//! context's keys, and every Inbox read, change, count and socket event of the session is narrowed to the
+//! messages whose context keys are exactly those (a session without a context sees the messages without
+//! one). Where the environment demands an HMAC, the context needs one too (`contextHash`: the HMAC of its
+//! canonical JSON), so that a browser cannot read another tenant's Inbox by naming its context.
 
 use serde_json::Value;
 
 use super::subscribers::{self, SubscriberFields};
 use crate::crypto::hmac_sha256_verify;
+use crate::domain::context::{context_keys, ContextEntry};
 use crate::domain::session::SessionToken;
 use crate::domain::{Channel, EnvironmentId, OrganizationId, SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result};
@@ -25,6 +32,10 @@ pub struct SessionRequest {
     pub subscriber_hash: Option<String>,
     /// The profile the browser sends; written only with a valid HMAC, or when the subscriber is new.
     pub profile: SubscriberFields,
+    /// The session's context, parsed, and the JSON object it was sent as (what `contextHash` signs); `None`
+    /// without one.
+    pub context: Option<(Vec<ContextEntry>, Value)>,
+    pub context_hash: Option<String>,
 }
 
 /// Unread messages that are not snoozed: all, and by severity (high, medium, low, none).
@@ -42,6 +53,8 @@ pub struct Session {
     pub application_identifier: String,
     /// Novu's development mode (the UI's banner): any environment not named "Production".
     pub development: bool,
+    /// The session's context keys (sorted; empty without a context).
+    pub context_keys: Vec<String>,
 }
 
 /// The environment whose public identifier is `identifier`; an unknown one is a 400.
@@ -72,6 +85,27 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
     if hmac_required && !hmac_valid {
         return Err(Error::bad_request("Please provide a valid HMAC hash"));
     }
+    let (entries, context) = req.context.clone().unwrap_or_default();
+    // An empty context sees what no context sees: only a context that narrows needs its hash.
+    if hmac_required && !entries.is_empty() {
+        let canonical = canonical_json(&context);
+        let valid = match &req.context_hash {
+            Some(hash) => hmac_matches(store, &tenant.environment_id, &canonical, hash).await?,
+            None => false,
+        };
+        if !valid {
+            return Err(Error::bad_request(
+                "Please provide a valid context HMAC hash",
+            ));
+        }
+    }
+    let keys = context_keys(&entries);
+    if !entries.is_empty() {
+        // Novu records the contexts an Inbox names, as a trigger does; existing ones keep their data.
+        store
+            .ensure_contexts(&tenant.environment_id, &entries)
+            .await?;
+    }
     let existing = store
         .get_subscriber(&tenant.environment_id, req.subscriber_id.trim())
         .await?;
@@ -85,13 +119,15 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
         }
     };
     let subscriber_id = req.subscriber_id.trim().to_owned();
-    let unread = unread_counts(store, &tenant.environment_id, &subscriber_id).await?;
-    let token = SessionToken::starting_now(tenant, subscriber_ref).sign(store.cipher());
+    let unread = unread_counts(store, &tenant.environment_id, &subscriber_id, &keys).await?;
+    let token =
+        SessionToken::starting_now(tenant, subscriber_ref, keys.clone()).sign(store.cipher());
     Ok(Session {
         token,
         unread,
         application_identifier: env.identifier,
         development: !env.name.eq_ignore_ascii_case("production"),
+        context_keys: keys,
     })
 }
 
@@ -122,14 +158,49 @@ async fn hmac_required(store: &Store, tenant: &Tenant) -> Result<bool> {
     Ok(credentials.get("hmac") == Some(&Value::Bool(true)))
 }
 
-/// Whether `hash` is the hexadecimal HMAC-SHA256 of `subscriber_id` keyed with one of the environment's API
-/// keys (any of them, so that a key rotation does not lock browsers out), compared in constant time.
-async fn hmac_matches(
-    store: &Store,
-    env: &EnvironmentId,
-    subscriber_id: &str,
-    hash: &str,
-) -> Result<bool> {
+/// The canonical JSON of `v` (RFC 8785 style, as `@tufjs/canonical-json`, which Novu's `contextHash` signs):
+/// object keys sorted by their UTF-16 code units, no whitespace, strings escaped as `JSON.stringify` does.
+/// Numbers are written as serde writes them, which is JavaScript's form for integers and for most
+/// fractions a context's data holds.
+pub fn canonical_json(v: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(k.as_str()).to_string());
+                    out.push(':');
+                    write(&m[k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(v, &mut out);
+    out
+}
+
+/// Whether `hash` is the hexadecimal HMAC-SHA256 of `value` (a subscriber's id, or a context's canonical
+/// JSON) keyed with one of the environment's API keys (any of them, so that a key rotation does not lock
+/// browsers out), compared in constant time.
+async fn hmac_matches(store: &Store, env: &EnvironmentId, value: &str, hash: &str) -> Result<bool> {
     let Ok(tag) = hex::decode(hash.trim()) else {
         return Ok(false);
     };
@@ -140,19 +211,21 @@ async fn hmac_matches(
         .api_keys(env)
         .await?
         .iter()
-        .any(|key| hmac_sha256_verify(key.as_bytes(), &[subscriber_id.as_bytes()], &tag)))
+        .any(|key| hmac_sha256_verify(key.as_bytes(), &[value.as_bytes()], &tag)))
 }
 
-/// The subscriber's unread in-app messages that are not snoozed, each count capped at [`INBOX_COUNT_CAP`].
+/// The subscriber's unread in-app messages of the context `context_keys` that are not snoozed, each count
+/// capped at [`INBOX_COUNT_CAP`].
 pub async fn unread_counts(
     store: &Store,
     env: &EnvironmentId,
     subscriber_id: &str,
+    context_keys: &[String],
 ) -> Result<UnreadCounts> {
     let f = MessageFilter {
         read: Some(false),
         snoozed: Some(false),
-        ..MessageFilter::in_app_of(subscriber_id)
+        ..MessageFilter::inbox_of(subscriber_id, context_keys)
     };
     let severity = store.count_by_severity(env, &f).await?;
     Ok(UnreadCounts {
@@ -174,6 +247,7 @@ pub async fn authenticate(store: &Store, token: &str) -> Result<Option<InboxSubs
         tenant: t.tenant,
         subscriber_ref: t.subscriber_ref,
         subscriber_id,
+        context_keys: t.context_keys,
     }))
 }
 
@@ -183,4 +257,26 @@ pub struct InboxSubscriber {
     pub tenant: Tenant,
     pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
+    /// The session's context keys (sorted; empty without a context): it sees only the messages of exactly
+    /// that context.
+    pub context_keys: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_and_drops_whitespace() {
+        let v = json!({"tenant": {"id": "acme", "data": {"z": 1, "a": [true, null, "x\"y"]}}, "app": "jira"});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"app":"jira","tenant":{"data":{"a":[true,null,"x\"y"],"z":1},"id":"acme"}}"#
+        );
+        // Keys compare by UTF-16 code units, as JavaScript sorts them: U+1F600 (D83D DE00) sorts before
+        // U+FF21, unlike in code point order.
+        let v = json!({"\u{1F600}": 1, "\u{FF21}": 2});
+        assert_eq!(canonical_json(&v), "{\"\u{1F600}\":1,\"\u{FF21}\":2}");
+    }
 }

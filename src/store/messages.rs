@@ -85,6 +85,9 @@ pub struct MessageFilter {
     pub created_lte: Option<i64>,
     /// Older than this message of the same environment (the Inbox's `after` cursor: the last one shown).
     pub older_than: Option<MessageId>,
+    /// Exactly these context keys (sorted; empty: messages without a context), as an Inbox session's context
+    /// narrows its messages. An equality on the stored sorted array, served by `messages_inbox`.
+    pub context_keys: Option<Vec<String>>,
 }
 
 /// The value at `path` in a message's `data` (a key, or a key and a key of the object under it) is one of
@@ -105,6 +108,15 @@ impl MessageFilter {
         }
     }
 
+    /// The in-app messages of one subscriber in one context (sorted keys; none: messages without a context),
+    /// as an Inbox session sees them.
+    pub fn inbox_of(subscriber_id: &str, context_keys: &[String]) -> Self {
+        Self {
+            context_keys: Some(context_keys.to_vec()),
+            ..Self::in_app_of(subscriber_id)
+        }
+    }
+
     /// `environment_id = … and deleted = false and …` for this filter, with `now` deciding what is snoozed.
     fn to_sql(&self, env: &EnvironmentId, dialect: Dialect, now: i64) -> Sql {
         let mut q = Sql::new("environment_id = ");
@@ -114,6 +126,11 @@ impl MessageFilter {
         }
         if let Some(c) = &self.channel {
             q.push(" and channel = ").bind(c);
+        }
+        if let Some(keys) = &self.context_keys {
+            // JSON on both: SQLite compares the stored text, PostgreSQL the `jsonb`.
+            q.push(" and context_keys = ")
+                .bind(Value::from(keys.clone()));
         }
         if !self.transaction_ids.is_empty() {
             q.push_in("transaction_id", &self.transaction_ids);

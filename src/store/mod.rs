@@ -88,6 +88,8 @@ embed_migrations!(
     "20261127090000_inbox_messages.sql",
     "20261127100000_snoozed_messages.sql",
     "20261129000000_one_open_digest.sql",
+    "20261129001000_inbox_contexts.sql",
+    "20261129001100_presence_heartbeat.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

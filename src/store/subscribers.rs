@@ -43,6 +43,9 @@ pub(crate) struct SealedSubscriber {
     updated_at: Timestamp,
 }
 
+/// The most subscribers one heartbeat statement names.
+const PRESENCE_BATCH: usize = 500;
+
 table! {
     SealedSubscriber => "subscribers" {
         id: String,
@@ -264,6 +267,8 @@ impl Store {
         q.bind(online)
             .push(", last_online_at = ")
             .bind(now)
+            .push(", online_heartbeat = ")
+            .bind(now)
             .push(", version = version + 1, updated_at = ")
             .bind(now);
         q.push(" where environment_id = ")
@@ -273,6 +278,56 @@ impl Store {
             .push(" and deleted = false");
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         Ok(())
+    }
+
+    /// Records that a process still holds sockets of these online subscribers of `env` at `at` (Unix ms):
+    /// their heartbeat. At most [`PRESENCE_BATCH`] ids a statement.
+    pub async fn refresh_presence(
+        &self,
+        env: &EnvironmentId,
+        subscriber_ids: &[String],
+        at: i64,
+    ) -> Result<u64> {
+        let mut n = 0;
+        for ids in subscriber_ids.chunks(PRESENCE_BATCH) {
+            let mut q = Sql::new("update subscribers set online_heartbeat = ");
+            q.bind(at)
+                .push(" where environment_id = ")
+                .bind(env.as_str())
+                .push(" and deleted = false and is_online = true");
+            q.push_in("subscriber_id", ids);
+            n += on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
+                .execute(p).await.map(|r| r.rows_affected()))?;
+        }
+        Ok(n)
+    }
+
+    /// Records offline (at most `limit`) the subscribers online whose heartbeat is older than `stale_before`
+    /// (Unix ms): the process that held their sockets stopped without saying. `lastOnlineAt` becomes the last
+    /// heartbeat. Answers them as `(environment, subscriber)`; atomic per subscriber, so that processes
+    /// sweeping together each answer a different one.
+    pub async fn expire_presence(
+        &self,
+        stale_before: i64,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>> {
+        let now = Timestamp::now().0;
+        // The condition is repeated outside the subquery: a heartbeat refreshed since is left alone. The
+        // subquery's `is_online = true` is the partial index's predicate, written alike so that it serves.
+        let mut q = Sql::new(
+            "update subscribers set is_online = false, last_online_at = online_heartbeat, version = version + 1, updated_at = ",
+        );
+        q.bind(now)
+            .push(" where id in (select id from subscribers where is_online = true and online_heartbeat < ")
+            .bind(stale_before)
+            .push(" limit ")
+            .bind(limit)
+            .push(") and is_online = true and online_heartbeat < ")
+            .bind(stale_before)
+            .push(" returning environment_id, subscriber_id");
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
+        )
     }
 
     pub async fn subscriber_id_of(

@@ -1056,3 +1056,327 @@ async fn snooze_ends(app: TestApp) {
     assert!(again.is_empty(), "{again:?}");
 }
 db_test!(inbox_snooze_ends, snooze_ends);
+
+/// Triggers `news` for `to` with `payload.n = n` and `context`, and waits until it settles.
+async fn trigger_in(app: &TestApp, to: &str, n: i64, context: Value) {
+    let tx = format!("news-{to}-{n}-ctx");
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "news", "to": to, "payload": {"n": n}, "transactionId": tx, "context": context}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    settled(app, &tx, 1).await;
+}
+
+/// A session of `subscriber` with `context` (and `contextHash` when given): its status and body.
+async fn open_in(
+    app: &TestApp,
+    subscriber: &str,
+    context: Value,
+    hash: Option<String>,
+) -> (StatusCode, Value) {
+    let mut body = json!({"applicationIdentifier": app.application_identifier,
+        "subscriberHash": hmac(&app.key, subscriber), "subscriber": subscriber, "context": context});
+    if let Some(h) = hash {
+        body["contextHash"] = json!(h);
+    }
+    open(app, body).await
+}
+
+/// Novu's multi-tenant Inbox: one subscriber's messages of two tenants, of none and of two keys. A session
+/// opened with a context sees, counts and changes only the messages whose context keys equal its own; a
+/// session without one only those without a context. With HMAC on, a context needs its `contextHash`.
+async fn contexts(app: TestApp) {
+    workflows(&app).await;
+    trigger_in(&app, "ann", 1, json!({"tenant": "acme"})).await;
+    trigger_in(
+        &app,
+        "ann",
+        2,
+        json!({"tenant": {"id": "globex", "data": {"name": "Globex"}}}),
+    )
+    .await;
+    trigger(&app, "news", "ann", 3).await;
+    trigger_in(&app, "ann", 4, json!({"app": "jira", "tenant": "acme"})).await;
+
+    let session = |context: Value| {
+        let app = &app;
+        async move {
+            let (status, out) = open_in(app, "ann", context, None).await;
+            assert_eq!(status, StatusCode::CREATED, "{out}");
+            out["data"].clone()
+        }
+    };
+    let acme = session(json!({"tenant": "acme"})).await;
+    let globex = session(json!({"tenant": {"id": "globex"}})).await;
+    let both = session(json!({"tenant": "acme", "app": {"id": "jira", "data": {"x": 1}}})).await;
+    let (status, none) = open(
+        &app,
+        json!({"applicationIdentifier": app.application_identifier, "subscriber": "ann"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{none}");
+    let none = none["data"].clone();
+    assert_eq!(acme["contextKeys"], json!(["tenant:acme"]));
+    assert_eq!(both["contextKeys"], json!(["app:jira", "tenant:acme"]));
+    assert_eq!(none.get("contextKeys"), None, "{none}");
+    for s in [&acme, &globex, &both, &none] {
+        assert_eq!(s["unreadCount"]["total"], 1, "{s}");
+    }
+    let t = |s: &Value| s["token"].as_str().unwrap().to_owned();
+    let (acme, globex, both, none) = (t(&acme), t(&globex), t(&both), t(&none));
+    let list = |token: String, query: &'static str| {
+        let app = &app;
+        async move {
+            let (status, out) = call(
+                app,
+                &token,
+                Method::GET,
+                &format!("/v1/inbox/notifications{query}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{out}");
+            bodies(&out)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(acme.clone(), "").await, ["News 1"]);
+    assert_eq!(list(globex.clone(), "").await, ["News 2"]);
+    assert_eq!(list(none.clone(), "").await, ["News 3"]);
+    assert_eq!(list(both.clone(), "").await, ["News 4"]);
+    let unread = |token: String| {
+        let app = &app;
+        async move {
+            let filters = urlencode(r#"[{"read":false},{"seen":false}]"#);
+            let (status, out) = call(
+                app,
+                &token,
+                Method::GET,
+                &format!("/v1/inbox/notifications/count?filters={filters}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{out}");
+            (
+                out["data"][0]["count"].as_i64().unwrap(),
+                out["data"][1]["count"].as_i64().unwrap(),
+            )
+        }
+    };
+    for token in [&acme, &globex, &none, &both] {
+        assert_eq!(unread(token.clone()).await, (1, 1));
+    }
+    // The API key sees them all.
+    let (_, all) = app.get("/v1/subscribers/ann/notifications/feed").await;
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(4), "{all}");
+
+    // Actions: another context's message is not found; the session's own is changed.
+    let (_, page) = call(&app, &globex, Method::GET, "/v1/inbox/notifications", None).await;
+    let globex_id = page["data"][0]["id"].as_str().unwrap().to_owned();
+    let (_, page) = call(&app, &acme, Method::GET, "/v1/inbox/notifications", None).await;
+    let acme_id = page["data"][0]["id"].as_str().unwrap().to_owned();
+    for (method, action, body) in [
+        (Method::PATCH, "read", None),
+        (Method::PATCH, "archive", None),
+        (
+            Method::PATCH,
+            "complete",
+            Some(json!({"actionType": "primary"})),
+        ),
+        (
+            Method::PATCH,
+            "snooze",
+            Some(
+                json!({"snoozeUntil": (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339()}),
+            ),
+        ),
+        (Method::DELETE, "delete", None),
+    ] {
+        let path = format!("/v1/inbox/notifications/{globex_id}/{action}");
+        let (status, out) = call(&app, &acme, method.clone(), &path, body.clone()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{action}: {out}");
+    }
+    assert_eq!(unread(globex.clone()).await, (1, 1));
+    let (status, out) = call(
+        &app,
+        &acme,
+        Method::PATCH,
+        &format!("/v1/inbox/notifications/{acme_id}/read"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out["data"]["isRead"], true);
+    assert_eq!(unread(acme.clone()).await, (0, 0));
+    assert_eq!(unread(globex.clone()).await, (1, 1));
+
+    // Bulk actions: all of the session's context, nothing of another's.
+    let (status, out) = call(
+        &app,
+        &none,
+        Method::POST,
+        "/v1/inbox/notifications/read",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    assert_eq!(unread(none.clone()).await, (0, 0));
+    for token in [&globex, &both] {
+        assert_eq!(unread(token.clone()).await, (1, 1));
+    }
+    let (status, out) = call(
+        &app,
+        &globex,
+        Method::POST,
+        "/v1/inbox/notifications/seen",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    assert_eq!(unread(globex.clone()).await, (1, 0));
+    assert_eq!(unread(both.clone()).await, (1, 1));
+    let (status, out) = call(
+        &app,
+        &both,
+        Method::POST,
+        "/v1/inbox/notifications/delete",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    assert!(list(both.clone(), "").await.is_empty());
+    assert_eq!(list(acme.clone(), "").await, ["News 1"]);
+    assert_eq!(list(globex.clone(), "").await, ["News 2"]);
+    assert_eq!(list(none.clone(), "").await, ["News 3"]);
+    // A session's context is recorded like a trigger's.
+    let n = crate::support::count(
+        &app,
+        "select count(*) from contexts where environment_id = $1 and context_type = 'app'",
+        app.tenant.environment_id.as_str(),
+    )
+    .await;
+    assert_eq!(n, 1);
+
+    // A context is validated like a trigger's.
+    let six: serde_json::Map<String, Value> =
+        (0..6).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let (status, out) = open_in(&app, "ann", Value::Object(six), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    let (status, out) = open_in(&app, "ann", json!({"tenant": 7}), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+
+    // HMAC on: the context needs the HMAC of its canonical JSON (keys sorted, no spaces).
+    app.integration(json!({"providerId": "novu", "channel": "in_app", "credentials": {"hmac": true}, "active": true}))
+        .await;
+    let context = json!({"tenant": {"id": "globex", "data": {"name": "Globex", "a": [1, "x"]}}});
+    let canonical = r#"{"tenant":{"data":{"a":[1,"x"],"name":"Globex"},"id":"globex"}}"#;
+    for hash in [
+        None,
+        Some(hmac(&app.key, "ann")),
+        Some(hmac(&app.key, r#"{"tenant":"acme"}"#)),
+        Some(hmac("another key", canonical)),
+        Some("zz".into()),
+    ] {
+        let (status, out) = open_in(&app, "ann", context.clone(), hash).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+        assert_eq!(out["message"], "Please provide a valid context HMAC hash");
+    }
+    let (status, out) = open_in(&app, "ann", context, Some(hmac(&app.key, canonical))).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(
+        list(out["data"]["token"].as_str().unwrap().to_owned(), "").await,
+        ["News 2"]
+    );
+    // An empty context narrows to what no context sees, and needs no hash.
+    let (status, out) = open_in(&app, "ann", json!({}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(
+        list(out["data"]["token"].as_str().unwrap().to_owned(), "").await,
+        ["News 3"]
+    );
+}
+db_test!(inbox_contexts, contexts);
+
+/// Presence after a crash: a subscriber left online by a process that stopped without saying (its heartbeat
+/// long past) is recorded offline by the sweep, its `lastOnlineAt` the last heartbeat; one whose heartbeat is
+/// fresh stays online. Heartbeats are planted with the store's own refresh, at times chosen so that the
+/// background sweep either must or cannot take each row whatever the clock says.
+async fn presence_expires(app: TestApp) {
+    let env = &app.tenant.environment_id;
+    for id in ["crashed", "fresh", "held", "gone"] {
+        app.subscriber(id, json!({})).await;
+        app.store
+            .set_subscriber_online(env, id, true)
+            .await
+            .unwrap();
+    }
+    let now = tidings::domain::Timestamp::now().0;
+    let days = |n: i64| now + n * 86_400_000;
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let n = app
+        .store
+        .refresh_presence(env, &ids(&["fresh", "held", "gone"]), days(10))
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    // The crashed process's last heartbeat: one second after 1970.
+    app.store
+        .refresh_presence(env, &ids(&["crashed"]), 1_000)
+        .await
+        .unwrap();
+    let online = |id: &'static str| {
+        let app = &app;
+        async move {
+            let (status, s) = app.get(&format!("/v2/subscribers/{id}")).await;
+            assert_eq!(status, StatusCode::OK, "{s}");
+            s
+        }
+    };
+    let crashed = crate::support::eventually(|| async {
+        let s = online("crashed").await;
+        (s["isOnline"] == false).then_some(s)
+    })
+    .await;
+    assert_eq!(
+        crashed["lastOnlineAt"], "1970-01-01T00:00:01.000Z",
+        "{crashed}"
+    );
+    // Swept by the same statement, with a heartbeat ahead of any stale bound.
+    assert_eq!(online("fresh").await["isOnline"], true);
+
+    // A heartbeat refreshed keeps its subscriber; one not refreshed goes (the sweep called with a bound
+    // between the two, as a later sweep would see them).
+    app.store
+        .refresh_presence(env, &ids(&["held", "fresh"]), days(20))
+        .await
+        .unwrap();
+    let gone = app.store.expire_presence(days(15), 100).await.unwrap();
+    assert_eq!(
+        gone,
+        vec![(env.as_str().to_owned(), "gone".to_owned())],
+        "{gone:?}"
+    );
+    for (id, is) in [("held", true), ("fresh", true), ("gone", false)] {
+        assert_eq!(online(id).await["isOnline"], is, "{id}");
+    }
+    assert!(app
+        .store
+        .expire_presence(days(15), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    // A subscriber offline is not refreshed back online by a heartbeat.
+    assert_eq!(
+        app.store
+            .refresh_presence(env, &ids(&["gone", "crashed"]), days(30))
+            .await
+            .unwrap(),
+        0
+    );
+}
+db_test!(inbox_presence_expires, presence_expires);

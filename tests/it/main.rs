@@ -35,4 +35,5 @@ mod server;
 mod subscribers;
 mod topics;
 mod unsubscribe;
+mod worker_metrics;
 mod workflows;

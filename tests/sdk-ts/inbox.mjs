@@ -2,7 +2,8 @@
 // `@novu/js` 3.19.2 (package.json), as a web page's `<Inbox/>` drives it: the session (application
 // identifier, HMAC), the list and its filters and paging, the counts, every action on a notification and
 // its effect on the lists and the counts, the same state seen with the API key, isolation between
-// subscribers and environments, and the subscriber's preferences. The world (subscribers, workflows,
+// subscribers and environments, the subscriber's preferences, and sessions narrowed to a context (a tenant:
+// lists, counts, actions and the socket of exactly that context, and its contextHash). The world (subscribers, workflows,
 // triggers, the in-app integration) is set up raw with the API key. Reference: the Inbox protocol notes.
 //
 // @novu/js never throws: every method resolves `{data}` or `{error}` (a NovuError whose `originalError`
@@ -71,8 +72,8 @@ let appA;
 
 /** A @novu/js client of `subscriber` once its session resolved: `{novu, session}`, `session` being the
  * client's own `{data}` (the session answer) or `{error}`. Environment A and the right hash unless told. */
-async function inbox(subscriber, { app = appA, hash = hmac(typeof subscriber === "string" ? subscriber : subscriber.subscriberId) } = {}) {
-  const novu = new Novu({ applicationIdentifier: app, subscriber, subscriberHash: hash ?? undefined, apiUrl: URL, socketUrl: URL, useCache: false });
+async function inbox(subscriber, { app = appA, hash = hmac(typeof subscriber === "string" ? subscriber : subscriber.subscriberId), context, contextHash } = {}) {
+  const novu = new Novu({ applicationIdentifier: app, subscriber, subscriberHash: hash ?? undefined, context, contextHash, apiUrl: URL, socketUrl: URL, useCache: false });
   clients.push(novu);
   const session = await new Promise((resolve) => novu.on("session.initialize.resolved", resolve));
   return { novu, session };
@@ -88,10 +89,10 @@ let sequence = 0;
 
 /** Triggers `workflow` for `subscriberId` and waits for its in-app message: the message as the API key
  * lists it, plus `n` (the payload's number, unique in the run) and `label`. */
-async function deliver(workflow, subscriberId, label, key = KEY) {
+async function deliver(workflow, subscriberId, label, key = KEY, context = undefined) {
   const n = ++sequence;
   const transactionId = `${label}-${RUN}`;
-  await rawOk("POST", "/v1/events/trigger", { name: workflow.workflowId, to: subscriberId, payload: { n }, transactionId }, 201, apiKey(key));
+  await rawOk("POST", "/v1/events/trigger", { name: workflow.workflowId, to: subscriberId, payload: { n }, transactionId, context }, 201, apiKey(key));
   const m = await until(`${label} delivered`, async () =>
     (await rawOk("GET", `/v1/messages?transactionId=${transactionId}&channel=in_app`, undefined, 200, apiKey(key))).data?.[0]);
   labels.set(m._id, label);
@@ -668,9 +669,10 @@ async function preferenceGroups() {
   });
 }
 
-/** A client of `subscriberId` with its socket open, and what the socket heard. */
-async function listening(subscriberId) {
-  const { novu } = await inbox(subscriberId);
+/** A client of `subscriberId` (with `options` as `inbox` takes them) with its socket open, and what the
+ * socket heard. */
+async function listening(subscriberId, options = {}) {
+  const { novu } = await inbox(subscriberId, options);
   const heard = { received: [], unread: [], unseen: [] };
   const connected = new Promise((resolve) => novu.on("socket.connect.resolved", resolve));
   novu.on("notifications.notification_received", ({ result }) => heard.received.push(result));
@@ -725,6 +727,76 @@ async function realtimeGroups() {
   });
 }
 
+/** The canonical JSON of `v` (keys sorted, no spaces), which a `contextHash` signs. */
+const canonicalJson = (v) => Array.isArray(v) ? `[${v.map(canonicalJson).join(",")}]`
+  : v !== null && typeof v === "object"
+    ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(",")}}`
+    : JSON.stringify(v);
+const contextHash = (context, key = KEY) => createHmac("sha256", key).update(canonicalJson(context)).digest("hex");
+
+async function contextGroups() {
+  await newSubscriber("cx-ann", "Ann");
+  const ACME = { tenant: { id: "acme", data: { name: "Acme", plan: "pro" } } };
+  const GLOBEX = { tenant: "globex" };
+  let acme;
+  let globex;
+  let plain;
+  await group("contexts: with HMAC on a context needs its contextHash; the session echoes its keys", async () => {
+    for (const [what, hash] of [["no contextHash", undefined], ["another context's", contextHash(GLOBEX)],
+      ["the subscriber's hash", hmac("cx-ann")]]) {
+      const r = await raw("POST", "/v1/inbox/session", { applicationIdentifier: appA, subscriberHash: hmac("cx-ann"),
+        subscriber: { subscriberId: "cx-ann" }, context: ACME, contextHash: hash }, null);
+      eq([r.status, r.json?.message], [400, "Please provide a valid context HMAC hash"], `raw session with ${what}`);
+      const { novu, session } = await inbox("cx-ann", { context: ACME, contextHash: hash });
+      eq(session.error?.status, 400, `client session with ${what}`);
+      refused(await novu.notifications.list(), 400, `list after a session with ${what}`);
+    }
+    const r = await raw("POST", "/v1/inbox/session", { applicationIdentifier: appA, subscriberHash: hmac("cx-ann"),
+      subscriber: { subscriberId: "cx-ann" }, context: ACME, contextHash: contextHash(ACME) }, null);
+    eq([r.status, r.json?.data?.contextKeys], [201, ["tenant:acme"]], "raw session with the right contextHash");
+    acme = await listening("cx-ann", { context: ACME, contextHash: contextHash(ACME) });
+    globex = await listening("cx-ann", { context: GLOBEX, contextHash: contextHash(GLOBEX) });
+    plain = await listening("cx-ann");
+  });
+  const M = {};
+  await group("contexts: each session lists and counts only the notifications of exactly its context", async () => {
+    M.a1 = await deliver(W.news, "cx-ann", "CA1", KEY, { tenant: "acme" });
+    M.g1 = await deliver(W.news, "cx-ann", "CG1", KEY, GLOBEX);
+    M.p1 = await deliver(W.plain, "cx-ann", "CP1");
+    M.ab = await deliver(W.news, "cx-ann", "CAB", KEY, { tenant: "acme", app: "jira" });
+    M.a2 = await deliver(W.billing, "cx-ann", "CA2", KEY, { tenant: { id: "acme" } });
+    eq((await listed(acme.novu, { limit: 10 }, "acme list")).names, ["CA2", "CA1"], "acme's Inbox");
+    eq((await listed(globex.novu, { limit: 10 }, "globex list")).names, ["CG1"], "globex's Inbox");
+    eq((await listed(plain.novu, { limit: 10 }, "plain list")).names, ["CP1"], "the Inbox without a context");
+    const counts = async (c) => ok(await c.novu.notifications.count({ filters: [{ read: false }, { seen: false }] }), "count")
+      .counts.map((x) => x.count);
+    eq([await counts(acme), await counts(globex), await counts(plain)], [[2, 2], [1, 1], [1, 1]], "counts");
+  });
+  await group("contexts: each socket hears only its context's notifications and counts", async () => {
+    await until("acme heard CA1 and CA2", async () => [M.a1, M.a2].every((m) => acme.heard.received.some((x) => x.id === m._id)));
+    await until("globex heard CG1", async () => globex.heard.received.some((x) => x.id === M.g1._id));
+    await until("plain heard CP1", async () => plain.heard.received.some((x) => x.id === M.p1._id));
+    eq(acme.heard.received.map((x) => labels.get(x.id)).sort(), ["CA1", "CA2"], "acme heard");
+    eq(globex.heard.received.map((x) => labels.get(x.id)), ["CG1"], "globex heard");
+    eq(plain.heard.received.map((x) => labels.get(x.id)), ["CP1"], "plain heard");
+    await until("acme's unread count 2", async () => acme.heard.unread.at(-1)?.total === 2);
+    await until("globex's unread count 1", async () => globex.heard.unread.at(-1)?.total === 1);
+  });
+  await group("contexts: actions and bulk actions reach only the session's context", async () => {
+    refused(await acme.novu.notifications.read({ notificationId: M.g1._id }), 404, "acme reads globex's");
+    refused(await acme.novu.notifications.delete({ notificationId: M.p1._id }), 404, "acme deletes the plain one");
+    ok(await acme.novu.notifications.readAll(), "acme readAll");
+    await until("acme's unread count 0", async () => acme.heard.unread.at(-1)?.total === 0);
+    const keyed = await keyView("cx-ann");
+    eq([M.a1, M.a2, M.g1, M.p1, M.ab].map((m) => keyed.get(m._id)?.read), [true, true, false, false, false], "read, with the API key");
+    ok(await globex.novu.notifications.archiveAll(), "globex archiveAll");
+    eq((await listed(globex.novu, { archived: false }, "globex list")).names, [], "globex's archived");
+    eq((await listed(plain.novu, { archived: false }, "plain list")).names, ["CP1"], "the plain one is not archived");
+    await until("globex's unread count 0", async () => globex.heard.unread.at(-1)?.total === 0);
+    eq(plain.heard.unread.at(-1)?.total, 1, "the plain count is unchanged");
+  });
+}
+
 async function topicGroups() {
   await newSubscriber("tp-ann", "Ann");
   await group("topics: subscribe, list, get and unsubscribe through @novu/js; a trigger to the topic reaches the subscriber", async () => {
@@ -758,6 +830,7 @@ async function main() {
   await isolationGroups();
   await preferenceGroups();
   await realtimeGroups();
+  await contextGroups();
   await topicGroups();
 }
 
