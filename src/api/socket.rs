@@ -22,7 +22,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
-use crate::domain::{EnvironmentId, MessageId};
+use crate::domain::{EnvironmentId, MessageId, SubscriberRef};
 use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
@@ -31,22 +31,22 @@ use crate::store::Store;
 /// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
 /// it so that another instance holding one of their sockets records them online again.
 pub async fn close(io: &SocketIo, store: &Store) {
-    let mut subscribers: Vec<(String, String)> = io
+    let mut subscribers: Vec<(String, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
         .filter_map(|r| {
             let (env, subscriber) = r.split_once('\n')?;
-            Some((env.to_owned(), subscriber.to_owned()))
+            Some((env.to_owned(), SubscriberRef::from(subscriber)))
         })
         .collect();
     subscribers.sort_unstable();
     subscribers.dedup();
     io.close().await;
     let mut events = Vec::with_capacity(subscribers.len());
-    for (env, subscriber_id) in subscribers {
-        set_online(store, &EnvironmentId(env.clone()), &subscriber_id, false).await;
-        events.push(InboxEvent::offline(&env, &subscriber_id));
+    for (env, subscriber) in subscribers {
+        set_online(store, &EnvironmentId(env.clone()), &subscriber, false).await;
+        events.push(InboxEvent::offline(&env, &subscriber));
     }
     store.inbox_events().publish(events);
 }
@@ -89,9 +89,9 @@ async fn end_snoozes(store: Store) {
             Ok(ended) => store.inbox_events().publish(
                 ended
                     .into_iter()
-                    .map(|(env, subscriber_id, id)| InboxEvent {
+                    .map(|(env, subscriber, id)| InboxEvent {
                         created: Some(id),
-                        ..InboxEvent::changed(&env, &subscriber_id)
+                        ..InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
                     })
                     .collect(),
             ),
@@ -100,9 +100,9 @@ async fn end_snoozes(store: Store) {
     }
 }
 
-/// The room of a subscriber's sockets.
-fn room(environment_id: &str, subscriber_id: &str) -> String {
-    format!("{environment_id}\n{subscriber_id}")
+/// The room of a subscriber's sockets: its record's, not its reusable subscriberId's.
+fn room(environment_id: &str, subscriber: &SubscriberRef) -> String {
+    format!("{environment_id}\n{subscriber}")
 }
 
 /// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
@@ -130,30 +130,27 @@ async fn connect(store: Store, socket: SocketRef) {
             return;
         }
     };
-    let (env, subscriber_id) = (who.tenant.environment_id, who.subscriber_id);
-    socket.join(room(env.as_str(), &subscriber_id));
-    set_online(&store, &env, &subscriber_id, true).await;
+    let (env, subscriber) = (who.tenant.environment_id, who.subscriber_ref);
+    socket.join(room(env.as_str(), &subscriber));
+    set_online(&store, &env, &subscriber, true).await;
     socket.on_disconnect(move |s: SocketRef| {
-        let (store, env, subscriber_id) = (store.clone(), env.clone(), subscriber_id.clone());
+        let (store, env, subscriber) = (store.clone(), env.clone(), subscriber.clone());
         async move {
             // Offline when this was its last socket here; other processes holding one say otherwise.
-            let room = room(env.as_str(), &subscriber_id);
+            let room = room(env.as_str(), &subscriber);
             let others = s.within(room).sockets();
             if !others.iter().any(|o| o.id != s.id && o.connected()) {
-                set_online(&store, &env, &subscriber_id, false).await;
+                set_online(&store, &env, &subscriber, false).await;
                 store
                     .inbox_events()
-                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber_id)]);
+                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber)]);
             }
         }
     });
 }
 
-async fn set_online(store: &Store, env: &EnvironmentId, subscriber_id: &str, online: bool) {
-    if let Err(e) = store
-        .set_subscriber_online(env, subscriber_id, online)
-        .await
-    {
+async fn set_online(store: &Store, env: &EnvironmentId, subscriber: &SubscriberRef, online: bool) {
+    if let Err(e) = store.set_subscriber_online(env, subscriber, online).await {
         tracing::warn!(error = ?e, "a subscriber's online state was not saved");
     }
 }
@@ -185,7 +182,7 @@ async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
     let mut rooms: Vec<(String, Vec<InboxEvent>)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
     for e in events {
-        let room = room(&e.environment_id, &e.subscriber_id);
+        let room = room(&e.environment_id, &e.subscriber_ref);
         if io.to(room.clone()).sockets().is_empty() {
             continue;
         }
@@ -231,7 +228,7 @@ async fn tell_room(
             // socket closing is no longer connected while it leaves.
             if io.to(room.clone()).sockets().iter().any(|o| o.connected()) {
                 let env = EnvironmentId(e.environment_id.clone());
-                set_online(&store, &env, &e.subscriber_id, true).await;
+                set_online(&store, &env, &e.subscriber_ref, true).await;
             }
             continue;
         }
@@ -254,12 +251,12 @@ async fn tell_room(
             &env,
             &MessageFilter {
                 seen: Some(false),
-                ..MessageFilter::in_app_of(&e.subscriber_id)
+                ..MessageFilter::in_app_of(&e.subscriber_ref)
             },
             INBOX_COUNT_CAP + 1,
         )
         .await?;
-    let unread = inbox_session::unread_counts(&store, &env, &e.subscriber_id).await?;
+    let unread = inbox_session::unread_counts(&store, &env, &e.subscriber_ref).await?;
     let [high, medium, low, none] = unread.severity;
     let _ = io
         .to(room.clone())
@@ -292,7 +289,7 @@ async fn raw_message(
     let env = EnvironmentId(e.environment_id.clone());
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
-        ..MessageFilter::in_app_of(&e.subscriber_id)
+        ..MessageFilter::in_app_of(&e.subscriber_ref)
     };
     let Some(m) = store
         .list_messages_from(&env, &f, 0, 1)

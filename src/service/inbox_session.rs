@@ -84,8 +84,7 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
                 .id
         }
     };
-    let subscriber_id = req.subscriber_id.trim().to_owned();
-    let unread = unread_counts(store, &tenant.environment_id, &subscriber_id).await?;
+    let unread = unread_counts(store, &tenant.environment_id, &subscriber_ref).await?;
     let token = SessionToken::starting_now(tenant, subscriber_ref).sign(store.cipher());
     Ok(Session {
         token,
@@ -147,12 +146,12 @@ async fn hmac_matches(
 pub async fn unread_counts(
     store: &Store,
     env: &EnvironmentId,
-    subscriber_id: &str,
+    subscriber: &SubscriberRef,
 ) -> Result<UnreadCounts> {
     let f = MessageFilter {
         read: Some(false),
         snoozed: Some(false),
-        ..MessageFilter::in_app_of(subscriber_id)
+        ..MessageFilter::in_app_of(subscriber)
     };
     let severity = store.count_by_severity(env, &f).await?;
     Ok(UnreadCounts {

@@ -4,6 +4,7 @@
 //! code says so in an explicit two-arm `match`.
 
 pub mod channels;
+pub mod erasures;
 pub mod fanouts;
 pub mod idempotency;
 pub mod inbox_events;
@@ -86,6 +87,7 @@ embed_migrations!(
     "20261127070000_environment_identifier.sql",
     "20261127090000_inbox_messages.sql",
     "20261127100000_snoozed_messages.sql",
+    "20261128235500_subscriber_erasure.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

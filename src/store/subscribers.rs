@@ -251,12 +251,11 @@ impl Store {
         row.map(|s| self.unseal_subscriber(s)).transpose()
     }
 
-    /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
-    /// Records whether the subscriber has an Inbox socket open, and since when.
+    /// Records whether the subscriber (its record, `_id`) has an Inbox socket open, and since when.
     pub async fn set_subscriber_online(
         &self,
         env: &EnvironmentId,
-        subscriber_id: &str,
+        subscriber: &SubscriberRef,
         online: bool,
     ) -> Result<()> {
         let now = Timestamp::now().0;
@@ -268,13 +267,14 @@ impl Store {
             .bind(now);
         q.push(" where environment_id = ")
             .bind(env.as_str())
-            .push(" and subscriber_id = ")
-            .bind(subscriber_id)
+            .push(" and id = ")
+            .bind(subscriber.as_str())
             .push(" and deleted = false");
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         Ok(())
     }
 
+    /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
     pub async fn subscriber_id_of(
         &self,
         env: &EnvironmentId,
@@ -374,7 +374,7 @@ impl Store {
             return Ok(());
         }
         let mut q = Sql::new(
-            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where true",
+            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where deleted = false",
         );
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());

@@ -1009,7 +1009,7 @@ async fn snooze_ends(app: TestApp) {
     // Snoozed for a second and a half (the API's minimum is a minute).
     let until = tidings::domain::Timestamp::now().0 + 1_500;
     let f = MessageFilter {
-        subscriber_id: Some("ann".into()),
+        subscriber_ref: Some(app.subscriber_ref("ann").await.unwrap()),
         ids: vec![tidings::domain::MessageId::from(id.as_str())],
         ..Default::default()
     };

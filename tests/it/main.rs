@@ -9,6 +9,7 @@ mod corpus;
 mod delivery;
 mod engine;
 mod environments;
+mod erasure;
 mod fanout;
 mod hardening_edge;
 mod hardening_engine;

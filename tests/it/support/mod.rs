@@ -82,7 +82,7 @@ pub struct TestApp {
     pub profile: WireProfile,
     _dir: Option<tempfile::TempDir>,
     server: tokio::task::JoinHandle<()>,
-    workers: tokio_util::sync::CancellationToken,
+    pub workers: tokio_util::sync::CancellationToken,
     pub wakeup: tidings::engine::Wakeup,
     /// How to reach this app's database from another process.
     pub database_url: String,
@@ -300,6 +300,18 @@ impl TestApp {
     }
 
     /// Creates a subscriber and returns its body.
+    /// The record (`_id`) of the current subscriber `subscriber_id`, `None` when there is none.
+    pub async fn subscriber_ref(
+        &self,
+        subscriber_id: &str,
+    ) -> Option<tidings::domain::SubscriberRef> {
+        self.store
+            .get_subscriber(&self.tenant.environment_id, subscriber_id)
+            .await
+            .unwrap()
+            .map(|s| s.id)
+    }
+
     pub async fn subscriber(&self, id: &str, extra: Value) -> Value {
         let mut body = serde_json::json!({ "subscriberId": id });
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
