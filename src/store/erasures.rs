@@ -23,6 +23,16 @@ sql_row! {
     }
 }
 
+/// A batch of the erased subscriber's notifications that still name it (`$1` environment, `$2`
+/// subscriberId, `$3` its `_id`, `$4` the batch's size): a range of `notifications_subscriber`.
+const ERASED_NOTIFICATIONS: &str = "select id from notifications where environment_id = $1 \
+    and subscriber_id = $2 and subscriber_ref = $3 limit $4";
+
+/// Deletes a batch of the erased subscriber's messages (`$1` environment, `$2` its `_id`, `$3` the batch's
+/// size): a range of `messages_subscriber`.
+const ERASED_MESSAGES: &str = "delete from messages where id in (select id from messages \
+    where environment_id = $1 and subscriber_ref = $2 limit $3)";
+
 impl Store {
     /// Deletes the subscriber `s` and what is keyed by its subscriberId or small per subscriber, and
     /// records its erasure, in one transaction. `false` when the record was gone already (deleted by a
@@ -104,9 +114,7 @@ impl Store {
         let now = Timestamp::now().0;
         let n = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let ids: Vec<String> = sqlx::query_scalar(
-                "select id from notifications where environment_id = $1 and subscriber_id = $2 \
-                 and subscriber_ref = $3 limit $4")
+            let ids: Vec<String> = sqlx::query_scalar(ERASED_NOTIFICATIONS)
                 .bind(&e.environment_id).bind(&e.subscriber_id).bind(&e.subscriber_ref).bind(limit)
                 .fetch_all(&mut *tx).await?;
             if !ids.is_empty() {
@@ -128,9 +136,7 @@ impl Store {
     /// Deletes at most `limit` of the erased subscriber's messages (any channel, deleted or not, through
     /// `messages_subscriber`); answers how many.
     pub async fn delete_erased_messages(&self, e: &Erasure, limit: i64) -> Result<u64> {
-        let n = on_db!(self.w(), p => sqlx::query(
-            "delete from messages where id in (select id from messages where environment_id = $1 \
-             and subscriber_ref = $2 limit $3)")
+        let n = on_db!(self.w(), p => sqlx::query(ERASED_MESSAGES)
             .bind(&e.environment_id).bind(&e.subscriber_ref).bind(limit)
             .execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n)
@@ -160,5 +166,28 @@ impl Store {
         Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, i64>(
             "select count(*) from subscriber_erasures where environment_id = $1")
             .bind(env.as_str()).fetch_one(p).await)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plans::{migrated, plan};
+    use super::*;
+
+    #[test]
+    fn batches_read_a_range_of_an_index() {
+        let conn = migrated();
+        assert_eq!(
+            plan(&conn, ERASED_NOTIFICATIONS),
+            "SEARCH notifications USING INDEX notifications_subscriber (environment_id=? AND subscriber_id=?)"
+        );
+        let p = plan(&conn, ERASED_MESSAGES);
+        assert!(
+            p.contains(
+                "USING COVERING INDEX messages_subscriber (environment_id=? AND subscriber_ref=?)"
+            ),
+            "{p}"
+        );
+        assert!(!p.contains("SCAN messages"), "{p}");
     }
 }

@@ -454,3 +454,27 @@ fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::plans::{migrated, plan};
+    use super::*;
+
+    /// A subscriber's feed, counts and marks select its messages by record through `messages_subscriber`,
+    /// newest first without a sort.
+    #[test]
+    fn a_subscribers_messages_are_a_range_of_their_index() {
+        let conn = migrated();
+        let f = MessageFilter {
+            read: Some(false),
+            ..MessageFilter::in_app_of(&SubscriberRef::from("6b06cf4f733d86000000004d"))
+        };
+        let mut q = Sql::new("select id from messages where ");
+        q.append(&f.to_sql(&EnvironmentId("e".into()), Dialect::Sqlite, 0));
+        q.push(" order by created_at desc, id desc limit 11");
+        assert_eq!(
+            plan(&conn, &q.text),
+            "SEARCH messages USING INDEX messages_subscriber (environment_id=? AND subscriber_ref=? AND deleted=?)"
+        );
+    }
+}

@@ -10,6 +10,7 @@ mod delivery;
 mod engine;
 mod environments;
 mod erasure;
+mod erasure_js;
 mod fanout;
 mod hardening_edge;
 mod hardening_engine;
