@@ -150,6 +150,7 @@ pub struct ActivityOut {
     pub channels: Box<RawValue>,
     /// Left out for a deleted subscriber (its profile is erased).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub subscriber: Option<ActivitySubscriberOut>,
     pub template: ActivityTemplateOut,
     pub jobs: Vec<JobOut>,
