@@ -1200,6 +1200,8 @@ async fn seeded_notifications_read_back(app: TestApp) {
         .await
         .unwrap()
         .unwrap();
+    // The activity filter names subscribers by their current record: `sd1` is one.
+    app.subscriber("sd1", json!({})).await;
     let n = app
         .store
         .seed_notifications(&app.tenant, &w, "sd", 30, 4)
