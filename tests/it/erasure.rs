@@ -485,3 +485,78 @@ async fn erasure_resumes_in_batches(mut app: TestApp) {
     );
 }
 db_test!(erasure_resumes, erasure_resumes_in_batches);
+
+/// Two processes sweeping one database (on PostgreSQL, two stores on one schema): each erasure is claimed by
+/// one of them at a time, and together they erase every deleted subscriber.
+async fn two_processes_share_the_erasures(mut app: TestApp) {
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "News", "workflowId": "news", "steps": [
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "News {{payload.n}}"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let names: Vec<String> = (0..6).map(|i| format!("gone-{i}")).collect();
+    for name in &names {
+        trigger(&app, name, 1).await;
+        trigger(&app, name, 2).await;
+    }
+    let mut refs = Vec::new();
+    for name in &names {
+        refs.push(app.subscriber_ref(name).await.unwrap());
+    }
+    app.stop_workers().await;
+    for name in &names {
+        let (status, _) = app.delete(&format!("/v2/subscribers/{name}")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let other = match app.backend {
+        crate::support::Backend::Sqlite => app.store.clone(),
+        crate::support::Backend::Postgres => {
+            let mut opts = tidings::store::StoreOptions::new(app.database_url.clone());
+            opts.pg_schema = app.pg_schema.clone();
+            opts.max_connections = 2;
+            let cipher = tidings::crypto::Cipher::from_base64(&app.encryption_key).unwrap();
+            tidings::store::Store::open(&opts, cipher).await.unwrap()
+        }
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sweep = |store: tidings::store::Store, worker: &'static str| {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut claimed = 0;
+            while tidings::engine::erasure::erase_one(&store, worker, 10_000, &stop)
+                .await
+                .unwrap()
+            {
+                claimed += 1;
+            }
+            claimed
+        })
+    };
+    let (a, b) = (sweep(app.store.clone(), "a"), sweep(other, "b"));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    // Each erasure was worked through once (then put off until its last pass).
+    assert_eq!(a + b, names.len(), "a {a}, b {b}");
+    for r in &refs {
+        assert_eq!(left_of(&app, r).await[..3], [0, 0, 0], "{r}");
+    }
+    // None is due again before its last pass.
+    assert_eq!(
+        app.store
+            .claim_erasure("c", Timestamp::now().0, 1_000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        app.store
+            .pending_erasures(&app.tenant.environment_id)
+            .await
+            .unwrap(),
+        6,
+        "kept for the last pass a minute after the delete"
+    );
+}
+db_test!(erasure_two_processes, two_processes_share_the_erasures);
