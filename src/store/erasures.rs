@@ -107,8 +107,8 @@ impl Store {
     }
 
     /// Strips at most `limit` of the erased subscriber's notifications of their recipient (`to` and the
-    /// subscriberId; activity keeps them with no subscriber) and cancels their jobs not started yet, in one
-    /// transaction; answers how many it stripped. Found through `notifications_subscriber`: a stripped one
+    /// subscriberId; activity keeps them with no subscriber) and their execution details of the providers'
+    /// raw answers, and cancels their jobs not started yet, in one transaction; answers how many it stripped. Found through `notifications_subscriber`: a stripped one
     /// leaves its range, so the next batch starts afresh.
     pub async fn strip_erased_notifications(&self, e: &Erasure, limit: i64) -> Result<u64> {
         let now = Timestamp::now().0;
@@ -121,6 +121,10 @@ impl Store {
                 let mut q = Sql::new("update notifications set to_value = null, subscriber_id = '', updated_at = ");
                 q.bind(now).push(" where environment_id = ").bind(e.environment_id.as_str());
                 q.push_in("id", &ids);
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+                // What providers answered may name the recipient (a phone number, an address).
+                let mut q = Sql::new("update execution_details set raw = null where raw is not null");
+                q.push_in("notification_id", &ids);
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
                 let mut q = Sql::new("update jobs set status = 'canceled', updated_at = ");
                 q.bind(now).push(" where status in ('queued', 'pending')");

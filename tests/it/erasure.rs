@@ -159,6 +159,17 @@ async fn left_of(app: &TestApp, old: &SubscriberRef) -> [i64; 5] {
     ]
 }
 
+/// The old record's notifications' execution details that still hold a provider's raw answer.
+async fn raw_details_of(app: &TestApp, old: &SubscriberRef) -> i64 {
+    count(
+        app,
+        "select count(*) from execution_details where raw is not null \
+         and notification_id in (select id from notifications where subscriber_ref = $1)",
+        old.as_str(),
+    )
+    .await
+}
+
 async fn recreated_subscriber_sees_nothing_of_the_deleted_one(mut app: TestApp) {
     let (old_token, old_message) = furnish(&app).await;
     let old = app.subscriber_ref("ts-user").await.unwrap();
@@ -193,12 +204,18 @@ async fn recreated_subscriber_sees_nothing_of_the_deleted_one(mut app: TestApp) 
                 [3, 3],
                 "nothing erased before the workers run: {left:?}"
             );
+            assert_eq!(
+                raw_details_of(&app, &old).await,
+                3,
+                "the in-app steps' answers"
+            );
             app.start_workers();
             eventually(|| async {
                 let left = left_of(&app, &old).await;
                 (left[..2] == [0, 0]).then_some(())
             })
             .await;
+            assert_eq!(raw_details_of(&app, &old).await, 0);
         }
         let (_, feed) = app.get("/v1/subscribers/ts-user/notifications/feed").await;
         assert_eq!(
