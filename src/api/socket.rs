@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
-use crate::domain::{EnvironmentId, MessageId};
+use crate::domain::{EnvironmentId, MessageId, SubscriberRef};
 use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
@@ -37,7 +37,7 @@ use crate::store::Store;
 /// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
 /// it so that another instance holding one of their sockets records them online again.
 pub async fn close(io: &SocketIo, store: &Store) {
-    let mut subscribers: Vec<(String, String)> = io
+    let mut subscribers: Vec<(String, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
@@ -47,9 +47,9 @@ pub async fn close(io: &SocketIo, store: &Store) {
     subscribers.dedup();
     io.close().await;
     let mut events = Vec::with_capacity(subscribers.len());
-    for (env, subscriber_id) in subscribers {
-        set_online(store, &EnvironmentId(env.clone()), &subscriber_id, false).await;
-        events.push(InboxEvent::offline(&env, &subscriber_id));
+    for (env, subscriber) in subscribers {
+        set_online(store, &EnvironmentId(env.clone()), &subscriber, false).await;
+        events.push(InboxEvent::offline(&env, &subscriber));
     }
     store.inbox_events().publish(events);
 }
@@ -99,9 +99,9 @@ async fn end_snoozes(store: Store) {
             Ok(ended) => store.inbox_events().publish(
                 ended
                     .into_iter()
-                    .map(|(env, subscriber_id, id)| InboxEvent {
+                    .map(|(env, subscriber, id)| InboxEvent {
                         created: Some(id),
-                        ..InboxEvent::changed(&env, &subscriber_id)
+                        ..InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
                     })
                     .collect(),
             ),
@@ -135,7 +135,7 @@ async fn presence(store: Store, io: SocketIo) {
         match store.expire_presence(stale_before, 1_000).await {
             Ok(gone) if !gone.is_empty() => store.inbox_events().publish(
                 gone.iter()
-                    .map(|(env, subscriber_id)| InboxEvent::offline(env, subscriber_id))
+                    .map(|(env, subscriber)| InboxEvent::offline(env, subscriber))
                     .collect(),
             ),
             Ok(_) => {}
@@ -146,7 +146,7 @@ async fn presence(store: Store, io: SocketIo) {
 
 /// Refreshes the heartbeat of every subscriber this process holds a socket of.
 async fn heartbeat(store: &Store, io: &SocketIo) {
-    let mut held: Vec<(String, String)> = io
+    let mut held: Vec<(String, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
@@ -159,7 +159,7 @@ async fn heartbeat(store: &Store, io: &SocketIo) {
     held.dedup();
     let now = crate::domain::Timestamp::now().0;
     for env in held.chunk_by(|a, b| a.0 == b.0) {
-        let ids: Vec<String> = env.iter().map(|(_, s)| s.clone()).collect();
+        let ids: Vec<SubscriberRef> = env.iter().map(|(_, s)| s.clone()).collect();
         let env = EnvironmentId(env[0].0.clone());
         if let Err(e) = store.refresh_presence(&env, &ids, now).await {
             tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
@@ -167,9 +167,9 @@ async fn heartbeat(store: &Store, io: &SocketIo) {
     }
 }
 
-/// The room of a subscriber's sockets.
-fn room(environment_id: &str, subscriber_id: &str) -> String {
-    format!("{environment_id}\n{subscriber_id}")
+/// The room of a subscriber's sockets: its record's, not its reusable subscriberId's.
+fn room(environment_id: &str, subscriber: &SubscriberRef) -> String {
+    format!("{environment_id}\n{subscriber}")
 }
 
 /// The room, within the subscriber's, of its sockets whose session has the context `context_keys`: the
@@ -181,13 +181,13 @@ fn context_room(subscriber_room: &str, context_keys: &[String]) -> String {
     format!("{keys}\n{subscriber_room}")
 }
 
-/// `(environment, subscriber)` of a subscriber's room; `None` for a context room.
-fn subscriber_of_room(room: &str) -> Option<(String, String)> {
+/// `(environment, subscriber record)` of a subscriber's room; `None` for a context room.
+fn subscriber_of_room(room: &str) -> Option<(String, SubscriberRef)> {
     if room.starts_with('[') {
         return None;
     }
     let (env, subscriber) = room.split_once('\n')?;
-    Some((env.to_owned(), subscriber.to_owned()))
+    Some((env.to_owned(), SubscriberRef::from(subscriber)))
 }
 
 /// The contexts of the sockets this process holds in a subscriber's room (their keys, sorted), each once.
@@ -235,32 +235,29 @@ async fn connect(store: Store, socket: SocketRef) {
             return;
         }
     };
-    let (env, subscriber_id) = (who.tenant.environment_id, who.subscriber_id);
-    let subscriber_room = room(env.as_str(), &subscriber_id);
+    let (env, subscriber) = (who.tenant.environment_id, who.subscriber_ref);
+    let subscriber_room = room(env.as_str(), &subscriber);
     socket.join(context_room(&subscriber_room, &who.context_keys));
     socket.join(subscriber_room);
-    set_online(&store, &env, &subscriber_id, true).await;
+    set_online(&store, &env, &subscriber, true).await;
     socket.on_disconnect(move |s: SocketRef| {
-        let (store, env, subscriber_id) = (store.clone(), env.clone(), subscriber_id.clone());
+        let (store, env, subscriber) = (store.clone(), env.clone(), subscriber.clone());
         async move {
             // Offline when this was its last socket here; other processes holding one say otherwise.
-            let room = room(env.as_str(), &subscriber_id);
+            let room = room(env.as_str(), &subscriber);
             let others = s.within(room).sockets();
             if !others.iter().any(|o| o.id != s.id && o.connected()) {
-                set_online(&store, &env, &subscriber_id, false).await;
+                set_online(&store, &env, &subscriber, false).await;
                 store
                     .inbox_events()
-                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber_id)]);
+                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber)]);
             }
         }
     });
 }
 
-async fn set_online(store: &Store, env: &EnvironmentId, subscriber_id: &str, online: bool) {
-    if let Err(e) = store
-        .set_subscriber_online(env, subscriber_id, online)
-        .await
-    {
+async fn set_online(store: &Store, env: &EnvironmentId, subscriber: &SubscriberRef, online: bool) {
+    if let Err(e) = store.set_subscriber_online(env, subscriber, online).await {
         tracing::warn!(error = ?e, "a subscriber's online state was not saved");
     }
 }
@@ -292,7 +289,7 @@ async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
     let mut rooms: Vec<(String, Vec<InboxEvent>)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
     for e in events {
-        let room = room(&e.environment_id, &e.subscriber_id);
+        let room = room(&e.environment_id, &e.subscriber_ref);
         if io.to(room.clone()).sockets().is_empty() {
             continue;
         }
@@ -339,7 +336,7 @@ async fn tell_room(
             // socket closing is no longer connected while it leaves.
             if io.to(room.clone()).sockets().iter().any(|o| o.connected()) {
                 let env = EnvironmentId(e.environment_id.clone());
-                set_online(&store, &env, &e.subscriber_id, true).await;
+                set_online(&store, &env, &e.subscriber_ref, true).await;
             }
             continue;
         }
@@ -363,13 +360,13 @@ async fn tell_room(
                 &env,
                 &MessageFilter {
                     seen: Some(false),
-                    ..MessageFilter::inbox_of(&e.subscriber_id, &context_keys)
+                    ..MessageFilter::inbox_of(&e.subscriber_ref, &context_keys)
                 },
                 INBOX_COUNT_CAP + 1,
             )
             .await?;
         let unread =
-            inbox_session::unread_counts(&store, &env, &e.subscriber_id, &context_keys).await?;
+            inbox_session::unread_counts(&store, &env, &e.subscriber_ref, &context_keys).await?;
         let [high, medium, low, none] = unread.severity;
         let to = context_room(&room, &context_keys);
         let _ = io
@@ -404,7 +401,7 @@ async fn raw_message(
     let env = EnvironmentId(e.environment_id.clone());
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
-        ..MessageFilter::in_app_of(&e.subscriber_id)
+        ..MessageFilter::in_app_of(&e.subscriber_ref)
     };
     let Some(m) = store
         .list_messages_from(&env, &f, 0, 1)
@@ -471,11 +468,12 @@ mod tests {
 
     #[test]
     fn rooms_tell_subscribers_and_contexts_apart() {
-        // A subscriberId may hold newlines and brackets.
-        let sub = room("65a1b2c3d4e5f60718293a4d", "ann\n[\"x\"]");
+        // A context key may hold newlines and brackets.
+        let subscriber = SubscriberRef::from("65a1b2c3d4e5f60718293a4e");
+        let sub = room("65a1b2c3d4e5f60718293a4d", &subscriber);
         assert_eq!(
             subscriber_of_room(&sub),
-            Some(("65a1b2c3d4e5f60718293a4d".into(), "ann\n[\"x\"]".into()))
+            Some(("65a1b2c3d4e5f60718293a4d".into(), subscriber))
         );
         let ctx = context_room(&sub, &["tenant:a\nb".to_owned()]);
         assert_eq!(subscriber_of_room(&ctx), None);

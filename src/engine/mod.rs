@@ -3,6 +3,7 @@
 //! transaction that completes it, so a crashed worker's job is simply claimed again and never finishes twice.
 
 mod deliver;
+pub mod erasure;
 pub mod fanout;
 mod handoff;
 mod leases;
@@ -512,6 +513,14 @@ pub fn spawn_workers(
             store.clone(),
             runner.clone(),
             TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
+            worker.clone(),
+            lease,
+            wakeup.clone(),
+            shutdown.clone(),
+        ));
+        // Deleted subscribers are erased beside the jobs, in bounded batches.
+        loops.spawn(erasure::sweep(
+            store.clone(),
             worker.clone(),
             lease,
             wakeup.clone(),

@@ -194,6 +194,8 @@ impl Runner {
                 fetched_subscriber.as_ref()
             }
         };
+        // The job's own record: one deleted since the trigger is gone, whoever has its subscriberId now.
+        let subscriber = subscriber.filter(|s| s.id == job.subscriber_ref);
         if let Some(outcome) = self
             .preferred(job, notification, subscriber, prefetched.preferences)
             .await?

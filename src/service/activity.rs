@@ -140,10 +140,14 @@ pub async fn list(
         }
         ids.sort();
         ids.dedup();
-        if ids.is_empty() {
+        // The current subscribers of those subscriberIds, by record: a deleted subscriber's notifications
+        // are not listed under a later subscriber of the same subscriberId.
+        let current = store.subscribers_by_ids(env, &ids).await?;
+        if current.is_empty() {
             return Ok((false, 0));
         }
-        filter.subscriber_ids = Some(ids);
+        filter.subscriber_refs = current.iter().map(|s| s.id.clone()).collect();
+        filter.subscriber_ids = Some(current.into_iter().map(|s| s.subscriber_id).collect());
     }
     let mut refs = Refs::default();
     let has_more = store

@@ -6,17 +6,23 @@ use super::limits::MESSAGE_IDS;
 use super::over_cap;
 use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
-use crate::domain::{MessageId, Tenant};
+use crate::domain::{MessageId, SubscriberRef, Tenant};
 use crate::error::{Error, Result, Validation};
 use crate::store::messages::{MarkAs, MessageFilter};
 use crate::store::Store;
 
-async fn require_subscriber(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<()> {
+/// The `_id` of the environment's current subscriber `subscriber_id`: what its messages are selected by, so
+/// that a subscriber deleted and created again under the same subscriberId sees none of the first one's.
+async fn require_subscriber(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+) -> Result<SubscriberRef> {
     match store
         .get_subscriber(&tenant.environment_id, subscriber_id)
         .await?
     {
-        Some(_) => Ok(()),
+        Some(s) => Ok(s.id),
         None => Err(Error::NotFound(format!(
             "Subscriber {subscriber_id} not found"
         ))),
@@ -38,6 +44,28 @@ pub async fn list(
     Ok((messages, has_more, total))
 }
 
+/// [`list`], narrowed to the current subscriber `subscriber_id` when one is given (by its `_id`: a deleted
+/// subscriber's messages are not another's of the same subscriberId); none such has no messages.
+pub async fn list_of(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: Option<&str>,
+    mut f: MessageFilter,
+    page: i64,
+    limit: i64,
+) -> Result<(Vec<Message>, bool, i64)> {
+    if let Some(subscriber_id) = subscriber_id {
+        match store
+            .get_subscriber(&tenant.environment_id, subscriber_id)
+            .await?
+        {
+            Some(s) => f.subscriber_ref = Some(s.id),
+            None => return Ok((Vec::new(), false, 0)),
+        }
+    }
+    list(store, tenant, &f, page, limit).await
+}
+
 /// The subscriber's in-app feed.
 pub async fn feed(
     store: &Store,
@@ -48,11 +76,11 @@ pub async fn feed(
     page: i64,
     limit: i64,
 ) -> Result<(Vec<Message>, bool, i64)> {
-    require_subscriber(store, tenant, subscriber_id).await?;
+    let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
         read,
         seen,
-        ..MessageFilter::in_app_of(subscriber_id)
+        ..MessageFilter::in_app_of(&subscriber)
     };
     list(store, tenant, &f, page, limit).await
 }
@@ -65,11 +93,11 @@ pub async fn count(
     read: Option<bool>,
     seen: Option<bool>,
 ) -> Result<i64> {
-    require_subscriber(store, tenant, subscriber_id).await?;
+    let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
         seen,
         read,
-        ..MessageFilter::in_app_of(subscriber_id)
+        ..MessageFilter::in_app_of(&subscriber)
     };
     store.count_messages(&tenant.environment_id, &f).await
 }
@@ -123,9 +151,9 @@ pub async fn mark_as(
     let (Some(ids), Some(mark)) = (ids, mark) else {
         return Err(Error::Validation(v));
     };
-    require_subscriber(store, tenant, subscriber_id).await?;
+    let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        subscriber_id: Some(subscriber_id.to_owned()),
+        subscriber_ref: Some(subscriber.clone()),
         ids,
         ..Default::default()
     };
@@ -134,7 +162,7 @@ pub async fn mark_as(
         .await?;
     store
         .inbox_events()
-        .changed(tenant.environment_id.as_str(), subscriber_id);
+        .changed(tenant.environment_id.as_str(), &subscriber);
     Ok(marked)
 }
 
@@ -149,25 +177,25 @@ pub async fn mark_all(
     let Some(mark) = parse_mark(&mut v, mark_as) else {
         return Err(Error::Validation(v));
     };
-    require_subscriber(store, tenant, subscriber_id).await?;
-    let f = MessageFilter::in_app_of(subscriber_id);
+    let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
+    let f = MessageFilter::in_app_of(&subscriber);
     let changed = store.mark_where(&tenant.environment_id, &f, mark).await?;
     if changed > 0 {
         store
             .inbox_events()
-            .changed(tenant.environment_id.as_str(), subscriber_id);
+            .changed(tenant.environment_id.as_str(), &subscriber);
     }
     Ok(changed)
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {
-    if let Some(subscriber_id) = store
+    if let Some(subscriber) = store
         .delete_message(&tenant.environment_id, message_id)
         .await?
     {
         store
             .inbox_events()
-            .changed(tenant.environment_id.as_str(), &subscriber_id);
+            .changed(tenant.environment_id.as_str(), &subscriber);
         Ok(())
     } else {
         Err(Error::NotFound(format!(

@@ -26,7 +26,7 @@ const SEVERITIES: [&str; 4] = ["high", "medium", "low", "none"];
 
 /// The subscriber's in-app messages of the session's context, not deleted.
 fn own(who: &InboxSubscriber) -> MessageFilter {
-    MessageFilter::inbox_of(&who.subscriber_id, &who.context_keys)
+    MessageFilter::inbox_of(&who.subscriber_ref, &who.context_keys)
 }
 
 /// The Inbox filter of a JSON object (`{read?, seen?, archived?, snoozed?, tags?, severity?, data?,
@@ -312,7 +312,7 @@ pub async fn mark(store: &Store, who: &InboxSubscriber, id: &str, mark: MarkAs) 
 fn announce(store: &Store, who: &InboxSubscriber) {
     store
         .inbox_events()
-        .changed(who.tenant.environment_id.as_str(), &who.subscriber_id);
+        .changed(who.tenant.environment_id.as_str(), &who.subscriber_ref);
 }
 
 /// Snoozes a notification until `until` (ISO 8601): at least a minute ahead and at most

@@ -118,8 +118,7 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
                 .id
         }
     };
-    let subscriber_id = req.subscriber_id.trim().to_owned();
-    let unread = unread_counts(store, &tenant.environment_id, &subscriber_id, &keys).await?;
+    let unread = unread_counts(store, &tenant.environment_id, &subscriber_ref, &keys).await?;
     let token =
         SessionToken::starting_now(tenant, subscriber_ref, keys.clone()).sign(store.cipher());
     Ok(Session {
@@ -219,13 +218,13 @@ async fn hmac_matches(store: &Store, env: &EnvironmentId, value: &str, hash: &st
 pub async fn unread_counts(
     store: &Store,
     env: &EnvironmentId,
-    subscriber_id: &str,
+    subscriber: &SubscriberRef,
     context_keys: &[String],
 ) -> Result<UnreadCounts> {
     let f = MessageFilter {
         read: Some(false),
         snoozed: Some(false),
-        ..MessageFilter::inbox_of(subscriber_id, context_keys)
+        ..MessageFilter::inbox_of(subscriber, context_keys)
     };
     let severity = store.count_by_severity(env, &f).await?;
     Ok(UnreadCounts {

@@ -195,21 +195,20 @@ pub async fn patch(
     .await
 }
 
-/// Soft delete: `deleted` becomes true and the subscriber leaves lookups and search; its preferences and
-/// topic subscriptions are deleted (a subscriber created later under the same subscriberId starts afresh).
+/// Deletes the subscriber and erases what is personal to it (issue 35). At once, in one transaction: its
+/// record (profile and channel credentials), preferences, topic subscriptions, channel endpoints and
+/// connections, and a pending erasure; workers then strip its notifications of their recipient and delete its
+/// messages in bounded batches (`engine::erasure`). A subscriber created later under the same subscriberId is
+/// another record and starts afresh.
 pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
-    let deleted = modify(store, tenant, subscriber_id, |s| {
-        s.deleted = true;
-        Ok(())
-    })
-    .await?;
-    store
-        .delete_preferences_of(&tenant.environment_id, &deleted.id)
-        .await?;
-    store
-        .delete_subscriptions_of(&tenant.environment_id, &deleted.id)
-        .await?;
-    Ok(deleted)
+    let s = store
+        .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
+        .await?
+        .ok_or_else(|| not_found(subscriber_id))?;
+    if !store.delete_subscriber(&s).await? {
+        return Err(not_found(subscriber_id));
+    }
+    Ok(s)
 }
 
 pub async fn search(

@@ -12,18 +12,21 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::domain::SubscriberRef;
+
 /// Most bytes of one `NOTIFY` payload (PostgreSQL refuses 8,000 and more).
 const PAYLOAD: usize = 7_000;
 /// Announcements kept for a listener that fell behind before the oldest are dropped.
 const BACKLOG: usize = 4_096;
 
-/// What changed, for whom.
+/// What changed, for whom: a subscriber's record (`_id`), never its reusable subscriberId, so that a
+/// subscriber deleted and created again under the same subscriberId hears nothing of the first one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboxEvent {
     #[serde(rename = "e")]
     pub environment_id: String,
-    #[serde(rename = "s")]
-    pub subscriber_id: String,
+    #[serde(rename = "r")]
+    pub subscriber_ref: SubscriberRef,
     /// The message just created; `None`: states changed.
     #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
@@ -35,20 +38,20 @@ pub struct InboxEvent {
 
 impl InboxEvent {
     /// The subscriber's messages changed state.
-    pub fn changed(environment_id: &str, subscriber_id: &str) -> Self {
+    pub fn changed(environment_id: &str, subscriber: &SubscriberRef) -> Self {
         Self {
             environment_id: environment_id.to_owned(),
-            subscriber_id: subscriber_id.to_owned(),
+            subscriber_ref: subscriber.clone(),
             created: None,
             offline: false,
         }
     }
 
     /// The subscriber was recorded offline by a process whose last socket of it closed.
-    pub fn offline(environment_id: &str, subscriber_id: &str) -> Self {
+    pub fn offline(environment_id: &str, subscriber: &SubscriberRef) -> Self {
         Self {
             offline: true,
-            ..Self::changed(environment_id, subscriber_id)
+            ..Self::changed(environment_id, subscriber)
         }
     }
 
@@ -56,7 +59,7 @@ impl InboxEvent {
     pub fn created(m: &crate::domain::job::Message) -> Option<Self> {
         (m.channel == crate::domain::Channel::InApp.as_str()).then(|| Self {
             environment_id: m.environment_id.clone(),
-            subscriber_id: m.subscriber_id.clone(),
+            subscriber_ref: m.subscriber_ref.clone(),
             created: Some(m.id.as_str().to_owned()),
             offline: false,
         })
@@ -99,8 +102,8 @@ impl InboxEvents {
     }
 
     /// Announces that the subscriber's messages changed state.
-    pub fn changed(&self, environment_id: &str, subscriber_id: &str) {
-        self.publish(vec![InboxEvent::changed(environment_id, subscriber_id)]);
+    pub fn changed(&self, environment_id: &str, subscriber: &SubscriberRef) {
+        self.publish(vec![InboxEvent::changed(environment_id, subscriber)]);
     }
 
     /// Announces `events` to every process; returns at once (a background task sends them on PostgreSQL).
@@ -230,7 +233,7 @@ mod tests {
         let events: Vec<InboxEvent> = (0..500)
             .map(|i| InboxEvent {
                 environment_id: "65a1b2c3d4e5f60718293a4d".into(),
-                subscriber_id: format!("subscriber-{i}"),
+                subscriber_ref: SubscriberRef(format!("{i:024x}")),
                 created: (i % 2 == 0).then(|| format!("{i:024}")),
                 offline: i % 7 == 0,
             })

@@ -10,7 +10,7 @@ use super::sql::{bind_args, Sql};
 use super::sqlite::rows::ReadRow;
 use super::{on_db, Cost, Dialect, Store};
 use crate::domain::job::{Message, MessageDelivery};
-use crate::domain::{EnvironmentId, MessageId, Timestamp};
+use crate::domain::{EnvironmentId, MessageId, SubscriberRef, Timestamp};
 use crate::error::Result;
 
 table! {
@@ -65,7 +65,9 @@ table! {
 /// narrows; the default is every message of the environment that is not deleted.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
-    pub subscriber_id: Option<String>,
+    /// The subscriber's record (`_id`), never the reusable subscriberId: a subscriber deleted and created
+    /// again under the same subscriberId is another record and sees none of the first one's messages.
+    pub subscriber_ref: Option<SubscriberRef>,
     pub channel: Option<String>,
     pub transaction_ids: Vec<String>,
     pub ids: Vec<MessageId>,
@@ -99,10 +101,10 @@ pub struct DataCondition {
 }
 
 impl MessageFilter {
-    /// The in-app messages of one subscriber (the Inbox's and the feed's scope).
-    pub fn in_app_of(subscriber_id: &str) -> Self {
+    /// The in-app messages of one subscriber record (the Inbox's and the feed's scope).
+    pub fn in_app_of(subscriber: &SubscriberRef) -> Self {
         Self {
-            subscriber_id: Some(subscriber_id.to_owned()),
+            subscriber_ref: Some(subscriber.clone()),
             channel: Some(crate::domain::Channel::InApp.as_str().to_owned()),
             ..Default::default()
         }
@@ -110,10 +112,10 @@ impl MessageFilter {
 
     /// The in-app messages of one subscriber in one context (sorted keys; none: messages without a context),
     /// as an Inbox session sees them.
-    pub fn inbox_of(subscriber_id: &str, context_keys: &[String]) -> Self {
+    pub fn inbox_of(subscriber: &SubscriberRef, context_keys: &[String]) -> Self {
         Self {
             context_keys: Some(context_keys.to_vec()),
-            ..Self::in_app_of(subscriber_id)
+            ..Self::in_app_of(subscriber)
         }
     }
 
@@ -121,8 +123,8 @@ impl MessageFilter {
     fn to_sql(&self, env: &EnvironmentId, dialect: Dialect, now: i64) -> Sql {
         let mut q = Sql::new("environment_id = ");
         q.bind(env.as_str()).push(" and deleted = false");
-        if let Some(s) = &self.subscriber_id {
-            q.push(" and subscriber_id = ").bind(s);
+        if let Some(s) = &self.subscriber_ref {
+            q.push(" and subscriber_ref = ").bind(s.as_str());
         }
         if let Some(c) = &self.channel {
             q.push(" and channel = ").bind(c);
@@ -391,7 +393,7 @@ impl Store {
     }
 
     /// Ends the snoozes that are over at `now` (at most `limit`): each message whose `snoozed_until` has
-    /// passed gets none, and is answered as `(environment, subscriber, message)`. Atomic per message, so that
+    /// passed gets none, and is answered as `(environment, subscriber's _id, message)`. Atomic per message, so that
     /// processes sweeping together each answer a different one.
     pub async fn end_snoozes(&self, now: i64, limit: i64) -> Result<Vec<(String, String, String)>> {
         let mut q = Sql::new("update messages set snoozed_until = null where id in (select id from messages where snoozed_until <= ");
@@ -400,22 +402,23 @@ impl Store {
             .bind(limit);
         q.push(") and snoozed_until <= ")
             .bind(now)
-            .push(" returning environment_id, subscriber_id, id");
+            .push(" returning environment_id, subscriber_ref, id");
         Ok(
             on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
         )
     }
 
-    /// Soft-deletes a message; answers its subscriber's id, `None` when there is no such message.
+    /// Soft-deletes a message; answers its subscriber's `_id`, `None` when there is no such message.
     pub async fn delete_message(
         &self,
         env: &EnvironmentId,
         id: &MessageId,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<SubscriberRef>> {
         Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
             "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false \
-             returning subscriber_id")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?)
+             returning subscriber_ref")
+            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?
+            .map(SubscriberRef::from))
     }
 }
 
@@ -466,5 +469,51 @@ fn push_mark(q: &mut Sql, mark: MarkAs, now: i64) -> &'static str {
             q.push("snoozed_until = null");
             "snoozed_until is not null"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plans::{migrated, plan};
+    use super::*;
+
+    /// A subscriber's feed, counts and marks select its messages by record through `messages_subscriber`,
+    /// newest first without a sort.
+    #[test]
+    fn a_subscribers_messages_are_a_range_of_their_index() {
+        let conn = migrated();
+        let f = MessageFilter {
+            read: Some(false),
+            ..MessageFilter::in_app_of(&SubscriberRef::from("6b06cf4f733d86000000004d"))
+        };
+        let mut q = Sql::new("select id from messages where ");
+        q.append(&f.to_sql(&EnvironmentId("e".into()), Dialect::Sqlite, 0));
+        q.push(" order by created_at desc, id desc limit 11");
+        assert_eq!(
+            plan(&conn, &q.text),
+            "SEARCH messages USING INDEX messages_subscriber (environment_id=? AND subscriber_ref=? AND deleted=?)"
+        );
+    }
+
+    /// An Inbox session's messages (its subscriber's record and context) are a range of `messages_inbox`,
+    /// newest first without a sort.
+    #[test]
+    fn an_inbox_sessions_messages_are_a_range_of_their_index() {
+        let conn = migrated();
+        let f = MessageFilter::inbox_of(
+            &SubscriberRef::from("6b06cf4f733d86000000004d"),
+            &["tenant:acme".to_owned()],
+        );
+        let mut q = Sql::new("select id from messages where ");
+        q.append(&f.to_sql(&EnvironmentId("e".into()), Dialect::Sqlite, 0));
+        q.push(" order by created_at desc, id desc limit 11");
+        let p = plan(&conn, &q.text);
+        assert!(
+            p.starts_with(
+                "SEARCH messages USING INDEX messages_inbox (environment_id=? AND subscriber_ref=? AND context_keys=? AND deleted=?)"
+            ),
+            "{p}"
+        );
+        assert!(!p.contains("TEMP B-TREE"), "{p}");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod channels;
 mod digests;
+pub mod erasures;
 pub mod fanouts;
 pub mod idempotency;
 pub mod inbox_events;
@@ -87,6 +88,7 @@ embed_migrations!(
     "20261127070000_environment_identifier.sql",
     "20261127090000_inbox_messages.sql",
     "20261127100000_snoozed_messages.sql",
+    "20261128235500_subscriber_erasure.sql",
     "20261129000000_one_open_digest.sql",
     "20261129001000_inbox_contexts.sql",
     "20261129001100_presence_heartbeat.sql",

@@ -12,7 +12,7 @@ use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
 };
-use crate::domain::{EnvironmentId, NotificationId, Timestamp, WorkflowRef};
+use crate::domain::{EnvironmentId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
 use crate::error::Result;
 
 /// Filters of `GET /v1/notifications`, combined with AND.
@@ -21,6 +21,8 @@ pub struct NotificationFilter {
     pub channels: Vec<String>,
     pub workflow_refs: Vec<WorkflowRef>,
     pub subscriber_ids: Option<Vec<String>>,
+    /// And of these subscriber records (`_id`): `subscriber_ids` picks the index, this the records.
+    pub subscriber_refs: Vec<SubscriberRef>,
     pub severity: Vec<String>,
     pub transaction_id: Option<String>,
     /// Notifications reached through this topic (`topicKey`).
@@ -288,6 +290,9 @@ impl Store {
                 return Ok(false);
             }
             q.push_in("subscriber_id", ids);
+        }
+        if !f.subscriber_refs.is_empty() {
+            q.push_in("subscriber_ref", &f.subscriber_refs);
         }
         if !f.workflow_refs.is_empty() {
             q.push_in("workflow_ref", &f.workflow_refs);

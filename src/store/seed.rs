@@ -10,7 +10,8 @@ use crate::error::Result;
 
 impl Store {
     /// Bulk-inserts `count` finished notifications of `workflow` (one completed in-app job with two execution
-    /// details each) for subscribers `<prefix><n % subscribers>`, for tests and the benchmark.
+    /// details each) for subscribers `<prefix><n % subscribers>` (the record of that subscriberId when there is
+    /// one, else a placeholder), for tests and the benchmark.
     pub async fn seed_notifications(
         &self,
         tenant: &crate::domain::Tenant,
@@ -48,7 +49,10 @@ impl Store {
                workflow_ref, workflow_identifier, transaction_id, channels, channel_set, payload, overrides, to_value,
                actor, tags, severity, critical, context_keys, context_set, digested_notification_id, created_at,
                updated_at)
-             select $2 || '0' || {hex9}, $3, $4, 'seed', $5 || (i % $6), $7, $8, 'seed-' || {to_text}, '[\"in_app\"]'{json_cast},
+             select $2 || '0' || {hex9}, $3, $4,
+               coalesce((select s.id from subscribers s where s.environment_id = $4
+                 and s.subscriber_id = $5 || (i % $6) and s.deleted = false), 'seed'),
+               $5 || (i % $6), $7, $8, 'seed-' || {to_text}, '[\"in_app\"]'{json_cast},
                ',in_app,', '{{}}'{json_cast}, null, null, null, '[]'{json_cast}, 'none', false, '[]'{json_cast}, '', null,
                $9 - $1 + i, $9 - $1 + i from n"
         );

@@ -254,12 +254,11 @@ impl Store {
         row.map(|s| self.unseal_subscriber(s)).transpose()
     }
 
-    /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
-    /// Records whether the subscriber has an Inbox socket open, and since when.
+    /// Records whether the subscriber (its record, `_id`) has an Inbox socket open, and since when.
     pub async fn set_subscriber_online(
         &self,
         env: &EnvironmentId,
-        subscriber_id: &str,
+        subscriber: &SubscriberRef,
         online: bool,
     ) -> Result<()> {
         let now = Timestamp::now().0;
@@ -273,8 +272,8 @@ impl Store {
             .bind(now);
         q.push(" where environment_id = ")
             .bind(env.as_str())
-            .push(" and subscriber_id = ")
-            .bind(subscriber_id)
+            .push(" and id = ")
+            .bind(subscriber.as_str())
             .push(" and deleted = false");
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         Ok(())
@@ -285,17 +284,17 @@ impl Store {
     pub async fn refresh_presence(
         &self,
         env: &EnvironmentId,
-        subscriber_ids: &[String],
+        subscribers: &[SubscriberRef],
         at: i64,
     ) -> Result<u64> {
         let mut n = 0;
-        for ids in subscriber_ids.chunks(PRESENCE_BATCH) {
+        for ids in subscribers.chunks(PRESENCE_BATCH) {
             let mut q = Sql::new("update subscribers set online_heartbeat = ");
             q.bind(at)
                 .push(" where environment_id = ")
                 .bind(env.as_str())
                 .push(" and deleted = false and is_online = true");
-            q.push_in("subscriber_id", ids);
+            q.push_in("id", ids);
             n += on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
                 .execute(p).await.map(|r| r.rows_affected()))?;
         }
@@ -304,13 +303,13 @@ impl Store {
 
     /// Records offline (at most `limit`) the subscribers online whose heartbeat is older than `stale_before`
     /// (Unix ms): the process that held their sockets stopped without saying. `lastOnlineAt` becomes the last
-    /// heartbeat. Answers them as `(environment, subscriber)`; atomic per subscriber, so that processes
+    /// heartbeat. Answers them as `(environment, subscriber record)`; atomic per subscriber, so that processes
     /// sweeping together each answer a different one.
     pub async fn expire_presence(
         &self,
         stale_before: i64,
         limit: i64,
-    ) -> Result<Vec<(String, String)>> {
+    ) -> Result<Vec<(String, SubscriberRef)>> {
         let now = Timestamp::now().0;
         // The condition is repeated outside the subquery: a heartbeat refreshed since is left alone. The
         // subquery's `is_online = true` is the partial index's predicate, written alike so that it serves.
@@ -324,12 +323,15 @@ impl Store {
             .bind(limit)
             .push(") and is_online = true and online_heartbeat < ")
             .bind(stale_before)
-            .push(" returning environment_id, subscriber_id");
-        Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
-        )
+            .push(" returning environment_id, id");
+        let rows = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        Ok(rows
+            .into_iter()
+            .map(|(env, id)| (env, SubscriberRef(id)))
+            .collect())
     }
 
+    /// The subscriberId of the environment's current (not deleted) subscriber with `_id` `id`.
     pub async fn subscriber_id_of(
         &self,
         env: &EnvironmentId,
@@ -429,7 +431,7 @@ impl Store {
             return Ok(());
         }
         let mut q = Sql::new(
-            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where true",
+            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where deleted = false",
         );
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());

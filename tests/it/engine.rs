@@ -12,11 +12,11 @@ use crate::support::{eventually, settled, Backend, TestApp};
 
 /// Waits until the subscriber has at least one message; returns them, newest first.
 async fn messages_of(app: &TestApp, subscriber_id: &str) -> Vec<tidings::domain::job::Message> {
-    let filter = MessageFilter {
-        subscriber_id: Some(subscriber_id.into()),
-        ..Default::default()
-    };
     eventually(|| async {
+        let filter = MessageFilter {
+            subscriber_ref: Some(app.subscriber_ref(subscriber_id).await?),
+            ..Default::default()
+        };
         let (messages, _) = app
             .store
             .list_messages(&app.tenant.environment_id, &filter, 0, 10)
@@ -719,7 +719,7 @@ async fn lease_expiry(backend: Backend) {
         .list_messages(
             &app.tenant.environment_id,
             &MessageFilter {
-                subscriber_id: Some("lee".into()),
+                subscriber_ref: Some(app.subscriber_ref("lee").await.unwrap()),
                 ..Default::default()
             },
             0,
@@ -1200,6 +1200,8 @@ async fn seeded_notifications_read_back(app: TestApp) {
         .await
         .unwrap()
         .unwrap();
+    // The activity filter names subscribers by their current record: `sd1` is one.
+    app.subscriber("sd1", json!({})).await;
     let n = app
         .store
         .seed_notifications(&app.tenant, &w, "sd", 30, 4)

@@ -1009,7 +1009,7 @@ async fn snooze_ends(app: TestApp) {
     // Snoozed for a second and a half (the API's minimum is a minute).
     let until = tidings::domain::Timestamp::now().0 + 1_500;
     let f = MessageFilter {
-        subscriber_id: Some("ann".into()),
+        subscriber_ref: Some(app.subscriber_ref("ann").await.unwrap()),
         ids: vec![tidings::domain::MessageId::from(id.as_str())],
         ..Default::default()
     };
@@ -1308,16 +1308,19 @@ db_test!(inbox_contexts, contexts);
 /// background sweep either must or cannot take each row whatever the clock says.
 async fn presence_expires(app: TestApp) {
     let env = &app.tenant.environment_id;
+    let mut records = std::collections::HashMap::new();
     for id in ["crashed", "fresh", "held", "gone"] {
-        app.subscriber(id, json!({})).await;
+        let created = app.subscriber(id, json!({})).await;
+        let record = tidings::domain::SubscriberRef::from(created["_id"].as_str().unwrap());
         app.store
-            .set_subscriber_online(env, id, true)
+            .set_subscriber_online(env, &record, true)
             .await
             .unwrap();
+        records.insert(id, record);
     }
     let now = tidings::domain::Timestamp::now().0;
     let days = |n: i64| now + n * 86_400_000;
-    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let ids = |v: &[&str]| v.iter().map(|s| records[s].clone()).collect::<Vec<_>>();
     let n = app
         .store
         .refresh_presence(env, &ids(&["fresh", "held", "gone"]), days(10))
@@ -1358,7 +1361,7 @@ async fn presence_expires(app: TestApp) {
     let gone = app.store.expire_presence(days(15), 100).await.unwrap();
     assert_eq!(
         gone,
-        vec![(env.as_str().to_owned(), "gone".to_owned())],
+        vec![(env.as_str().to_owned(), records["gone"].clone())],
         "{gone:?}"
     );
     for (id, is) in [("held", true), ("fresh", true), ("gone", false)] {

@@ -10,6 +10,8 @@ mod delivery;
 mod digests;
 mod engine;
 mod environments;
+mod erasure;
+mod erasure_js;
 mod fanout;
 mod hardening_edge;
 mod hardening_engine;

@@ -521,6 +521,19 @@ async function main() {
     const page = (await novu.notifications.list({ transactionId: tx("carl") })).result;
     eq(page.data.length, 1, "carl's notification");
   });
+  await group("deleted subscriber: their erased activity (no subscriber, no recipient) parses strictly", async () => {
+    // The erasure runs in the background: wait until the notification lost its recipient.
+    await until("carl's notification erased", async () => {
+      const items = await activity(tx("carl"));
+      return items.length === 1 && !("subscriber" in items[0]) && !("to" in items[0]);
+    });
+    const page = (await novu.notifications.list({ transactionId: tx("carl") })).result;
+    eq(page.data.map((n) => [n.subscriber, n.to, typeof n.subscriberId]), [[undefined, undefined, "string"]], "list: carl's erased notification");
+    const one = (await novu.notifications.retrieve(page.data[0].id)).result;
+    eq([one.subscriber, one.to, one.subscriberId, one.transactionId], [undefined, undefined, page.data[0].subscriberId, tx("carl")],
+      "retrieve: carl's erased notification");
+    eq((await novu.notifications.list({ subscriberIds: ["carl"] })).result.data.length, 0, "carl's id names nobody now");
+  });
 
   // ------------------------------------------------------------------ subscriber preferences (v2)
   // A subscriber of their own (the triggers above are not affected) and three workflows: default

@@ -570,6 +570,20 @@ def main():
             eq([j["status"] for j in retrieve(key)["jobs"]], ["completed"], f"{key}: completed")
     group("notifications: to forms, actor, bulk, deleted subscriber", others)
 
+    def erased():
+        # The erasure runs in the background: wait until the notification lost its recipient.
+        until("carl's notification erased", lambda: (lambda items: len(items) == 1 and "subscriber" not in items[0]
+                                                     and "to" not in items[0])(activity(tx("carl"))))
+        listed = novu.notifications.list(request={"transaction_id": tx("carl"), "limit": 10}).result
+        eq([(n.subscriber, n.to, bool(n.subscriber_id)) for n in listed.data], [(None, None, True)],
+           "list: carl's erased notification")
+        one = novu.notifications.retrieve(notification_id=listed.data[0].id).result
+        eq((one.subscriber, one.to, one.subscriber_id, one.transaction_id),
+           (None, None, listed.data[0].subscriber_id, tx("carl")), "retrieve: carl's erased notification")
+        eq(len(novu.notifications.list(request={"subscriber_ids": ["carl"], "limit": 10}).result.data), 0,
+           "carl's id names nobody now")
+    group("notifications: a deleted subscriber's erased activity (no subscriber, no recipient) parses strictly", erased)
+
     # ------------------------------------------------------------------ messages and the feed
     def messages():
         _, wire = sdk("messages.retrieve ann in_app", lambda: novu.messages.retrieve(

@@ -85,7 +85,6 @@ struct Note {
     head: Range<usize>,
     tail: Range<usize>,
     subscriber_ref: Range<usize>,
-    subscriber_id: Range<usize>,
     workflow_ref: Range<usize>,
     workflow_identifier: Range<usize>,
 }
@@ -300,15 +299,10 @@ impl ActivityJson {
             }
             out.extend_from_slice(&self.buf[note.head.clone()]);
             let mut obj = JsonObject::continued(out);
-            let subscriber = obj.key("subscriber");
-            match self.subscribers.get(self.text(&note.subscriber_ref)) {
-                Some(written) => subscriber.extend_from_slice(&self.buf[written.clone()]),
-                None => {
-                    let mut s = JsonObject::open(subscriber);
-                    s.str("_id", self.text(&note.subscriber_ref))
-                        .str("subscriberId", self.text(&note.subscriber_id));
-                    s.close();
-                }
+            // A deleted subscriber's profile is erased: its records have no `subscriber`.
+            if let Some(written) = self.subscribers.get(self.text(&note.subscriber_ref)) {
+                obj.key("subscriber")
+                    .extend_from_slice(&self.buf[written.clone()]);
             }
             let identifier = self.text(&note.workflow_identifier);
             let mut template = JsonObject::open(obj.key("template"));
@@ -390,7 +384,6 @@ impl ActivitySink for ActivityJson {
             head,
             tail,
             subscriber_ref: self.keep(n.subscriber_ref),
-            subscriber_id: self.keep(n.subscriber_id),
             workflow_ref: self.keep(n.workflow_ref),
             workflow_identifier: self.keep(n.workflow_identifier),
         };
@@ -665,7 +658,7 @@ mod tests {
 
     fn activity_out(
         n: NotificationView<'_>,
-        subscriber: ActivitySubscriberOut,
+        subscriber: Option<ActivitySubscriberOut>,
         name: &str,
         jobs: Vec<JobOut>,
     ) -> ActivityOut {
@@ -714,14 +707,14 @@ mod tests {
             data: vec![
                 activity_out(
                     note("n1", "sub1"),
-                    ActivitySubscriberOut::Known {
+                    Some(ActivitySubscriberOut {
                         id: "sub1".into(),
                         subscriber_id: "ada".into(),
                         first_name: Some("Ada".into()),
                         last_name: None,
                         email: Some("ada@example.com".into()),
                         phone: None,
-                    },
+                    }),
                     name,
                     vec![
                         job_out(
@@ -737,10 +730,7 @@ mod tests {
                 ),
                 activity_out(
                     note("n2", "gone"),
-                    ActivitySubscriberOut::Gone {
-                        id: "gone".into(),
-                        subscriber_id: "ada".into(),
-                    },
+                    None,
                     name,
                     vec![job_out(job("j3", "n2", 1), Vec::new())],
                 ),
@@ -780,10 +770,9 @@ mod tests {
         assert_eq!(one["_id"], "n2");
         assert_eq!(one["_digestedNotificationId"], "n1");
         assert_eq!(one["jobs"], serde_json::json!([]));
-        assert_eq!(
-            one["subscriber"],
-            serde_json::json!({"_id": "gone", "subscriberId": "ada"})
-        );
+        // Its subscriber was deleted: no profile, and no member the SDKs would refuse.
+        assert_eq!(one.get("subscriber"), None);
+        assert_eq!(one["_subscriberId"], "gone");
     }
 
     #[test]

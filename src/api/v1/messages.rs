@@ -227,12 +227,20 @@ pub async fn list_messages(
     let transaction_ids = q.list(&mut v, "transactionId");
     v.finish()?;
     let f = MessageFilter {
-        subscriber_id: q.string("subscriberId"),
         channel,
         transaction_ids,
         ..Default::default()
     };
-    let found = service::list(&state.store, &tenant, &f, page, limit).await?;
+    let subscriber_id = q.string("subscriberId");
+    let found = service::list_of(
+        &state.store,
+        &tenant,
+        subscriber_id.as_deref(),
+        f,
+        page,
+        limit,
+    )
+    .await?;
     Ok(Reply::page(page_body::<MessageOut>(found, page, limit)).into_response())
 }
 

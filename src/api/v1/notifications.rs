@@ -86,30 +86,22 @@ pub struct JobStepOut {
     pub control_variables: Box<RawValue>,
 }
 
-/// The recipient of an activity record: with its details, or — once deleted — its ids alone.
+/// The recipient of an activity record. A deleted subscriber's records have none (the member is left out,
+/// as the spec marks it optional and @novu/api's schema refuses `null`): its profile was erased.
 #[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum ActivitySubscriberOut {
-    #[serde(rename_all = "camelCase")]
-    Known {
-        #[serde(rename = "_id")]
-        id: String,
-        subscriber_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        first_name: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        last_name: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        email: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        phone: Option<String>,
-    },
-    #[serde(rename_all = "camelCase")]
-    Gone {
-        #[serde(rename = "_id")]
-        id: String,
-        subscriber_id: String,
-    },
+#[serde(rename_all = "camelCase")]
+pub struct ActivitySubscriberOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub subscriber_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phone: Option<String>,
 }
 
 /// The workflow of an activity record.
@@ -156,7 +148,10 @@ pub struct ActivityOut {
     pub updated_at: IsoTime,
     #[schema(value_type = Vec<String>)]
     pub channels: Box<RawValue>,
-    pub subscriber: ActivitySubscriberOut,
+    /// Left out for a deleted subscriber (its profile is erased).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub subscriber: Option<ActivitySubscriberOut>,
     pub template: ActivityTemplateOut,
     pub jobs: Vec<JobOut>,
     #[schema(value_type = Object)]
@@ -256,6 +251,7 @@ pub async fn list_notifications(
             channels,
             workflow_refs: templates.into_iter().map(WorkflowRef::from).collect(),
             subscriber_ids: None,
+            subscriber_refs: Vec::new(),
             severity,
             transaction_id: q.string("transactionId"),
             topic_key: q.string("topicKey"),

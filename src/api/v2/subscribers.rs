@@ -315,7 +315,8 @@ pub async fn patch_subscriber(
     Ok(Reply::ok(SubscriberOut::from(s)).into_response())
 }
 
-/// Delete a subscriber (soft: it leaves lookups and search).
+/// Delete a subscriber: its profile, credentials, preferences, subscriptions and endpoints go at once, its
+/// messages in the background; activity keeps its notifications without a subscriber.
 #[utoipa::path(delete, path = "/v2/subscribers/{subscriberId}", tag = "Subscribers",
     params(("subscriberId" = String, Path)),
     responses((status = 200, body = SubscriberDeletedOut), (status = 404, description = "Unknown subscriber")))]
@@ -325,6 +326,8 @@ pub async fn delete_subscriber(
     AppPath(subscriber_id): AppPath<String>,
 ) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &subscriber_id).await?;
+    // This process's erasure loop starts on the subscriber's messages at once.
+    state.wakeup.notify();
     Ok(Reply::ok(SubscriberDeletedOut {
         acknowledged: true,
         status: "deleted",

@@ -598,6 +598,14 @@ async fn subscriber_delete(rec: &mut Recorder<'_>) {
     rec.delete("/v2/subscribers/carl").await;
     rec.get("/v2/subscribers/carl").await;
     rec.delete("/v2/subscribers/carl").await;
+    // The erasure strips carl's notification in the background: recorded once it has.
+    let app = rec.app;
+    crate::support::eventually(|| async {
+        let sql =
+            "select count(*) from notifications where transaction_id = $1 and to_value is null";
+        (crate::support::count(app, sql, "corpus-carl").await == 1).then_some(())
+    })
+    .await;
     rec.get("/v1/notifications?transactionId=corpus-carl").await;
     rec.get("/v2/subscribers?limit=100").await;
 }

@@ -82,7 +82,9 @@ pub struct TestApp {
     pub profile: WireProfile,
     _dir: Option<tempfile::TempDir>,
     server: tokio::task::JoinHandle<()>,
-    workers: tokio_util::sync::CancellationToken,
+    pub workers: tokio_util::sync::CancellationToken,
+    /// The in-process workers started so far (see [`TestApp::stop_workers`]).
+    worker_tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub wakeup: tidings::engine::Wakeup,
     /// How to reach this app's database from another process.
     pub database_url: String,
@@ -194,13 +196,14 @@ impl TestApp {
         let state = AppState::new(store.clone(), profile);
         let workers = tokio_util::sync::CancellationToken::new();
         let wakeup = state.wakeup.clone();
+        let mut worker_tasks = Vec::new();
         if with_workers {
-            tidings::engine::spawn_workers(
+            worker_tasks.push(tidings::engine::spawn_workers(
                 store.clone(),
                 worker_options(profile),
                 wakeup.clone(),
                 workers.clone(),
-            );
+            ));
         }
         let app = router(state);
         let server = tokio::spawn(async move {
@@ -208,6 +211,7 @@ impl TestApp {
         });
         Self {
             workers,
+            worker_tasks: std::sync::Mutex::new(worker_tasks),
             wakeup,
             database_url: opts.url.clone(),
             pg_schema: opts.pg_schema.clone(),
@@ -232,12 +236,24 @@ impl TestApp {
 
     /// Starts this app's in-process workers with `options`.
     pub fn start_workers_with(&self, options: tidings::engine::WorkerOptions) {
-        tidings::engine::spawn_workers(
+        let task = tidings::engine::spawn_workers(
             self.store.clone(),
             options,
             self.wakeup.clone(),
             self.workers.clone(),
         );
+        self.worker_tasks.lock().unwrap().push(task);
+    }
+
+    /// Stops this app's in-process workers and waits until they have stopped; [`TestApp::start_workers`]
+    /// starts new ones.
+    pub async fn stop_workers(&mut self) {
+        self.workers.cancel();
+        let tasks = std::mem::take(&mut *self.worker_tasks.lock().unwrap());
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.workers = tokio_util::sync::CancellationToken::new();
     }
 
     /// Stops the HTTP server and starts a new one (fresh in-memory state) on the same database,
@@ -300,6 +316,18 @@ impl TestApp {
     }
 
     /// Creates a subscriber and returns its body.
+    /// The record (`_id`) of the current subscriber `subscriber_id`, `None` when there is none.
+    pub async fn subscriber_ref(
+        &self,
+        subscriber_id: &str,
+    ) -> Option<tidings::domain::SubscriberRef> {
+        self.store
+            .get_subscriber(&self.tenant.environment_id, subscriber_id)
+            .await
+            .unwrap()
+            .map(|s| s.id)
+    }
+
     pub async fn subscriber(&self, id: &str, extra: Value) -> Value {
         let mut body = serde_json::json!({ "subscriberId": id });
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
