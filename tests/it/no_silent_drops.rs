@@ -7,6 +7,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::db_test;
+use crate::support::TestApp;
+
 /// `tidings serve` on a fresh SQLite folder: the banner names the active wire profile and says
 /// when to choose `novu`; the warning about an `http` public address is a whole sentence.
 #[test]
@@ -79,3 +85,241 @@ fn the_start_up_banner_names_the_profile() {
         );
     }
 }
+
+async fn in_app_workflow(app: &TestApp, id: &str) {
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": id, "workflowId": id, "active": true, "steps": [
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "Hi {{ payload.n }}"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+}
+
+/// A bulk trigger answers per event, as Novu does (201): a refused event is `status: "error"` with its
+/// reason, the others are recorded and `processed`, whatever refused it (an unknown workflow, an
+/// invalid event, the database refusing the event's rows).
+async fn bulk_answers_per_event(app: TestApp) {
+    in_app_workflow(&app, "hello").await;
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger/bulk",
+            json!({"events": [
+                {"name": "missing", "to": "s1", "transactionId": "tx-missing"},
+                {"name": "hello", "to": "s1", "transactionId": "tx-ok", "payload": {"n": 1}},
+                {"name": "hello", "to": "s2", "transactionId": "tx-ok", "payload": {"n": 2}},
+                {"name": " ", "to": "s3"},
+                {"name": "hello", "to": "s4", "payload": {"n": 4}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let items = out.as_array().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(items.len(), 5, "{out}");
+    assert_eq!(
+        items[0],
+        json!({"acknowledged": true, "status": "error", "transactionId": "tx-missing",
+            "error": ["Workflow not found: missing"]})
+    );
+    assert_eq!(
+        items[1],
+        json!({"acknowledged": true, "status": "processed", "transactionId": "tx-ok"})
+    );
+    assert_eq!(
+        items[2],
+        json!({"acknowledged": true, "status": "error", "transactionId": "tx-ok",
+            "error": ["transactionId tx-ok was already used; the trigger did not run again"]})
+    );
+    assert_eq!(
+        items[3],
+        json!({"acknowledged": true, "status": "error",
+            "error": ["Validation failed: name: name (the workflow identifier) is required"]})
+    );
+    assert_eq!(items[4]["status"], "processed", "{out}");
+    let generated = items[4]["transactionId"].as_str().unwrap();
+
+    // The accepted events were recorded: one notification each, the refused ones none.
+    for (tx, subscriber) in [("tx-ok", "s1"), (generated, "s4")] {
+        let (_, page) = app
+            .get(&format!("/v1/notifications?transactionId={tx}"))
+            .await;
+        let data = page["data"].as_array().unwrap();
+        assert_eq!(data.len(), 1, "{tx}: {page}");
+        assert_eq!(data[0]["subscriber"]["subscriberId"], subscriber);
+    }
+    let (_, page) = app.get("/v1/notifications?transactionId=tx-missing").await;
+    assert_eq!(page["data"], json!([]));
+}
+db_test!(bulk_per_event, bulk_answers_per_event);
+
+/// The writer answers each record of a request on its own: a record the database refuses fails
+/// alone, and the request's other records are recorded and say so (the bulk route answers them
+/// `processed` and the refused one `error`, where it used to answer 500).
+async fn the_writer_answers_each_record(app: TestApp) {
+    use tidings::engine::{Handoff, TriggerWriter};
+
+    use crate::hardening_engine::{record, refused_record};
+    let org = app.tenant.organization_id.0.clone();
+    let env = app.tenant.environment_id.0.clone();
+    let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
+    let outcomes = writer
+        .insert_triggers_each(vec![
+            record(&org, &env, "each-1", 1),
+            refused_record(&org, &env, "each-bad"),
+            record(&org, &env, "each-2", 2),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!(outcomes[0], Ok(true));
+    assert!(outcomes[1].is_err(), "{outcomes:?}");
+    assert_eq!(outcomes[2], Ok(true));
+    // The aggregate form still fails the whole request.
+    assert!(writer
+        .insert_triggers(vec![refused_record(&org, &env, "each-bad-2")])
+        .await
+        .is_err());
+    for (tx, n) in [("each-1", 1), ("each-2", 2), ("each-bad", 0)] {
+        let (_, page) = app
+            .get(&format!("/v1/notifications?transactionId={tx}"))
+            .await;
+        assert_eq!(page["data"].as_array().unwrap().len(), n, "{tx}: {page}");
+    }
+}
+db_test!(writer_answers_each, the_writer_answers_each_record);
+
+/// The messages of a 422's `errors.<field>` (the body in design.md's error shape).
+fn refused(out: &serde_json::Value, field: &str) -> Vec<String> {
+    assert_eq!(out["statusCode"], 422, "{out}");
+    serde_json::from_value(out["errors"][field]["messages"].clone())
+        .unwrap_or_else(|_| panic!("no errors.{field}: {out}"))
+}
+
+/// A field the API accepts but Tidings does not implement is refused with a 422 naming it, on the
+/// single, bulk and broadcast triggers and on workflows, when it carries a value; null is accepted.
+/// Nothing of a refused request is recorded.
+async fn unsupported_fields_are_refused(app: TestApp) {
+    in_app_workflow(&app, "hello").await;
+    let cases = [
+        ("tenant", json!({"identifier": "acme"})),
+        ("bridgeUrl", json!("https://bridge.example.com/api/novu")),
+        ("controls", json!({"steps": {"inbox": {"body": "x"}}})),
+        ("agentId", json!("agent-1")),
+    ];
+    for (field, value) in &cases {
+        let mut body = json!({"name": "hello", "to": "s1", "transactionId": format!("tx-{field}")});
+        body[field] = value.clone();
+        let (status, out) = app.post("/v1/events/trigger", body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {out}");
+        assert_eq!(
+            refused(&out, field),
+            [format!("{field} is not supported by this server")]
+        );
+        assert_eq!(out["errors"][field]["value"], *value);
+
+        let mut broadcast = json!({"name": "hello"});
+        broadcast[field] = value.clone();
+        let (status, out) = app.post("/v1/events/trigger/broadcast", broadcast).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {out}");
+        assert_eq!(
+            refused(&out, field),
+            [format!("{field} is not supported by this server")]
+        );
+
+        let (status, out) = app
+            .post(
+                "/v1/events/trigger/bulk",
+                json!({"events": [{"name": "hello", "to": "s2", "transactionId": format!("tx-bulk-{field}")}, body]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {out}");
+        let bulk_field = format!("events[1].{field}");
+        assert_eq!(
+            refused(&out, &bulk_field),
+            [format!("{bulk_field} is not supported by this server")]
+        );
+    }
+    // The overrides Tidings does not apply.
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "hello", "to": "s1", "transactionId": "tx-overrides", "overrides": {
+                "layoutIdentifier": "brand", "severity": "high", "channels": {"email": {"layoutId": "l1"}},
+                "steps": {"inbox": {"providers": {"slack": {"text": "x"}}, "layoutId": "l2",
+                    "integrationIdentifier": "kept"}},
+                "email": {"from": "kept@example.com"}, "providers": {"sendgrid": {"ip_pool_name": "kept"}}}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    let mut fields: Vec<&String> = out["errors"].as_object().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "overrides.channels",
+            "overrides.layoutIdentifier",
+            "overrides.severity",
+            "overrides.steps.inbox.layoutId",
+            "overrides.steps.inbox.providers",
+        ]
+    );
+    // Nothing of the refused triggers was recorded.
+    for tx in [
+        "tx-tenant",
+        "tx-bridgeUrl",
+        "tx-bulk-tenant",
+        "tx-overrides",
+    ] {
+        let (_, page) = app
+            .get(&format!("/v1/notifications?transactionId={tx}"))
+            .await;
+        assert_eq!(page["data"], json!([]), "{tx}");
+    }
+    // Null is the same as leaving the field out.
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "hello", "to": "s1", "tenant": null, "bridgeUrl": null, "controls": null,
+                "agentId": null, "overrides": {"severity": null, "layoutIdentifier": null}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["status"], "processed");
+
+    // Workflows: translations and agents.
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "T", "workflowId": "translated", "isTranslationEnabled": true, "agent": {"id": "a1"},
+                "steps": [{"name": "Inbox", "type": "in_app", "controlValues": {"body": "x"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(
+        refused(&out, "isTranslationEnabled"),
+        ["isTranslationEnabled is not supported by this server: translations are not implemented"]
+    );
+    assert_eq!(
+        refused(&out, "agent"),
+        ["agent is not supported by this server"]
+    );
+    let (status, _) = app.get("/v2/workflows/translated").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, out) = app
+        .patch("/v2/workflows/hello", json!({"isTranslationEnabled": true}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(
+        refused(&out, "isTranslationEnabled"),
+        ["isTranslationEnabled is not supported by this server: translations are not implemented"]
+    );
+    let (status, out) = app
+        .patch(
+            "/v2/workflows/hello",
+            json!({"isTranslationEnabled": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+}
+db_test!(unsupported_fields, unsupported_fields_are_refused);
