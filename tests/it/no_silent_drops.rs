@@ -323,3 +323,66 @@ async fn unsupported_fields_are_refused(app: TestApp) {
     assert_eq!(status, StatusCode::OK, "{out}");
 }
 db_test!(unsupported_fields, unsupported_fields_are_refused);
+
+/// `GET /v1/messages` items carry `archived` and `archivedAt` as the feed does: every shape of a
+/// message has the same fields (the feed adds `_jobId`; it leaves out `_messageTemplateId`, which the
+/// TS SDK's feed item cannot take as null).
+async fn messages_carry_archived(app: TestApp) {
+    in_app_workflow(&app, "hello").await;
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "hello", "to": "ada", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let mut message = serde_json::Value::Null;
+    for _ in 0..200 {
+        let (_, page) = app.get("/v1/messages?subscriberId=ada").await;
+        if let Some(m) = page["data"].get(0) {
+            message = m.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(message["archived"], false, "{message}");
+    assert!(message.get("archivedAt").is_none(), "{message}");
+    let id = message["_id"].as_str().unwrap().to_owned();
+
+    // Archived in the Inbox: both shapes say so, with the time.
+    let (status, session) =
+        crate::support::send(app.client.post(app.url("/v1/inbox/session")).json(&json!({
+            "applicationIdentifier": app.application_identifier,
+            "subscriber": {"subscriberId": "ada"}})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let token = session["data"]["token"].as_str().unwrap();
+    let (status, out) = crate::support::send(
+        app.client
+            .patch(app.url(&format!("/v1/inbox/notifications/{id}/archive")))
+            .bearer_auth(token),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+
+    let (_, page) = app.get("/v1/messages?subscriberId=ada").await;
+    let message = page["data"][0].clone();
+    let (_, feed) = app.get("/v1/subscribers/ada/notifications/feed").await;
+    let item = feed["data"][0].clone();
+    for shape in [&message, &item] {
+        assert_eq!(shape["archived"], true, "{shape}");
+        let at = shape["archivedAt"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shape}"));
+        assert!(at.ends_with('Z') && at.len() == 24, "{at}");
+    }
+    assert_eq!(message["archivedAt"], item["archivedAt"]);
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.retain(|k| k != "_jobId" && k != "_messageTemplateId");
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&message), keys(&item));
+}
+db_test!(messages_archived, messages_carry_archived);

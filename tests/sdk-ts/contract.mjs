@@ -517,6 +517,7 @@ async function main() {
   await group("messages: delete", async () => {
     const { wire } = await sdk("messages.retrieve bulk-1", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }));
     eq(wire.data.length, 1, "bob's bulk message");
+    eq([wire.data[0]?.archived, "archivedAt" in (wire.data[0] ?? {})], [false, false], "a message carries archived as the feed does");
     const out = (await novu.messages.delete(wire.data[0]._id)).result;
     eq([out.acknowledged, out.status], [true, "deleted"], "delete message");
     eq((await sdk("messages.retrieve after delete", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }))).wire.data.length, 0, "after delete");

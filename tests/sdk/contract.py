@@ -665,6 +665,8 @@ def main():
     def message_delete():
         _, wire = sdk("messages.retrieve bulk-1", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))
         eq(len(wire["data"]), 1, "bob's bulk message")
+        eq((wire["data"][0].get("archived"), "archivedAt" in wire["data"][0]), (False, False),
+           "a message carries archived as the feed does")
         out = novu.messages.delete(message_id=wire["data"][0]["_id"]).result
         eq((out.acknowledged, val(out.status)), (True, "deleted"), "delete message")
         _, wire = sdk("messages.retrieve after delete", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))

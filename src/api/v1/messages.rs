@@ -57,6 +57,11 @@ pub struct MessageOut {
     pub data: Option<Value>,
     pub read: bool,
     pub seen: bool,
+    /// Whether the subscriber archived it (in-app messages; always false for the other channels).
+    pub archived: bool,
+    /// When it was archived, while it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_read_date: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +127,8 @@ impl From<Message> for MessageOut {
             data: m.data,
             read: m.read,
             seen: m.seen,
+            archived: m.archived,
+            archived_at: m.archived_at.filter(|_| m.archived).map(IsoTime),
             last_read_date: m.last_read_date.map(IsoTime),
             last_seen_date: m.last_seen_date.map(IsoTime),
             snoozed_until: m
@@ -146,27 +153,22 @@ impl From<Message> for MessageOut {
     }
 }
 
-/// An item of a subscriber's feed (NotificationFeedItemDto): the message plus the job that created it and
-/// whether the subscriber archived it.
+/// An item of a subscriber's feed (NotificationFeedItemDto): the message (with every field of
+/// `GET /v1/messages`' items, `archived` and `archivedAt` too) plus the job that created it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FeedItemOut {
     #[serde(flatten)]
     pub message: MessageOut,
     #[serde(rename = "_jobId")]
     pub job_id: String,
-    pub archived: bool,
 }
 
 impl From<Message> for FeedItemOut {
     fn from(m: Message) -> Self {
-        let (job_id, archived) = (m.job_id.clone().into(), m.archived);
+        let job_id = m.job_id.clone().into();
         let mut message = MessageOut::from(m);
         message.message_template_id = None;
-        Self {
-            message,
-            job_id,
-            archived,
-        }
+        Self { message, job_id }
     }
 }
 
