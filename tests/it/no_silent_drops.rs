@@ -386,3 +386,47 @@ async fn messages_carry_archived(app: TestApp) {
     assert_eq!(keys(&message), keys(&item));
 }
 db_test!(messages_archived, messages_carry_archived);
+
+/// Tidings refuses preference schedules (422), so `examples/inbox` hides the Inbox's Schedule section.
+/// @novu/js 3.19.2 (the version the example pins, installed for the SDK tests) has no switch for it;
+/// the section is the element its appearance calls `scheduleContainer`, whose style the example sets
+/// to `display: none`. The check reads the pinned package, so an upgrade that renames the element
+/// fails here.
+#[test]
+fn the_inbox_example_hides_the_schedule_section() {
+    crate::support::sdk::node_modules();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read =
+        |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let example: serde_json::Value =
+        serde_json::from_str(&read("examples/inbox/package.json")).unwrap();
+    let installed: serde_json::Value =
+        serde_json::from_str(&read("tests/sdk-ts/node_modules/@novu/js/package.json")).unwrap();
+    assert_eq!(example["dependencies"]["@novu/js"], installed["version"]);
+
+    // In the pinned package: `scheduleContainer` is an appearance element, and it is the Schedule
+    // section's container (the element the global preference's schedule row renders).
+    let types = read("tests/sdk-ts/node_modules/@novu/js/dist/esm/types-cscc3enH.d.mts");
+    let keys = types
+        .lines()
+        .find(|l| l.starts_with("declare const inboxAppearanceKeys"))
+        .expect("the Inbox's appearance keys");
+    assert!(keys.contains("\"scheduleContainer\""), "{keys}");
+    let ui = read("tests/sdk-ts/node_modules/@novu/js/dist/esm/ui/index.mjs");
+    let row = &ui[ui.find("var ScheduleRow = ").expect("the Schedule row")..];
+    let row = &row[..row.find("\nvar ").unwrap()];
+    assert!(row.contains("key: \"scheduleContainer\""), "{row}");
+
+    // The example hides it.
+    let main = read("examples/inbox/src/main.js");
+    assert!(
+        main.contains(
+            "const appearance = { elements: { scheduleContainer: { display: 'none' } } };"
+        ),
+        "{main}"
+    );
+    assert!(
+        main.contains("new NovuUI({ options, novu, appearance })"),
+        "{main}"
+    );
+}
