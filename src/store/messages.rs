@@ -80,6 +80,10 @@ pub struct MessageFilter {
     pub severity: Vec<String>,
     /// Conditions on the message's `data`, all of which must hold.
     pub data: Vec<DataCondition>,
+    /// Conditions on the message's trigger `payload`, all of which must hold (the feed's `payload`).
+    pub payload: Vec<DataCondition>,
+    /// Exactly this set of context keys, sorted (`[]`: messages of triggers without a context).
+    pub context_keys: Option<Vec<String>>,
     /// Created at or after / at or before (Unix ms).
     pub created_gte: Option<i64>,
     pub created_lte: Option<i64>,
@@ -144,16 +148,23 @@ impl MessageFilter {
         if !self.severity.is_empty() {
             q.push_in("severity", &self.severity);
         }
-        for c in &self.data {
-            q.push(" and (");
-            for (i, value) in c.any_of.iter().enumerate() {
-                if i > 0 {
-                    q.push(" or ");
+        for (column, conditions) in [("data", &self.data), ("payload", &self.payload)] {
+            for c in conditions {
+                q.push(" and (");
+                for (i, value) in c.any_of.iter().enumerate() {
+                    if i > 0 {
+                        q.push(" or ");
+                    }
+                    push_json_path(&mut q, dialect, column, &c.path);
+                    q.push(" = ").bind(value.clone());
                 }
-                push_data_path(&mut q, dialect, &c.path);
-                q.push(" = ").bind(value.clone());
+                q.push(")");
             }
-            q.push(")");
+        }
+        if let Some(keys) = &self.context_keys {
+            // Stored sorted, as JSON (text on SQLite, jsonb on PostgreSQL): one comparison of the set.
+            q.push(" and context_keys = ")
+                .bind(Value::from(keys.clone()));
         }
         if let Some(t) = self.created_gte {
             q.push(" and created_at >= ").bind(t);
@@ -177,9 +188,9 @@ impl MessageFilter {
     }
 }
 
-/// The JSON value at `path` in `data`, comparable with a bound JSON value: SQLite's `->` answers JSON text
-/// (bound values are JSON text too), PostgreSQL's `->` a `jsonb`.
-fn push_data_path(q: &mut Sql, dialect: Dialect, path: &[String]) {
+/// The JSON value at `path` in the JSON `column` (`data`, `payload`), comparable with a bound JSON value:
+/// SQLite's `->` answers JSON text (bound values are JSON text too), PostgreSQL's `->` a `jsonb`.
+fn push_json_path(q: &mut Sql, dialect: Dialect, column: &'static str, path: &[String]) {
     match dialect {
         Dialect::Sqlite => {
             // A path of quoted keys; the service refuses keys with quotes or backslashes.
@@ -187,10 +198,10 @@ fn push_data_path(q: &mut Sql, dialect: Dialect, path: &[String]) {
             for key in path {
                 p.push_str(&format!(".\"{key}\""));
             }
-            q.push("(data -> ").bind(p).push(")");
+            q.push("(").push(column).push(" -> ").bind(p).push(")");
         }
         Dialect::Postgres => {
-            q.push("(data");
+            q.push("(").push(column);
             for key in path {
                 q.push(" -> ").bind(key.as_str());
             }

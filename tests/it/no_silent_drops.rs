@@ -430,3 +430,134 @@ fn the_inbox_example_hides_the_schedule_section() {
         "{main}"
     );
 }
+
+/// The feed's `payload` filter (a JSON object, as it is or in base64, matched against the trigger
+/// payload) and `contextKeys` on `GET /v1/messages` (the exact set of the trigger's contexts) are
+/// honoured, not ignored; malformed ones are a 422.
+async fn message_filters_are_honoured(app: TestApp) {
+    use base64::Engine;
+    in_app_workflow(&app, "hello").await;
+    let sends = [
+        (
+            "p-1",
+            json!({"n": 1, "kind": "order", "meta": {"shop": "eu"}}),
+            json!({"tenant": "acme"}),
+        ),
+        (
+            "p-2",
+            json!({"n": 2, "kind": "order", "meta": {"shop": "us"}}),
+            json!({"tenant": "acme", "region": "eu"}),
+        ),
+        (
+            "p-3",
+            json!({"n": 3, "kind": "news"}),
+            serde_json::Value::Null,
+        ),
+    ];
+    for (tx, payload, context) in &sends {
+        let mut body =
+            json!({"name": "hello", "to": "ada", "payload": payload, "transactionId": tx});
+        if !context.is_null() {
+            body["context"] = context.clone();
+        }
+        let (status, out) = app.post("/v1/events/trigger", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    for _ in 0..200 {
+        let (_, page) = app.get("/v1/messages?subscriberId=ada").await;
+        if page["data"].as_array().map_or(0, Vec::len) == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let txs = |page: &serde_json::Value| -> Vec<String> {
+        let mut t: Vec<String> = page["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{page}"))
+            .iter()
+            .map(|m| m["transactionId"].as_str().unwrap().to_owned())
+            .collect();
+        t.sort();
+        t
+    };
+    let feed = |q: &str| {
+        let q = q.to_owned();
+        let app = &app;
+        async move {
+            let (status, page) = app
+                .get(&format!("/v1/subscribers/ada/notifications/feed?{q}"))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{q}: {page}");
+            page
+        }
+    };
+    let b64 = |v: serde_json::Value| {
+        let s = base64::engine::general_purpose::STANDARD.encode(v.to_string());
+        s.replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D")
+    };
+    assert_eq!(txs(&feed("").await), ["p-1", "p-2", "p-3"]);
+    // Base64, as Novu's clients send it; a nested value by dotted key; an object compared whole.
+    let page = feed(&format!("payload={}", b64(json!({"kind": "order"})))).await;
+    assert_eq!(txs(&page), ["p-1", "p-2"]);
+    assert_eq!(page["totalCount"], 2);
+    let page = feed(&format!(
+        "payload={}",
+        b64(json!({"kind": "order", "meta.shop": "us"}))
+    ))
+    .await;
+    assert_eq!(txs(&page), ["p-2"]);
+    let page = feed(&format!("payload={}", b64(json!({"meta": {"shop": "eu"}})))).await;
+    assert_eq!(txs(&page), ["p-1"]);
+    // JSON as it is; a number stays a number.
+    let page = feed("payload=%7B%22n%22%3A3%7D").await;
+    assert_eq!(txs(&page), ["p-3"]);
+    let page = feed("payload=%7B%22n%22%3A%223%22%7D").await;
+    assert_eq!(txs(&page), Vec::<String>::new());
+    // Not an object: 422 naming the field.
+    for bad in ["payload=not-json", "payload=%5B1%5D"] {
+        let (status, out) = app
+            .get(&format!("/v1/subscribers/ada/notifications/feed?{bad}"))
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {out}");
+        assert_eq!(
+            refused(&out, "payload"),
+            ["payload must be a JSON object, as it is or encoded in base64"]
+        );
+    }
+
+    // contextKeys: the exact set, in any order; `contextKeys=` for none.
+    let messages = |q: &str| {
+        let q = q.to_owned();
+        let app = &app;
+        async move {
+            let (status, page) = app.get(&format!("/v1/messages?subscriberId=ada&{q}")).await;
+            assert_eq!(status, StatusCode::OK, "{q}: {page}");
+            page
+        }
+    };
+    assert_eq!(txs(&messages("contextKeys=tenant:acme").await), ["p-1"]);
+    assert_eq!(
+        txs(&messages("contextKeys=tenant:acme&contextKeys=region:eu").await),
+        ["p-2"]
+    );
+    assert_eq!(
+        txs(&messages("contextKeys=region:eu&contextKeys=tenant:acme").await),
+        ["p-2"]
+    );
+    let page = messages("contextKeys=").await;
+    assert_eq!(txs(&page), ["p-3"]);
+    assert_eq!(page["totalCount"], 1);
+    assert_eq!(
+        txs(&messages("contextKeys=region:eu").await),
+        Vec::<String>::new()
+    );
+    let (status, out) = app.get("/v1/messages?contextKeys=acme").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(
+        refused(&out, "contextKeys"),
+        ["contextKeys entries must have the form type:id"]
+    );
+}
+db_test!(message_filters, message_filters_are_honoured);

@@ -482,6 +482,10 @@ async function main() {
     feedItems = wire.data;
     check(feedItems.length >= 5, `ann's feed: ${feedItems.length}`);
     eq([...new Set(feedItems.map((m) => m.channel))], ["in_app"], "feed items are in-app messages");
+    // The payload filter, base64 as the SDK documents it: only the all-steps trigger's message.
+    const filtered = await sdk("subscribers.notifications.feed payload", () => novu.subscribers.notifications.feed({
+      subscriberId: "ann", limit: 100, payload: Buffer.from(JSON.stringify({ order: "A-7" })).toString("base64") }));
+    eq([...new Set((filtered.wire?.data ?? []).map((m) => m.transactionId))], [tx("all-steps")], "the feed's payload filter");
   });
   await group("in-app actions: a button needs a label", async () => {
     // Every feed item above was parsed by the SDK's MessageButton; here the buttons' values.

@@ -10,6 +10,7 @@ Environment: TIDINGS_URL, TIDINGS_KEY, and from tests/it/novu_sdk.rs the test SM
 standing in for the SMS, chat and push providers and the http_request endpoint (TIDINGS_RECEIVER_URL).
 """
 
+import base64
 import json
 import os
 import sys
@@ -628,6 +629,11 @@ def main():
         feed_items.extend(wire["data"])
         check(len(feed_items) >= 5, f"ann's feed: {len(feed_items)}")
         eq({m["channel"] for m in feed_items}, {"in_app"}, "feed items are in-app messages")
+        # The payload filter, base64 as the SDK documents it: only the all-steps trigger's message.
+        _, wire = sdk("subscribers.notifications.feed payload", lambda: novu.subscribers.notifications.feed(
+            request={"subscriber_id": "ann", "limit": 100,
+                     "payload": base64.b64encode(json.dumps({"order": "A-7"}).encode()).decode()}))
+        eq({m["transactionId"] for m in (wire or {}).get("data", [])}, {tx("all-steps")}, "the feed's payload filter")
     group("subscribers: notifications feed", feed)
 
     def actions():

@@ -11,6 +11,7 @@ use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
+use crate::domain::context::parse_context_keys;
 use crate::domain::job::Message;
 use crate::domain::{Channel, MessageId, Tenant};
 use crate::error::Validation;
@@ -207,6 +208,7 @@ fn page_body<T: From<Message>>(
 /// List messages, newest first.
 #[utoipa::path(get, path = "/v1/messages", tag = "Messages",
     params(("subscriberId" = Option<String>, Query), ("channel" = Option<String>, Query), ("transactionId" = Option<Vec<String>>, Query),
+        ("contextKeys" = Option<Vec<String>>, Query, description = "Exact set of the trigger's contexts, type:id; `contextKeys=` for none"),
         ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..1000, default 10")),
     responses((status = 200, body = PageOf<MessageOut>)))]
 pub async fn list_messages(
@@ -227,11 +229,17 @@ pub async fn list_messages(
         }
     }
     let transaction_ids = q.list(&mut v, "transactionId");
+    // `contextKeys=` (present but empty) asks for messages of triggers without a context.
+    let context_keys = q.has("contextKeys").then(|| {
+        let keys = q.list(&mut v, "contextKeys");
+        parse_context_keys(&mut v, "contextKeys", &keys)
+    });
     v.finish()?;
     let f = MessageFilter {
         subscriber_id: q.string("subscriberId"),
         channel,
         transaction_ids,
+        context_keys,
         ..Default::default()
     };
     let found = service::list(&state.store, &tenant, &f, page, limit).await?;
@@ -241,7 +249,8 @@ pub async fn list_messages(
 /// A subscriber's in-app feed, newest first; filter by `read` / `seen`.
 #[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/feed", tag = "Messages",
     params(("subscriberId" = String, Path), ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..100, default 10"),
-        ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query)),
+        ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query),
+        ("payload" = Option<String>, Query, description = "A JSON object, as it is or in base64: each (dotted) key's value in the trigger payload must equal the given one")),
     responses((status = 200, body = PageOf<FeedItemOut>), (status = 404, description = "Unknown subscriber")))]
 pub async fn subscriber_feed(
     State(state): State<AppState>,
@@ -254,12 +263,14 @@ pub async fn subscriber_feed(
     let read = q.bool(&mut v, "read");
     let seen = q.bool(&mut v, "seen");
     v.finish()?;
+    let payload = q.string("payload");
     let found = service::feed(
         &state.store,
         &tenant,
         &subscriber_id,
         read,
         seen,
+        payload.as_deref(),
         page,
         limit,
     )
