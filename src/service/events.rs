@@ -164,21 +164,18 @@ fn recorded(transaction_id: String, fresh: bool) -> TriggerResult {
     }
 }
 
-/// A bulk event that was refused: `status: "error"` with the reason, as Novu answers it (its
-/// `transactionId` is the caller's, when one was given). An internal failure's details go to the log
-/// under the `errorId` the reason names.
+/// A bulk event that was refused (unknown workflow, invalid, its payload rejected): `status: "error"`
+/// with the reason, as Novu answers it (its `transactionId` is the caller's, when one was given).
 fn refused_event(transaction_id: Option<String>, e: &Error) -> TriggerResult {
-    let reason = match e {
-        Error::Internal(e) => internal_reason(e),
-        other => other.to_string(),
-    };
     TriggerResult {
         status: "error",
         transaction_id: transaction_id.unwrap_or_default(),
-        error: vec![reason],
+        error: vec![e.to_string()],
     }
 }
 
+/// The reason given for an event the database refused: its details go to the log under the `errorId`
+/// the reason names, never to the caller.
 fn internal_reason(e: &dyn std::fmt::Debug) -> String {
     let error_id = uuid::Uuid::new_v4().to_string();
     tracing::error!(error_id = %error_id, error = ?e, "a bulk trigger's event was not recorded");
