@@ -321,6 +321,37 @@ async fn unsupported_fields_are_refused(app: TestApp) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{out}");
+
+    // Integrations: `check: true` asks for a verification with the provider.
+    let check =
+        "check is not supported by this server: credentials are not verified with the provider";
+    let (status, out) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "sendgrid", "channel": "email", "identifier": "checked",
+                "credentials": {"apiKey": "k"}, "check": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(refused(&out, "check"), [check]);
+    let (_, list) = app.get("/v1/integrations").await;
+    assert!(!list.to_string().contains("\"checked\""), "{list}");
+    let (status, created) = app
+        .post(
+            "/v1/integrations",
+            json!({"providerId": "sendgrid", "channel": "email", "identifier": "unchecked",
+                "credentials": {"apiKey": "k"}, "check": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"));
+    let (status, out) = app
+        .put(&format!("/v1/integrations/{id}"), json!({"check": true}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(refused(&out, "check"), [check]);
 }
 db_test!(unsupported_fields, unsupported_fields_are_refused);
 
