@@ -124,6 +124,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let draining = state.draining.clone();
     let app = api::router(state.clone());
     tracing::info!(listen = %listener.local_addr()?, profile = ?cfg.compat, "tidings is serving");
+    println!("{}", cfg.compat.banner(listener.local_addr()?));
     let signalled = std::sync::Arc::new(std::sync::OnceLock::new());
     let token = shutdown.clone();
     let at = signalled.clone();

@@ -15,6 +15,25 @@ pub enum WireProfile {
     Novu,
 }
 
+impl WireProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spec => "spec",
+            Self::Novu => "novu",
+        }
+    }
+
+    /// The start-up banner: the active profile, and when to choose `novu`.
+    pub fn banner(self, listen: SocketAddr) -> String {
+        format!(
+            "Serving the API on http://{listen} with the wire profile \"{}\" (--compat / TIDINGS_COMPAT).\n\
+             Choose \"novu\" when Novu's SDKs (novu-py, @novu/api) call this server: they expect identifiers \
+             spelled novu… and bodies inside {{\"data\": …}}; \"spec\" follows the specification literally.",
+            self.as_str()
+        )
+    }
+}
+
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://tidings-data/tidings.db";
 
 #[derive(Debug, Parser)]
@@ -257,7 +276,7 @@ impl Config {
             .as_deref()
             .is_some_and(|u| u.starts_with("http://"))
         {
-            tracing::warn!("TIDINGS_PUBLIC_URL is not https: mail providers ignore one-click unsubscribe links that are not");
+            tracing::warn!("TIDINGS_PUBLIC_URL is not https: mail providers ignore one-click unsubscribe links that are not https, so emails will carry links no mail client offers");
         }
         Ok(Self {
             listen: cli.listen,

@@ -333,13 +333,16 @@ impl Limiter {
                 let left = visible - cost;
                 return Some(Ok((left, policy.seconds_for(policy.burst - left))));
             }
+            // Refused: `Retry-After` is when this request's cost has refilled, `RateLimit-Reset`
+            // when the whole quota is available again (the bucket full), as the IETF draft means it.
+            let full = policy.seconds_for(policy.burst - visible);
             if !shared {
-                return Some(Err(policy.seconds_for(cost - b.tokens)));
+                return Some(Err((policy.seconds_for(cost - b.tokens), full)));
             }
             match b.empty_until {
                 Some(until) if until > now => {
-                    let wait = until.duration_since(now).as_secs_f64().ceil().max(1.0);
-                    Some(Err(wait as u64))
+                    let wait = until.duration_since(now).as_secs_f64().ceil().max(1.0) as u64;
+                    Some(Err((wait, full.max(wait))))
                 }
                 _ => None,
             }
@@ -357,14 +360,14 @@ impl Limiter {
                 let reset = if left >= policy.burst { 0 } else { reset };
                 Spend::Verdict(Verdict::Admitted(Some(headers(left, reset))))
             }
-            Some(Err(retry_after)) => {
+            Some(Err((retry_after, reset))) => {
                 crate::metrics::rate_limited(route.category.as_str());
                 let mut resp = error_response(
                     StatusCode::TOO_MANY_REQUESTS,
                     "API rate limit exceeded",
                     Map::new(),
                 );
-                headers(0.0, retry_after).stamp(&mut resp);
+                headers(0.0, reset).stamp(&mut resp);
                 resp.headers_mut()
                     .insert(RETRY_AFTER.clone(), HeaderValue::from(retry_after));
                 Spend::Verdict(Verdict::Refused(resp))

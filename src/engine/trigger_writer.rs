@@ -28,8 +28,8 @@ use crate::error::{Error, Result};
 use crate::store::triggers::{Recorded, TriggerRecord};
 use crate::store::Store;
 
-/// A request to the group-commit writer: the records and where to send their outcome.
-type TriggerRequest = (Vec<TriggerRecord>, oneshot::Sender<Result<Vec<bool>>>);
+/// A request to the group-commit writer: the records and where to send their outcomes.
+type TriggerRequest = (Vec<TriggerRecord>, oneshot::Sender<Outcomes>);
 
 /// Most rows (notifications, jobs, execution details) a group commit writes, unless one trigger alone has
 /// more (a trigger is never split). A trigger to 100 recipients of a one-step workflow is 300 rows, a
@@ -71,6 +71,15 @@ impl TriggerWriter {
         self.submit(records)?.answer().await
     }
 
+    /// As [`TriggerWriter::insert_triggers`], with each record's own outcome: recorded (true), seen
+    /// before (false), or why the database refused it (the others are recorded all the same).
+    pub async fn insert_triggers_each(&self, records: Vec<TriggerRecord>) -> Result<Outcomes> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.submit(records)?.answer_each().await
+    }
+
     /// Puts `records` in the writer's line now, behind every request of their environment put before
     /// (their transactions run in that order), and returns what answers them. For writes that must reach
     /// the database in the order they were made — a fan-out's batches, each advancing the cursor from where
@@ -91,14 +100,24 @@ impl TriggerWriter {
 
 /// Records in the trigger writer's line (see [`TriggerWriter::submit`]).
 #[derive(Debug)]
-pub struct Submitted(oneshot::Receiver<Result<Vec<bool>>>);
+pub struct Submitted(oneshot::Receiver<Outcomes>);
 
 impl Submitted {
     /// Per record, whether it was recorded (as [`TriggerWriter::insert_triggers`] answers).
     pub async fn answer(self) -> Result<Vec<bool>> {
-        self.0
+        self.answer_each()
+            .await?
+            .into_iter()
+            .map(|o| o.map_err(|message| Error::Internal(anyhow::anyhow!("{message}"))))
+            .collect()
+    }
+
+    /// Per record, its own outcome (as [`TriggerWriter::insert_triggers_each`] answers).
+    pub async fn answer_each(self) -> Result<Outcomes> {
+        Ok(self
+            .0
             .await
-            .map_err(|_| anyhow::anyhow!("the trigger writer dropped the request"))?
+            .map_err(|_| anyhow::anyhow!("the trigger writer dropped the request"))?)
     }
 }
 
@@ -169,7 +188,7 @@ async fn group_commit(
 type Owners = Vec<(u64, usize)>;
 
 /// Per record of a group: recorded (true) or seen before (false), or why it failed.
-type Outcomes = Vec<Result<bool, String>>;
+pub type Outcomes = Vec<Result<bool, String>>;
 
 /// A trigger waiting for its group: which request sent it, and where in that request.
 struct Waiting {
@@ -180,10 +199,9 @@ struct Waiting {
 
 /// A request's answer as its triggers are recorded.
 struct Answer {
-    reply: oneshot::Sender<Result<Vec<bool>>>,
-    fresh: Vec<bool>,
+    reply: oneshot::Sender<Outcomes>,
+    outcomes: Outcomes,
     left: usize,
-    failed: Option<String>,
 }
 
 /// The triggers waiting for a group, in line per environment, and the environments' turns.
@@ -221,9 +239,8 @@ impl Line {
             request,
             Answer {
                 reply,
-                fresh: vec![false; count],
+                outcomes: vec![Ok(false); count],
                 left: count,
-                failed: None,
             },
         );
     }
@@ -278,22 +295,13 @@ impl Line {
         let Some(answer) = self.answers.get_mut(&request) else {
             return;
         };
-        match outcome {
-            Ok(fresh) => answer.fresh[index] = fresh,
-            Err(e) => answer.failed = Some(e),
-        }
+        answer.outcomes[index] = outcome;
         answer.left -= 1;
         if answer.left == 0 {
             let Answer {
-                reply,
-                fresh,
-                failed,
-                ..
+                reply, outcomes, ..
             } = self.answers.remove(&request).expect("present");
-            let _ = reply.send(match failed {
-                None => Ok(fresh),
-                Some(message) => Err(Error::Internal(anyhow::anyhow!("{message}"))),
-            });
+            let _ = reply.send(outcomes);
         }
     }
 }

@@ -133,19 +133,60 @@ fn already_used(transaction_id: &str) -> TriggerResult {
 }
 
 /// Triggers one event: the notifications and first jobs are recorded in one transaction (by `triggers`).
+/// A refused event is the request's error (404, 400, 422; 500 when the database refuses it).
 pub async fn trigger(
     store: &Store,
     triggers: &TriggerWriter,
     tenant: &Tenant,
     input: TriggerInput,
 ) -> Result<TriggerResult> {
-    Ok(trigger_many(store, triggers, tenant, vec![input])
-        .await?
-        .remove(0))
+    let record = match prepare(store, tenant, input)
+        .await
+        .map_err(with_error_type)?
+    {
+        Prepared::Ready(r) => r,
+        Prepared::Answered(a) => return Ok(a),
+    };
+    let transaction_id = record.transaction_id.clone();
+    let fresh = triggers.insert_triggers(vec![record]).await?;
+    Ok(recorded(transaction_id, fresh.first() == Some(&true)))
 }
 
-/// Triggers several events (bulk): each is validated and recorded on its own (each trigger atomically, the
-/// request not: the writer may spread its triggers over several group commits).
+fn recorded(transaction_id: String, fresh: bool) -> TriggerResult {
+    if fresh {
+        TriggerResult {
+            status: "processed",
+            transaction_id,
+            error: Vec::new(),
+        }
+    } else {
+        already_used(&transaction_id)
+    }
+}
+
+/// A bulk event that was refused (unknown workflow, invalid, its payload rejected): `status: "error"`
+/// with the reason, as Novu answers it (its `transactionId` is the caller's, when one was given).
+fn refused_event(transaction_id: Option<String>, e: &Error) -> TriggerResult {
+    TriggerResult {
+        status: "error",
+        transaction_id: transaction_id.unwrap_or_default(),
+        error: vec![e.to_string()],
+    }
+}
+
+/// The reason given for an event the database refused: its details go to the log under the `errorId`
+/// the reason names, never to the caller.
+fn internal_reason(e: &dyn std::fmt::Debug) -> String {
+    let error_id = uuid::Uuid::new_v4().to_string();
+    tracing::error!(error_id = %error_id, error = ?e, "a bulk trigger's event was not recorded");
+    format!("The event could not be recorded and nothing of it was kept; errorId {error_id}")
+}
+
+/// Triggers several events (bulk), each on its own, as Novu does: an event that is refused (unknown
+/// workflow, invalid input, the database refusing it) is answered `status: "error"` with its reason, and
+/// the others are recorded and answered `processed` (each trigger atomically, the request not: the writer
+/// may spread its triggers over several group commits). Only a failure to reach the database at all is
+/// the request's error.
 pub async fn trigger_many(
     store: &Store,
     triggers: &TriggerWriter,
@@ -156,31 +197,31 @@ pub async fn trigger_many(
     let mut answers: Vec<Option<TriggerResult>> = Vec::with_capacity(inputs.len());
     let mut records = Vec::new();
     for input in inputs {
-        match prepare(store, tenant, input)
-            .await
-            .map_err(with_error_type)?
-        {
-            Prepared::Ready(r) => {
+        let given = input.transaction_id.clone();
+        match prepare(store, tenant, input).await {
+            Ok(Prepared::Ready(r)) => {
                 answers.push(None);
                 records.push(r);
             }
-            Prepared::Answered(a) => answers.push(Some(a)),
+            Ok(Prepared::Answered(a)) => answers.push(Some(a)),
+            Err(e @ Error::Internal(_)) => return Err(e),
+            Err(e) => answers.push(Some(refused_event(given, &e))),
         }
     }
     let transaction_ids: Vec<String> = records.iter().map(|r| r.transaction_id.clone()).collect();
-    let fresh = triggers.insert_triggers(records).await?;
-    let mut recorded = transaction_ids.into_iter().zip(fresh);
+    let outcomes = triggers.insert_triggers_each(records).await?;
+    let mut outcomes = transaction_ids.into_iter().zip(outcomes);
     Ok(answers
         .into_iter()
         .map(|a| match a {
             Some(answer) => answer,
-            None => match recorded.next() {
-                Some((transaction_id, true)) => TriggerResult {
-                    status: "processed",
+            None => match outcomes.next() {
+                Some((transaction_id, Ok(fresh))) => recorded(transaction_id, fresh),
+                Some((transaction_id, Err(message))) => TriggerResult {
+                    status: "error",
                     transaction_id,
-                    error: Vec::new(),
+                    error: vec![internal_reason(&message)],
                 },
-                Some((transaction_id, false)) => already_used(&transaction_id),
                 None => already_used(""),
             },
         })

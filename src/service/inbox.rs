@@ -8,7 +8,7 @@ use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
 use crate::domain::{MessageId, SubscriberRef, Tenant};
 use crate::error::{Error, Result, Validation};
-use crate::store::messages::{MarkAs, MessageFilter};
+use crate::store::messages::{DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
 
 /// The `_id` of the environment's current subscriber `subscriber_id`: what its messages are selected by, so
@@ -66,23 +66,99 @@ pub async fn list_of(
     list(store, tenant, &f, page, limit).await
 }
 
-/// The subscriber's in-app feed.
+/// The subscriber's in-app feed; `payload` (the query's, see [`payload_filter`]) narrows it to the
+/// messages whose trigger payload holds those values.
+#[allow(clippy::too_many_arguments)]
 pub async fn feed(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
     read: Option<bool>,
     seen: Option<bool>,
+    payload: Option<&str>,
     page: i64,
     limit: i64,
 ) -> Result<(Vec<Message>, bool, i64)> {
+    let payload = match payload {
+        Some(raw) => {
+            let mut v = Validation::new();
+            let conditions = payload_filter(&mut v, raw);
+            v.finish()?;
+            conditions
+        }
+        None => Vec::new(),
+    };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
         read,
         seen,
+        payload,
         ..MessageFilter::in_app_of(&subscriber)
     };
     list(store, tenant, &f, page, limit).await
+}
+
+/// Most keys a feed's `payload` filter may hold.
+pub const PAYLOAD_KEYS: usize = 10;
+/// Most segments of one dotted key of a `payload` filter.
+const PAYLOAD_DEPTH: usize = 5;
+
+/// The feed's `payload` filter, as Novu takes it: a JSON object, sent as it is or encoded in base64
+/// (`btoa(JSON.stringify({...}))`). Each key is a path into the trigger payload (`a.b` is `b` inside `a`,
+/// as Novu's dotted keys are), and the value there must equal the given one (compared as JSON: an
+/// object or an array must be equal as a whole).
+pub fn payload_filter(v: &mut Validation, raw: &str) -> Vec<DataCondition> {
+    use base64::Engine;
+    let trimmed = raw.trim();
+    let decoded = [
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::URL_SAFE,
+    ]
+    .iter()
+    .find_map(|engine| engine.decode(trimmed).ok())
+    .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+    let object = match decoded.or_else(|| serde_json::from_str::<Value>(trimmed).ok()) {
+        Some(Value::Object(o)) => o,
+        _ => {
+            v.add(
+                "payload",
+                "payload must be a JSON object, as it is or encoded in base64",
+                raw,
+            );
+            return Vec::new();
+        }
+    };
+    if object.len() > PAYLOAD_KEYS {
+        v.add(
+            "payload",
+            format!("payload may hold at most {PAYLOAD_KEYS} keys"),
+            Value::Object(object.clone()),
+        );
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (key, value) in object {
+        let path: Vec<String> = key.split('.').map(str::to_owned).collect();
+        let bad = path.len() > PAYLOAD_DEPTH
+            || path.iter().any(|p| {
+                p.is_empty() || p.len() > 100 || p.starts_with('$') || p.contains(['"', '\\', '\0'])
+            });
+        if bad {
+            v.add(
+                &format!("payload.{key}"),
+                format!(
+                    "a payload key is 1 to {PAYLOAD_DEPTH} dot-separated names of 1 to 100 characters, none starting with $ or holding a quote or backslash"
+                ),
+                key.as_str(),
+            );
+            continue;
+        }
+        out.push(DataCondition {
+            path,
+            any_of: vec![value],
+        });
+    }
+    out
 }
 
 /// How many of the subscriber's in-app messages have the given `read` and `seen` states.

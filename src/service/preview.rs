@@ -4,9 +4,9 @@
 //!
 //! - The example (`previewPayloadExample`) comes from the variables the step's templates use
 //!   (`payload.user.name` → `{"payload": {"user": {"name": "name"}}}`, loops → arrays), or from the
-//!   workflow's `payloadSchema`, merged with the caller's `previewPayload` (caller values win where
-//!   shapes agree), plus an example subscriber, `steps` examples for earlier digest steps, the
-//!   caller's `context`, and `env`: the environment's `name` and `type` (`dev` for "Development",
+//!   workflow's `payloadSchema`, merged with the caller's `previewPayload` (what the caller sends
+//!   wins at every depth; placeholders fill only what it left out), plus an example subscriber,
+//!   `steps` examples for earlier digest steps, the caller's `context`, and `env`: the environment's `name` and `type` (`dev` for "Development",
 //!   else `prod`) with the caller's `env` merged over them.
 //! - `schema` is the JSON Schema of the variables the step may use.
 //! - `http_request` steps also get the `svc-signature` value the engine would send, computed by the
@@ -372,12 +372,10 @@ fn example_subscriber() -> Value {
     })
 }
 
-fn is_scalar(v: &Value) -> bool {
-    !v.is_object() && !v.is_array()
-}
-
-/// Merges the caller's value over the example: objects key by key, arrays and scalars replaced
-/// when the caller's value has the same shape; on a shape conflict the example stays.
+/// Merges the caller's value over the example: what the caller sends wins at every depth.
+/// Two objects merge key by key (the example fills the keys the caller left out); anything else
+/// the caller sent (an array, a scalar, or an object where the example has a placeholder)
+/// replaces the example's value whole.
 fn merge_caller(base: &mut Value, caller: &Value) {
     match (base, caller) {
         (Value::Object(b), Value::Object(c)) => {
@@ -390,9 +388,7 @@ fn merge_caller(base: &mut Value, caller: &Value) {
                 }
             }
         }
-        (b @ Value::Array(_), c @ Value::Array(_)) => *b = c.clone(),
-        (b, c) if is_scalar(b) && is_scalar(c) => *b = c.clone(),
-        _ => {}
+        (b, c) => *b = c.clone(),
     }
 }
 
@@ -1334,15 +1330,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn caller_values_win_where_shapes_agree() {
-        let mut base = json!({"user": {"name": "name", "tags": ["tags"]}, "n": "n"});
+    fn caller_values_win_at_every_depth() {
+        let mut base = json!({"user": {"name": "name", "tags": ["tags"], "address": {"city": "city"}},
+            "n": "n", "items": "items", "list": [{"a": "a"}]});
         merge_caller(
             &mut base,
-            &json!({"user": {"name": "Ada", "tags": ["a", "b"], "age": 3}, "n": {"x": 1}, "extra": true}),
+            &json!({"user": {"name": "Ada", "tags": ["a", "b"], "age": 3, "address": "none"},
+                "n": {"x": 1}, "items": [{"sku": 1}, {"sku": 2}], "list": [], "extra": true}),
         );
         assert_eq!(
             base,
-            json!({"user": {"name": "Ada", "tags": ["a", "b"], "age": 3}, "n": "n", "extra": true})
+            json!({"user": {"name": "Ada", "tags": ["a", "b"], "age": 3, "address": "none"},
+                "n": {"x": 1}, "items": [{"sku": 1}, {"sku": 2}], "list": [], "extra": true})
         );
     }
 

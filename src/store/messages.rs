@@ -82,13 +82,16 @@ pub struct MessageFilter {
     pub severity: Vec<String>,
     /// Conditions on the message's `data`, all of which must hold.
     pub data: Vec<DataCondition>,
+    /// Conditions on the message's trigger `payload`, all of which must hold (the feed's `payload`).
+    pub payload: Vec<DataCondition>,
     /// Created at or after / at or before (Unix ms).
     pub created_gte: Option<i64>,
     pub created_lte: Option<i64>,
     /// Older than this message of the same environment (the Inbox's `after` cursor: the last one shown).
     pub older_than: Option<MessageId>,
-    /// Exactly these context keys (sorted; empty: messages without a context), as an Inbox session's context
-    /// narrows its messages. An equality on the stored sorted array, served by `messages_inbox`.
+    /// Exactly these context keys (sorted; empty: messages of triggers without a context), as an Inbox
+    /// session's context and `GET /v1/messages?contextKeys=` narrow messages. An equality on the stored
+    /// sorted array, served by `messages_inbox` for one subscriber.
     pub context_keys: Option<Vec<String>>,
 }
 
@@ -163,16 +166,18 @@ impl MessageFilter {
         if !self.severity.is_empty() {
             q.push_in("severity", &self.severity);
         }
-        for c in &self.data {
-            q.push(" and (");
-            for (i, value) in c.any_of.iter().enumerate() {
-                if i > 0 {
-                    q.push(" or ");
+        for (column, conditions) in [("data", &self.data), ("payload", &self.payload)] {
+            for c in conditions {
+                q.push(" and (");
+                for (i, value) in c.any_of.iter().enumerate() {
+                    if i > 0 {
+                        q.push(" or ");
+                    }
+                    push_json_path(&mut q, dialect, column, &c.path);
+                    q.push(" = ").bind(value.clone());
                 }
-                push_data_path(&mut q, dialect, &c.path);
-                q.push(" = ").bind(value.clone());
+                q.push(")");
             }
-            q.push(")");
         }
         if let Some(t) = self.created_gte {
             q.push(" and created_at >= ").bind(t);
@@ -196,9 +201,9 @@ impl MessageFilter {
     }
 }
 
-/// The JSON value at `path` in `data`, comparable with a bound JSON value: SQLite's `->` answers JSON text
-/// (bound values are JSON text too), PostgreSQL's `->` a `jsonb`.
-fn push_data_path(q: &mut Sql, dialect: Dialect, path: &[String]) {
+/// The JSON value at `path` in the JSON `column` (`data`, `payload`), comparable with a bound JSON value:
+/// SQLite's `->` answers JSON text (bound values are JSON text too), PostgreSQL's `->` a `jsonb`.
+fn push_json_path(q: &mut Sql, dialect: Dialect, column: &'static str, path: &[String]) {
     match dialect {
         Dialect::Sqlite => {
             // A path of quoted keys; the service refuses keys with quotes or backslashes.
@@ -206,10 +211,10 @@ fn push_data_path(q: &mut Sql, dialect: Dialect, path: &[String]) {
             for key in path {
                 p.push_str(&format!(".\"{key}\""));
             }
-            q.push("(data -> ").bind(p).push(")");
+            q.push("(").push(column).push(" -> ").bind(p).push(")");
         }
         Dialect::Postgres => {
-            q.push("(data");
+            q.push("(").push(column);
             for key in path {
                 q.push(" -> ").bind(key.as_str());
             }

@@ -18,7 +18,12 @@ use crate::support::{count, eventually, Backend, TestApp};
 
 /// A trigger of a one-step in-app workflow in `env` to `recipients` subscribers, as the events service
 /// builds it.
-fn record(org: &str, env: &str, transaction_id: &str, recipients: usize) -> TriggerRecord {
+pub(crate) fn record(
+    org: &str,
+    env: &str,
+    transaction_id: &str,
+    recipients: usize,
+) -> TriggerRecord {
     let step: Step = serde_json::from_value(json!({
         "_id": "s1", "stepId": "inbox", "name": "Inbox", "type": "in_app",
         "controlValues": {"body": "hello"}
@@ -74,7 +79,7 @@ fn record(org: &str, env: &str, transaction_id: &str, recipients: usize) -> Trig
 }
 
 /// A trigger the database refuses on both backends: its two notifications share one id (a primary key).
-fn refused_record(org: &str, env: &str, transaction_id: &str) -> TriggerRecord {
+pub(crate) fn refused_record(org: &str, env: &str, transaction_id: &str) -> TriggerRecord {
     let mut r = record(org, env, transaction_id, 2);
     let id = r.batch[0].0.id.clone();
     r.batch[1].0.id = id.clone();

@@ -146,8 +146,10 @@ async fn past_the_limit_answers_429(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Retry-After: this request's one token is back in 1 s; RateLimit-Reset: the bucket of 5
+    // is full again in 5 s (the IETF draft's "seconds until the quota resets").
     assert_eq!(header(&resp, "retry-after").as_deref(), Some("1"));
-    assert_eq!(header(&resp, "ratelimit-reset").as_deref(), Some("1"));
+    assert_eq!(header(&resp, "ratelimit-reset").as_deref(), Some("5"));
     assert_eq!(remaining(&resp), 0);
     assert_eq!(header(&resp, "ratelimit-limit").as_deref(), Some("5"));
     assert!(header(&resp, "ratelimit-policy")

@@ -22,6 +22,7 @@ mod inbox;
 mod inbox_instances;
 mod inbox_js;
 mod integrations;
+mod no_silent_drops;
 mod novu_sdk;
 mod operability;
 mod pagination;

@@ -80,7 +80,7 @@ async fn email_step(app: TestApp) {
         json!(["subscriberId"])
     );
 
-    // With the caller's values: they win where shapes agree; by `_id` for both path ids.
+    // With the caller's values: they win at every depth; by `_id` for both path ids.
     let (wid, sid) = (
         w["_id"].as_str().unwrap(),
         w["steps"][0]["_id"].as_str().unwrap(),
@@ -102,13 +102,13 @@ async fn email_step(app: TestApp) {
         body.contains("<li>Lamp × 2</li><li>Desk × 1</li>"),
         "{body}"
     );
-    assert!(body.contains("Ships to city"), "{body}");
+    assert!(body.contains("Ships to you"), "{body}");
     let example = &out["previewPayloadExample"];
     assert_eq!(
         example["payload"],
         json!({"orderId": "A-1042", "items": [{"name": "Lamp", "qty": 2}, {"name": "Desk", "qty": 1}],
-               "user": {"address": {"city": "city"}}}),
-        "a shape conflict keeps the example's structure"
+               "user": "not an object"}),
+        "what the caller sends wins, even where the template expects another shape"
     );
     assert_eq!(example["subscriber"]["firstName"], "Ada");
     assert_eq!(example["subscriber"]["lastName"], "Doe");
@@ -249,6 +249,113 @@ async fn in_app_sms_push_chat(app: TestApp) {
     );
 }
 db_test!(channels, in_app_sms_push_chat);
+
+/// The caller's `previewPayload` wins at every depth, for every step type: an array the caller
+/// sends is never replaced by the placeholder the template's variables suggest (`items | size`
+/// reads `payload.items` as a scalar), and placeholders fill only what the caller left out.
+async fn caller_payload_wins_for_every_step_type(app: TestApp) {
+    let (url, _seen) = receiver().await;
+    let count = "{{ payload.items | size }} item(s) for {{ payload.owner.name }}";
+    workflow(
+        &app,
+        json!({"name": "Items", "workflowId": "items", "steps": [
+            {"name": "Inbox", "stepId": "inbox", "type": "in_app", "controlValues": {"subject": count, "body": count}},
+            {"name": "Mail", "stepId": "mail", "type": "email", "controlValues": {"subject": count, "body": count}},
+            {"name": "Text", "stepId": "text", "type": "sms", "controlValues": {"body": count}},
+            {"name": "Push", "stepId": "push", "type": "push", "controlValues": {"subject": count, "body": count}},
+            {"name": "Chat", "stepId": "chat", "type": "chat", "controlValues": {"body": count}},
+            {"name": "Code", "stepId": "code", "type": "custom", "controlValues": {"summary": count}},
+            {"name": "Call", "stepId": "call", "type": "http_request", "controlValues": {"method": "POST",
+                "url": format!("{url}/hook"), "body": {"summary": count}}},
+            {"name": "Wait", "stepId": "wait", "type": "delay", "controlValues": {"amount": 5, "unit": "minutes"}},
+            {"name": "Collect", "stepId": "collect", "type": "digest", "controlValues": {
+                "amount": 1, "unit": "hours", "digestKey": count}},
+            {"name": "Limit", "stepId": "limit", "type": "throttle", "controlValues": {"amount": 1, "unit": "hours", "threshold": 5}}
+        ]}),
+    )
+    .await;
+    let items = json!([{"sku": "a-1", "qty": 1}, {"sku": "b-2", "qty": 3}]);
+    let body = json!({"previewPayload": {"payload": {"items": items, "owner": {"id": 7}}}});
+    let said = "2 item(s) for name";
+    // A stored amount is a number; the preview's own controls may read the payload.
+    let amount = |unit: &str, extra: Value| {
+        let mut c = json!({"amount": "{{ payload.items | size }}", "unit": unit});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    };
+    for (step, kind, expected) in [
+        ("inbox", "in_app", json!({"subject": said, "body": said})),
+        ("mail", "email", json!({"subject": said, "body": said})),
+        ("text", "sms", json!({"body": said})),
+        ("push", "push", json!({"subject": said, "body": said})),
+        ("chat", "chat", json!({"body": said})),
+        ("code", "custom", json!({"summary": said})),
+        (
+            "call",
+            "http_request",
+            json!({"method": "POST", "url": format!("{url}/hook"), "body": {"summary": said}}),
+        ),
+        ("wait", "delay", json!({"amount": 2, "unit": "minutes"})),
+        (
+            "collect",
+            "digest",
+            json!({"amount": 1, "unit": "hours", "digestKey": said}),
+        ),
+        (
+            "limit",
+            "throttle",
+            json!({"amount": 2, "unit": "hours", "threshold": 5}),
+        ),
+    ] {
+        let mut body = body.clone();
+        match step {
+            "wait" => body["controlValues"] = amount("minutes", json!({})),
+            "limit" => body["controlValues"] = amount("hours", json!({"threshold": 5})),
+            _ => {}
+        }
+        let out = preview(&app, "items", step, body).await;
+        assert_eq!(
+            out["result"],
+            json!({"type": kind, "preview": expected}),
+            "{step}: {out}"
+        );
+        // The caller's array is kept; the owner object the caller sent is completed with the
+        // placeholder for the field it left out (when the step's controls read it).
+        let owner = if matches!(step, "wait" | "limit") {
+            json!({"id": 7})
+        } else {
+            json!({"id": 7, "name": "name"})
+        };
+        assert_eq!(
+            out["previewPayloadExample"]["payload"],
+            json!({"items": items, "owner": owner}),
+            "{step}"
+        );
+    }
+
+    // Without a previewPayload the placeholders stand in for everything.
+    let out = preview(&app, "items", "inbox", json!({})).await;
+    assert_eq!(
+        out["previewPayloadExample"]["payload"],
+        json!({"items": "items", "owner": {"name": "name"}})
+    );
+    // A scalar the caller sends where the template reads an object wins too.
+    let out = preview(
+        &app,
+        "items",
+        "inbox",
+        json!({"previewPayload": {"payload": {"owner": "nobody", "items": []}}}),
+    )
+    .await;
+    assert_eq!(
+        out["previewPayloadExample"]["payload"],
+        json!({"items": [], "owner": "nobody"})
+    );
+    assert_eq!(out["result"]["preview"]["body"], "0 item(s) for ");
+}
+db_test!(caller_payload, caller_payload_wins_for_every_step_type);
 
 async fn delay_digest_and_steps(app: TestApp) {
     workflow(

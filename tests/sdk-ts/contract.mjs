@@ -316,19 +316,38 @@ async function main() {
     triggered["bulk-2"] = tx("bulk-2");
   });
 
-  await group("events: the trigger routes' 400s parse in the SDK", async () => {
+  await group("events: the trigger routes' 400s parse in the SDK, a bulk's refused events", async () => {
     // @novu/api reads every 400 of the trigger routes as PayloadValidationExceptionDto.
     let e = await expectError(() => novu.trigger({ workflowId: "strict", to: "ann", payload: { name: 7 } }),
       errors.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects");
     eq([e.type, e.errors.map((x) => [x.field, x.value, x.schemaPath])],
       ["PAYLOAD_VALIDATION_ERROR", [["name", 7, "#/properties/name/type"]]], "payload validation: type and errors");
-    e = await expectError(() => novu.triggerBulk({ events: [{ workflowId: "strict", to: "ann", payload: {} }] }),
-      errors.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects");
-    eq(e.errors.map((x) => x.field), ["root.name"], "bulk: payload validation errors");
+    // A bulk trigger answers per event (201, as Novu): a refused event is `error` with its reason.
+    const bulk = (await sdk("triggerBulk with refused events", () => novu.triggerBulk({ events: [
+      { workflowId: "strict", to: "ann", payload: {} },
+      { workflowId: "no-such-workflow", to: "ann", payload: {}, transactionId: tx("bulk-missing") },
+    ] }))).result ?? [];
+    eq(bulk.map((o) => [o.acknowledged, o.status, o.transactionId]),
+      [[true, "error", undefined], [true, "error", tx("bulk-missing")]], "bulk: refused events answer error each");
+    eq(bulk[0]?.error?.[0]?.startsWith("Payload validation failed: root.name"), true, "bulk: the payload's reason");
+    eq(bulk[1]?.error, ["Workflow not found: no-such-workflow"], "bulk: the unknown workflow's reason");
     e = await expectError(() => novu.trigger({ workflowId: "hello", to: { subscriberId: "ann",
       channels: [{ providerId: "expo", credentials: { deviceTokens: ["ExponentPushToken[z]"] } }] } }),
       errors.PayloadValidationExceptionDto, 400, "to.channels with no active integration");
     eq([e.type, e.errors.map((x) => x.field)], ["BAD_REQUEST", ["to.channels"]], "no integration: type and errors");
+  });
+
+  await group("events: unsupported fields are refused (422)", async () => {
+    // Fields Novu's request has and Tidings does not implement are refused, not dropped.
+    const v = await expectError(() => novu.trigger({ workflowId: "hello", to: "ann", tenant: "acme",
+      bridgeUrl: "https://bridge.example.com" }), errors.ValidationErrorDto, 422, "tenant and bridgeUrl");
+    eq(Object.keys(v.errors ?? {}).sort(), ["bridgeUrl", "tenant"], "the unsupported fields named");
+    eq(v.errors?.tenant?.messages, ["tenant is not supported by this server"], "tenant's message");
+    const b = await expectError(() => novu.triggerBulk({ events: [{ workflowId: "hello", to: "ann", tenant: { identifier: "acme" } }] }),
+      errors.ValidationErrorDto, 422, "bulk with a tenant");
+    eq(Object.keys(b.errors ?? {}), ["events[0].tenant"], "bulk: the event's field named");
+    await expectError(() => novu.triggerBroadcast({ name: "hello", payload: {}, overrides: { severity: "high" } }),
+      errors.ValidationErrorDto, 422, "broadcast with overrides.severity");
   });
 
   await group("events: cancel", async () => {
@@ -477,6 +496,10 @@ async function main() {
     feedItems = wire.data;
     check(feedItems.length >= 5, `ann's feed: ${feedItems.length}`);
     eq([...new Set(feedItems.map((m) => m.channel))], ["in_app"], "feed items are in-app messages");
+    // The payload filter, base64 as the SDK documents it: only the all-steps trigger's message.
+    const filtered = await sdk("subscribers.notifications.feed payload", () => novu.subscribers.notifications.feed({
+      subscriberId: "ann", limit: 100, payload: Buffer.from(JSON.stringify({ order: "A-7" })).toString("base64") }));
+    eq([...new Set((filtered.wire?.data ?? []).map((m) => m.transactionId))], [tx("all-steps")], "the feed's payload filter");
   });
   await group("in-app actions: a button needs a label", async () => {
     // Every feed item above was parsed by the SDK's MessageButton; here the buttons' values.
@@ -512,6 +535,7 @@ async function main() {
   await group("messages: delete", async () => {
     const { wire } = await sdk("messages.retrieve bulk-1", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }));
     eq(wire.data.length, 1, "bob's bulk message");
+    eq([wire.data[0]?.archived, "archivedAt" in (wire.data[0] ?? {})], [false, false], "a message carries archived as the feed does");
     const out = (await novu.messages.delete(wire.data[0]._id)).result;
     eq([out.acknowledged, out.status], [true, "deleted"], "delete message");
     eq((await sdk("messages.retrieve after delete", () => novu.messages.retrieve({ transactionId: [tx("bulk-1")] }))).wire.data.length, 0, "after delete");

@@ -10,6 +10,7 @@ Environment: TIDINGS_URL, TIDINGS_KEY, and from tests/it/novu_sdk.rs the test SM
 standing in for the SMS, chat and push providers and the http_request endpoint (TIDINGS_RECEIVER_URL).
 """
 
+import base64
 import json
 import os
 import sys
@@ -455,15 +456,37 @@ def main():
                          models.PayloadValidationExceptionDto, 400, "a payload the workflow's schema rejects")
         eq((e.data.type, [(x.field, x.value, x.schema_path) for x in e.data.errors]),
            ("PAYLOAD_VALIDATION_ERROR", [("name", 7, "#/properties/name/type")]), "payload validation: type and errors")
-        e = expect_error(lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
-                             {"workflow_id": "strict", "to": "ann", "payload": {}}]}),
-                         models.PayloadValidationExceptionDto, 400, "bulk: a payload the workflow's schema rejects")
-        eq([x.field for x in e.data.errors], ["root.name"], "bulk: payload validation errors")
+        # A bulk trigger answers per event (201, as Novu): a refused event is `error` with its reason.
+        out, _ = sdk("trigger_bulk with refused events", lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+            {"workflow_id": "strict", "to": "ann", "payload": {}},
+            {"workflow_id": "no-such-workflow", "to": "ann", "payload": {}, "transaction_id": tx("bulk-missing")}]}))
+        out = out or []
+        eq([(o.acknowledged, val(o.status), o.transaction_id) for o in out],
+           [(True, "error", None), (True, "error", tx("bulk-missing"))], "bulk: refused events answer error each")
+        check(bool(out) and (out[0].error or [""])[0].startswith("Payload validation failed: root.name"),
+              f"bulk: the payload's reason: {out[0].error if out else None!r}")
+        eq(out[1].error if len(out) > 1 else None, ["Workflow not found: no-such-workflow"], "bulk: the unknown workflow's reason")
         e = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "hello", "to": {"subscriber_id": "ann",
                              "channels": [{"provider_id": "expo", "credentials": {"device_tokens": ["ExponentPushToken[z]"]}}]}}),
                          models.PayloadValidationExceptionDto, 400, "to.channels with no active integration")
         eq((e.data.type, [x.field for x in e.data.errors]), ("BAD_REQUEST", ["to.channels"]), "no integration: type and errors")
-    group("events: the trigger routes' 400s parse in the SDK", trigger_400s)
+    group("events: the trigger routes' 400s parse in the SDK, a bulk's refused events", trigger_400s)
+
+    def trigger_unsupported():
+        # Fields Novu's request has and Tidings does not implement are refused, not dropped.
+        v = expect_error(lambda: novu.trigger(trigger_event_request_dto={"workflow_id": "hello", "to": "ann",
+                             "tenant": "acme", "bridge_url": "https://bridge.example.com"}),
+                         models.ValidationErrorDto, 422, "tenant and bridgeUrl")
+        eq(sorted(v.data.errors), ["bridgeUrl", "tenant"], "the unsupported fields named")
+        eq(v.data.errors["tenant"].messages, ["tenant is not supported by this server"], "tenant's message")
+        b = expect_error(lambda: novu.trigger_bulk(bulk_trigger_event_dto={"events": [
+                             {"workflow_id": "hello", "to": "ann", "tenant": {"identifier": "acme"}}]}),
+                         models.ValidationErrorDto, 422, "bulk with a tenant")
+        eq(list(b.data.errors), ["events[0].tenant"], "bulk: the event's field named")
+        expect_error(lambda: novu.trigger_broadcast(trigger_event_to_all_request_dto={"name": "hello", "payload": {},
+                         "overrides": {"severity": "high"}}),
+                     models.ValidationErrorDto, 422, "broadcast with overrides.severity")
+    group("events: unsupported fields are refused (422)", trigger_unsupported)
 
     def engine():
         settled(tx("all-steps"))
@@ -634,6 +657,11 @@ def main():
         feed_items.extend(wire["data"])
         check(len(feed_items) >= 5, f"ann's feed: {len(feed_items)}")
         eq({m["channel"] for m in feed_items}, {"in_app"}, "feed items are in-app messages")
+        # The payload filter, base64 as the SDK documents it: only the all-steps trigger's message.
+        _, wire = sdk("subscribers.notifications.feed payload", lambda: novu.subscribers.notifications.feed(
+            request={"subscriber_id": "ann", "limit": 100,
+                     "payload": base64.b64encode(json.dumps({"order": "A-7"}).encode()).decode()}))
+        eq({m["transactionId"] for m in (wire or {}).get("data", [])}, {tx("all-steps")}, "the feed's payload filter")
     group("subscribers: notifications feed", feed)
 
     def actions():
@@ -671,6 +699,8 @@ def main():
     def message_delete():
         _, wire = sdk("messages.retrieve bulk-1", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))
         eq(len(wire["data"]), 1, "bob's bulk message")
+        eq((wire["data"][0].get("archived"), "archivedAt" in wire["data"][0]), (False, False),
+           "a message carries archived as the feed does")
         out = novu.messages.delete(message_id=wire["data"][0]["_id"]).result
         eq((out.acknowledged, val(out.status)), (True, "deleted"), "delete message")
         _, wire = sdk("messages.retrieve after delete", lambda: novu.messages.retrieve(request={"transaction_id": [tx("bulk-1")]}))

@@ -44,7 +44,11 @@ if (!applicationIdentifier || !subscriberId) {
       setStatus('ready', `Session started: ${data.unreadCount?.total ?? data.totalUnreadCount ?? 0} unread.`);
     }
   });
-  const ui = new NovuUI({ options, novu });
+  // Tidings does not implement delivery schedules yet (a schedule is refused with a 422), so the Schedule
+  // section of the preferences is hidden: @novu/js 3.19.2 has no switch for it, but its container is the
+  // `scheduleContainer` element of `appearance.elements`, which takes a style object.
+  const appearance = { elements: { scheduleContainer: { display: 'none' } } };
+  const ui = new NovuUI({ options, novu, appearance });
   ui.mountComponent({ name: 'Inbox', element: document.getElementById('inbox'), props: { placement: 'bottom-end' } });
 }
 

@@ -11,7 +11,7 @@ use crate::api::extract::{AppJson, AppPath};
 use crate::api::wire::Reply;
 use crate::api::AppState;
 use crate::domain::Tenant;
-use crate::error::Error;
+use crate::error::{Error, Validation};
 use crate::service::events::{self as service, TriggerInput, TriggerResult};
 use crate::service::limits::BULK_EVENTS;
 
@@ -36,6 +36,18 @@ pub struct TriggerIn {
     /// Map of context type → id or `{id, data?}`.
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
+    /// Not supported by this server: a value other than null is refused with a 422 naming it.
+    #[schema(value_type = Option<Object>)]
+    pub tenant: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<String>)]
+    pub bridge_url: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<Object>)]
+    pub controls: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<String>)]
+    pub agent_id: Option<Value>,
 }
 
 /// Body of `POST /v1/events/trigger/broadcast`: a trigger to every subscriber of the environment.
@@ -56,6 +68,82 @@ pub struct BroadcastIn {
     /// Map of context type → id or `{id, data?}`.
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
+    /// Not supported by this server: a value other than null is refused with a 422 naming it.
+    #[schema(value_type = Option<Object>)]
+    pub tenant: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<String>)]
+    pub bridge_url: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<Object>)]
+    pub controls: Option<Value>,
+    /// Not supported by this server (a value other than null → 422).
+    #[schema(value_type = Option<String>)]
+    pub agent_id: Option<Value>,
+}
+
+/// The fields of a trigger that Tidings accepts in Novu's request but does not implement, and the
+/// parts of `overrides` it does not apply: each is refused (422, naming it) when it carries a value,
+/// rather than answered `processed` and dropped.
+fn refuse_unsupported(
+    v: &mut Validation,
+    prefix: &str,
+    fields: [(&str, &Option<Value>); 4],
+    overrides: &Option<Value>,
+) {
+    let mut refuse = |field: String, value: &Value| {
+        v.add(
+            &field,
+            format!("{field} is not supported by this server"),
+            value.clone(),
+        );
+    };
+    for (name, value) in fields {
+        if let Some(value) = value.as_ref().filter(|x| !x.is_null()) {
+            refuse(format!("{prefix}{name}"), value);
+        }
+    }
+    let Some(Value::Object(o)) = overrides else {
+        return;
+    };
+    for name in ["layoutIdentifier", "severity", "channels"] {
+        if let Some(value) = o.get(name).filter(|x| !x.is_null()) {
+            refuse(format!("{prefix}overrides.{name}"), value);
+        }
+    }
+    if let Some(Value::Object(steps)) = o.get("steps") {
+        for (step, step_overrides) in steps {
+            for name in ["providers", "layoutId"] {
+                if let Some(value) = step_overrides.get(name).filter(|x| !x.is_null()) {
+                    refuse(format!("{prefix}overrides.steps.{step}.{name}"), value);
+                }
+            }
+        }
+    }
+}
+
+impl TriggerIn {
+    fn refuse_unsupported(&self, v: &mut Validation, prefix: &str) {
+        let fields = [
+            ("tenant", &self.tenant),
+            ("bridgeUrl", &self.bridge_url),
+            ("controls", &self.controls),
+            ("agentId", &self.agent_id),
+        ];
+        refuse_unsupported(v, prefix, fields, &self.overrides);
+    }
+}
+
+impl BroadcastIn {
+    fn refuse_unsupported(&self, v: &mut Validation) {
+        let fields = [
+            ("tenant", &self.tenant),
+            ("bridgeUrl", &self.bridge_url),
+            ("controls", &self.controls),
+            ("agentId", &self.agent_id),
+        ];
+        refuse_unsupported(v, "", fields, &self.overrides);
+    }
 }
 
 impl From<BroadcastIn> for TriggerInput {
@@ -86,6 +174,8 @@ pub struct TriggerOut {
     pub acknowledged: bool,
     /// processed, trigger_not_active, no_workflow_steps_defined or error.
     pub status: &'static str,
+    /// Absent for a bulk event refused before it had one (the caller gave none).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub transaction_id: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub error: Vec<String>,
@@ -127,6 +217,9 @@ pub async fn trigger_event(
     tenant: Tenant,
     AppJson(body): AppJson<TriggerIn>,
 ) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    body.refuse_unsupported(&mut v, "");
+    v.finish()?;
     trigger_one(&state, &tenant, body.into()).await
 }
 
@@ -154,15 +247,18 @@ pub async fn trigger_broadcast(
     tenant: Tenant,
     AppJson(body): AppJson<BroadcastIn>,
 ) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    body.refuse_unsupported(&mut v);
+    v.finish()?;
     trigger_one(&state, &tenant, body.into()).await
 }
 
-/// Trigger up to 100 events at once; answers one result per event, in order.
+/// Trigger up to 100 events at once; answers one result per event, in order: an event refused (unknown
+/// workflow, invalid, its payload rejected, the database refusing it) is `status: "error"` with its reason,
+/// the others are recorded (as Novu answers a bulk).
 #[utoipa::path(post, path = "/v1/events/trigger/bulk", tag = "Events", request_body = BulkTriggerIn,
     responses((status = 201, body = Vec<TriggerOut>),
-        (status = 400, description = "As for a single trigger: the error body adds `type` and `errors`"),
-        (status = 404, description = "An event names an unknown workflow"),
-        (status = 422, description = "Invalid body or more than 100 events")))]
+        (status = 422, description = "Invalid body, more than 100 events, or a field this server does not support")))]
 pub async fn trigger_bulk(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -176,6 +272,11 @@ pub async fn trigger_bulk(
         )
         .into());
     }
+    let mut v = Validation::new();
+    for (i, event) in body.events.iter().enumerate() {
+        event.refuse_unsupported(&mut v, &format!("events[{i}]."));
+    }
+    v.finish()?;
     let inputs = body.events.into_iter().map(Into::into).collect();
     let out: Vec<TriggerOut> =
         service::trigger_many(&state.store, &state.triggers, &tenant, inputs)

@@ -99,12 +99,27 @@ pub struct IntegrationIn {
     pub credentials: Option<Value>,
     /// Default false.
     pub active: Option<bool>,
-    /// Accepted for compatibility; credentials are not checked against the provider.
+    /// Credentials are not checked against the provider: `true` is refused with a 422 (`false` and null
+    /// are accepted).
     pub check: Option<bool>,
     #[schema(value_type = Option<Vec<Object>>)]
     pub conditions: Option<Value>,
     #[schema(value_type = Option<Object>)]
     pub configurations: Option<Value>,
+}
+
+/// `check: true` asks for a verification with the provider that Tidings does not make: refused, not
+/// dropped.
+fn refuse_check(check: Option<bool>) -> crate::error::Result<()> {
+    let mut v = crate::error::Validation::new();
+    if check == Some(true) {
+        v.add(
+            "check",
+            "check is not supported by this server: credentials are not verified with the provider",
+            true,
+        );
+    }
+    v.finish()
 }
 
 /// Body of `PUT /v1/integrations/{integrationId}`.
@@ -116,6 +131,7 @@ pub struct IntegrationPut {
     #[schema(value_type = Option<Object>)]
     pub credentials: Option<Value>,
     pub active: Option<bool>,
+    /// As on create: `true` is refused with a 422.
     pub check: Option<bool>,
     #[schema(value_type = Option<Vec<Object>>)]
     pub conditions: Option<Value>,
@@ -152,6 +168,7 @@ pub async fn create_integration(
     tenant: Tenant,
     AppJson(body): AppJson<IntegrationIn>,
 ) -> ApiResult<Response> {
+    refuse_check(body.check)?;
     let input = NewIntegration {
         provider_id: body.provider_id,
         channel: body.channel,
@@ -178,6 +195,7 @@ pub async fn update_integration(
     AppPath(id): AppPath<IntegrationId>,
     AppJson(body): AppJson<IntegrationPut>,
 ) -> ApiResult<Response> {
+    refuse_check(body.check)?;
     let input = IntegrationUpdate {
         name: body.name,
         identifier: body.identifier,

@@ -11,6 +11,7 @@ use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
+use crate::domain::context::parse_context_keys;
 use crate::domain::job::Message;
 use crate::domain::{Channel, MessageId, Tenant};
 use crate::error::Validation;
@@ -57,6 +58,11 @@ pub struct MessageOut {
     pub data: Option<Value>,
     pub read: bool,
     pub seen: bool,
+    /// Whether the subscriber archived it (in-app messages; always false for the other channels).
+    pub archived: bool,
+    /// When it was archived, while it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_read_date: Option<IsoTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +128,8 @@ impl From<Message> for MessageOut {
             data: m.data,
             read: m.read,
             seen: m.seen,
+            archived: m.archived,
+            archived_at: m.archived_at.filter(|_| m.archived).map(IsoTime),
             last_read_date: m.last_read_date.map(IsoTime),
             last_seen_date: m.last_seen_date.map(IsoTime),
             snoozed_until: m
@@ -146,27 +154,22 @@ impl From<Message> for MessageOut {
     }
 }
 
-/// An item of a subscriber's feed (NotificationFeedItemDto): the message plus the job that created it and
-/// whether the subscriber archived it.
+/// An item of a subscriber's feed (NotificationFeedItemDto): the message (with every field of
+/// `GET /v1/messages`' items, `archived` and `archivedAt` too) plus the job that created it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FeedItemOut {
     #[serde(flatten)]
     pub message: MessageOut,
     #[serde(rename = "_jobId")]
     pub job_id: String,
-    pub archived: bool,
 }
 
 impl From<Message> for FeedItemOut {
     fn from(m: Message) -> Self {
-        let (job_id, archived) = (m.job_id.clone().into(), m.archived);
+        let job_id = m.job_id.clone().into();
         let mut message = MessageOut::from(m);
         message.message_template_id = None;
-        Self {
-            message,
-            job_id,
-            archived,
-        }
+        Self { message, job_id }
     }
 }
 
@@ -205,6 +208,7 @@ fn page_body<T: From<Message>>(
 /// List messages, newest first.
 #[utoipa::path(get, path = "/v1/messages", tag = "Messages",
     params(("subscriberId" = Option<String>, Query), ("channel" = Option<String>, Query), ("transactionId" = Option<Vec<String>>, Query),
+        ("contextKeys" = Option<Vec<String>>, Query, description = "Exact set of the trigger's contexts, type:id; `contextKeys=` for none"),
         ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..1000, default 10")),
     responses((status = 200, body = PageOf<MessageOut>)))]
 pub async fn list_messages(
@@ -225,10 +229,16 @@ pub async fn list_messages(
         }
     }
     let transaction_ids = q.list(&mut v, "transactionId");
+    // `contextKeys=` (present but empty) asks for messages of triggers without a context.
+    let context_keys = q.has("contextKeys").then(|| {
+        let keys = q.list(&mut v, "contextKeys");
+        parse_context_keys(&mut v, "contextKeys", &keys)
+    });
     v.finish()?;
     let f = MessageFilter {
         channel,
         transaction_ids,
+        context_keys,
         ..Default::default()
     };
     let subscriber_id = q.string("subscriberId");
@@ -247,7 +257,8 @@ pub async fn list_messages(
 /// A subscriber's in-app feed, newest first; filter by `read` / `seen`.
 #[utoipa::path(get, path = "/v1/subscribers/{subscriberId}/notifications/feed", tag = "Messages",
     params(("subscriberId" = String, Path), ("page" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..100, default 10"),
-        ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query)),
+        ("read" = Option<bool>, Query), ("seen" = Option<bool>, Query),
+        ("payload" = Option<String>, Query, description = "A JSON object, as it is or in base64: each (dotted) key's value in the trigger payload must equal the given one")),
     responses((status = 200, body = PageOf<FeedItemOut>), (status = 404, description = "Unknown subscriber")))]
 pub async fn subscriber_feed(
     State(state): State<AppState>,
@@ -260,12 +271,14 @@ pub async fn subscriber_feed(
     let read = q.bool(&mut v, "read");
     let seen = q.bool(&mut v, "seen");
     v.finish()?;
+    let payload = q.string("payload");
     let found = service::feed(
         &state.store,
         &tenant,
         &subscriber_id,
         read,
         seen,
+        payload.as_deref(),
         page,
         limit,
     )

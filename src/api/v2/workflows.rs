@@ -41,8 +41,39 @@ pub struct WorkflowIn {
     #[schema(value_type = Option<Object>)]
     pub payload_schema: Option<Value>,
     pub validate_payload: Option<bool>,
+    /// Translations are not supported: `true` is refused with a 422 (`false` and null are accepted).
+    pub is_translation_enabled: Option<bool>,
+    /// Agents are not supported: a value other than null is refused with a 422.
+    #[schema(value_type = Option<Object>)]
+    pub agent: Option<Value>,
     #[serde(default)]
     pub steps: Vec<StepIn>,
+}
+
+/// `isTranslationEnabled: true` asks for what Tidings does not do: refused rather than dropped.
+fn refuse_translations(v: &mut Validation, enabled: Option<bool>) {
+    if enabled == Some(true) {
+        v.add(
+            "isTranslationEnabled",
+            "isTranslationEnabled is not supported by this server: translations are not implemented",
+            true,
+        );
+    }
+}
+
+impl WorkflowIn {
+    fn refuse_unsupported(&self) -> Result<()> {
+        let mut v = Validation::new();
+        refuse_translations(&mut v, self.is_translation_enabled);
+        if let Some(agent) = self.agent.as_ref().filter(|a| !a.is_null()) {
+            v.add(
+                "agent",
+                "agent is not supported by this server",
+                agent.clone(),
+            );
+        }
+        v.finish()
+    }
 }
 
 /// A step in a workflow body.
@@ -243,6 +274,7 @@ pub async fn create_workflow(
     tenant: Tenant,
     AppJson(body): AppJson<WorkflowIn>,
 ) -> ApiResult<Response> {
+    body.refuse_unsupported()?;
     let w = service::create(&state.store, &tenant, body.into()).await?;
     Ok(Reply::created(WorkflowOut::from(w)).into_response())
 }
@@ -406,6 +438,7 @@ pub async fn update_workflow(
     AppPath(id): AppPath<String>,
     AppJson(body): AppJson<WorkflowIn>,
 ) -> ApiResult<Response> {
+    body.refuse_unsupported()?;
     let w = service::update(&state.store, &tenant, &id, body.into()).await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }
@@ -429,7 +462,7 @@ pub struct WorkflowPatchIn {
     pub payload_schema: Option<Option<Value>>,
     #[schema(value_type = Option<bool>)]
     pub validate_payload: Option<Value>,
-    /// Accepted for compatibility; translations are not supported.
+    /// Translations are not supported: `true` is refused with a 422 (`false` and null are accepted).
     #[schema(value_type = Option<bool>)]
     pub is_translation_enabled: Option<Value>,
 }
@@ -448,7 +481,8 @@ impl WorkflowPatchIn {
         };
         let active = boolean("active", self.active);
         let validate_payload = boolean("validatePayload", self.validate_payload);
-        boolean("isTranslationEnabled", self.is_translation_enabled);
+        let translations = boolean("isTranslationEnabled", self.is_translation_enabled);
+        refuse_translations(&mut v, translations);
         let name = match self.name {
             None => None,
             Some(Value::String(n)) => Some(n),

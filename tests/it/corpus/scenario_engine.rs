@@ -239,6 +239,19 @@ async fn trigger_errors(rec: &mut Recorder<'_>) {
         json!({"events": [{"name": "strict", "to": "ann", "payload": {}}]}),
     )
     .await;
+    // A bulk answers per event: the refused one `error` with its reason.
+    rec.post(
+        "/v1/events/trigger/bulk",
+        json!({"events": [{"name": "nope", "to": "ann", "transactionId": tx("bulk-nope")}]}),
+    )
+    .await;
+    // Fields Tidings does not implement are refused, naming them.
+    rec.post(
+        "/v1/events/trigger",
+        json!({"name": "hello", "to": "ann", "tenant": "acme", "bridgeUrl": "https://bridge.example.com",
+            "overrides": {"severity": "high"}}),
+    )
+    .await;
     rec.post("/v1/events/trigger/bulk", json!({"events": []}))
         .await;
     rec.post("/v1/events/trigger/bulk", json!({"events": "none"}))
