@@ -90,7 +90,6 @@ embed_migrations!(
     "20261127100000_snoozed_messages.sql",
     "20261128235500_subscriber_erasure.sql",
     "20261129000000_one_open_digest.sql",
-    "20261129001000_inbox_contexts.sql",
     "20261129001100_presence_heartbeat.sql",
 );
 
