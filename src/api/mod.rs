@@ -352,6 +352,11 @@ pub fn router(state: AppState) -> Router {
         .layer(request_log::LogLayer)
         // The Inbox's socket (`/socket.io/`) is answered before the API's layers: its handshake is no API call.
         .layer(sockets)
+        // Only with a session token that verifies (no database read).
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            socket::refuse_without_session,
+        ))
 }
 
 /// Liveness of the process (no storage: the benchmark's ceiling). Readiness is `/v1/health-check/ready`.

@@ -1,6 +1,7 @@
 //! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
 //! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
-//! (`?token=`); a socket without a valid one is disconnected. Each socket joins its subscriber's room (the
+//! (`?token=`); a socket without a valid one is refused before its upgrade ([`refuse_without_session`]), and
+//! one whose subscriber is gone is disconnected. Each socket joins its subscriber's room (the
 //! subscriber is online while it has a socket here) and the room of its session's context within it: a
 //! socket hears only of the messages whose context keys are exactly its session's, and its counts are of
 //! those (Novu's multi-tenant Inbox).
@@ -33,6 +34,51 @@ use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
 use crate::store::Store;
+
+/// Where the socket is served (socketioxide's default path).
+const SOCKET_PATH: &str = "/socket.io/";
+
+/// Refuses a socket whose session token is missing, forged or expired before its WebSocket upgrade: 401,
+/// and no socket. The signature and expiry are checked without a database read, so sockets with bad tokens
+/// cost neither storage nor a held connection. (A token that verifies but whose subscriber is gone is
+/// refused at connect, with a read.)
+pub async fn refuse_without_session(
+    axum::extract::State(state): axum::extract::State<super::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if req.uri().path() == SOCKET_PATH || req.uri().path() == SOCKET_PATH.trim_end_matches('/') {
+        let token = token_of(req.uri());
+        let now = crate::domain::Timestamp::now();
+        if crate::domain::session::SessionToken::verify(&token, state.store.cipher(), now).is_none()
+        {
+            // The error's path without the query: it holds the token.
+            let ctx = super::wire::RequestContext {
+                profile: state.profile,
+                path: axum::http::uri::PathAndQuery::from_static(SOCKET_PATH),
+            };
+            return super::wire::within(Some(ctx), || {
+                super::error::error_response(
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    "The socket needs a valid Inbox session token (?token=)",
+                    serde_json::Map::new(),
+                )
+            });
+        }
+    }
+    next.run(req).await
+}
+
+/// The `token` query parameter of a socket's request (empty when absent).
+fn token_of(uri: &axum::http::Uri) -> String {
+    uri.query()
+        .and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "token")
+                .map(|(_, v)| v.into_owned())
+        })
+        .unwrap_or_default()
+}
 
 /// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
 /// it so that another instance holding one of their sockets records them online again.
@@ -213,16 +259,7 @@ fn contexts_held(io: &SocketIo, subscriber_room: &str) -> Vec<Vec<String>> {
 /// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
 /// disconnects any other.
 async fn connect(store: Store, socket: SocketRef) {
-    let token = socket
-        .req_parts()
-        .uri
-        .query()
-        .and_then(|q| {
-            form_urlencoded::parse(q.as_bytes())
-                .find(|(k, _)| k == "token")
-                .map(|(_, v)| v.into_owned())
-        })
-        .unwrap_or_default();
+    let token = token_of(&socket.req_parts().uri);
     let who = match inbox_session::authenticate(&store, &token).await {
         Ok(Some(who)) => who,
         Ok(None) => {

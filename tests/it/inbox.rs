@@ -1383,3 +1383,55 @@ async fn presence_expires(app: TestApp) {
     );
 }
 db_test!(inbox_presence_expires, presence_expires);
+
+/// A socket's upgrade needs a session token that verifies: none, a forged one and an expired one are refused
+/// with a 401 before the WebSocket exists (the error does not echo the token); a valid one is upgraded.
+async fn sockets_need_a_valid_token_before_the_upgrade(app: TestApp) {
+    let upgrade = |token: &str| {
+        let mut query = vec![("EIO", "4"), ("transport", "websocket")];
+        if !token.is_empty() {
+            query.push(("token", token));
+        }
+        app.client
+            .get(app.url("/socket.io/"))
+            .query(&query)
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+    };
+    let valid = token(&app, "ann").await;
+    let mut forged = valid.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    let subscriber_ref = tidings::domain::SubscriberRef::from(
+        app.get("/v2/subscribers/ann").await.1["_id"]
+            .as_str()
+            .unwrap(),
+    );
+    let mut expired = tidings::domain::session::SessionToken::starting_now(
+        app.tenant.clone(),
+        subscriber_ref,
+        Vec::new(),
+    );
+    expired.expires_at = tidings::domain::Timestamp(tidings::domain::Timestamp::now().0 - 1);
+    let expired = expired.sign(app.store.cipher());
+    for (what, token) in [
+        ("none", ""),
+        ("forged", forged.as_str()),
+        ("expired", expired.as_str()),
+        ("junk", "x"),
+    ] {
+        let (status, body) = send(upgrade(token)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}: {body}");
+        assert_error(&body, 401);
+        assert_eq!(body["path"], "/socket.io/", "{what}");
+        assert!(!body.to_string().contains(&valid[..20]), "{what}: {body}");
+    }
+    let resp = upgrade(&valid).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
+}
+db_test!(
+    inbox_socket_refusal,
+    sockets_need_a_valid_token_before_the_upgrade
+);
