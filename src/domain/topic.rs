@@ -43,10 +43,14 @@ pub fn default_identifier(topic_key: &str, subscriber_id: &str) -> String {
     format!("tk_{topic_key}:si_{subscriber_id}")
 }
 
-/// A topic key: 1 to [`MAX_KEY_LEN`] characters among letters, digits, `_`, `-`, `:` and `.`.
+/// A topic key: 1 to [`MAX_KEY_LEN`] characters among letters, digits, `_`, `-`, `:` and `.`, and not `.` or
+/// `..` (path segments: clients and proxies resolve `/v2/topics/..` to another route, so such a topic could
+/// never be read, changed or deleted).
 pub fn validate_key(v: &mut Validation, field: &str, key: &str) {
     if key.is_empty() {
         v.add(field, format!("{field} must not be empty"), key);
+    } else if key == "." || key == ".." {
+        v.add(field, format!("{field} must not be '.' or '..'"), key);
     } else if key.chars().count() > MAX_KEY_LEN {
         v.add(
             field,
@@ -114,6 +118,10 @@ mod tests {
         assert_eq!(problems("with space"), 1);
         assert_eq!(problems("a/b"), 1);
         assert_eq!(problems("é"), 1);
+        assert_eq!(problems("."), 1);
+        assert_eq!(problems(".."), 1);
+        assert_eq!(problems("..."), 0);
+        assert_eq!(problems("v1.2"), 0);
     }
 
     #[test]

@@ -132,6 +132,8 @@ async fn validation(app: TestApp) {
         (json!({"key": ""}), "key"),
         (json!({"key": "has space"}), "key"),
         (json!({"key": "a/b"}), "key"),
+        (json!({"key": "."}), "key"),
+        (json!({"key": ".."}), "key"),
         (json!({"key": "k".repeat(101)}), "key"),
         (json!({"key": "ok", "name": "n".repeat(201)}), "name"),
     ] {
