@@ -17,8 +17,6 @@ use crate::store::Store;
 
 /// Most rows one batch changes.
 pub const BATCH: i64 = 500;
-/// How often an idle loop looks for erasures (a delete on this process wakes it at once).
-const POLL: Duration = Duration::from_secs(1);
 /// How long after the delete the erasure makes its last pass: a job that was running when the subscriber
 /// was deleted may still record a message until its lease (renewed while it runs) ends.
 pub const GRACE_MS: i64 = 60_000;
@@ -32,23 +30,14 @@ pub async fn sweep(
     shutdown: CancellationToken,
 ) {
     let lease_ms = lease.as_millis() as i64;
-    while !shutdown.is_cancelled() {
-        let woken = wakeup.notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        match erase_one(&store, &worker, lease_ms, &shutdown).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(error = ?e, "erasing a deleted subscriber failed; it is retried when its lease expires")
-            }
-        }
-        tokio::select! {
-            _ = woken => {}
-            _ = tokio::time::sleep(POLL) => {}
-            _ = shutdown.cancelled() => {}
-        }
-    }
+    let (store, worker, stopping) = (&store, &worker, &shutdown);
+    super::leased_work_loop(
+        &wakeup,
+        &shutdown,
+        "erasing a deleted subscriber failed",
+        || erase_one(store, worker, lease_ms, stopping),
+    )
+    .await;
 }
 
 /// Claims one erasure that is due and works it through in batches; `false` when none was.

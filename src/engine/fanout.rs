@@ -49,10 +49,6 @@ pub const BATCH: usize = 500;
 /// environment's fan-out waits at most this long for its turn.
 pub const BATCHES_PER_CLAIM: usize = 8;
 
-/// How often an idle expansion loop looks for fan-outs other processes recorded (or left behind when they
-/// stopped); fan-outs recorded by this process wake it at once.
-const POLL: Duration = Duration::from_secs(1);
-
 /// Expands fan-outs until `shutdown`, as `worker`, each claim leased for `lease`.
 pub async fn expand(
     store: Store,
@@ -64,29 +60,21 @@ pub async fn expand(
     shutdown: CancellationToken,
 ) {
     let lease_ms = lease.as_millis() as i64;
-    while !shutdown.is_cancelled() {
-        // Registered before the claim, so a fan-out recorded while it runs still wakes the loop.
-        let woken = wakeup.notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        let pause = match expand_once(&store, &runner, &triggers, &worker, lease_ms).await {
-            Ok(true) => {
+    let (store, runner, triggers, worker, woken) = (&store, &runner, &triggers, &worker, &wakeup);
+    super::leased_work_loop(
+        &wakeup,
+        &shutdown,
+        "expanding a fan-out failed",
+        || async move {
+            let expanded = expand_once(store, runner, triggers, worker, lease_ms).await?;
+            if expanded {
                 // Jobs queued beyond what the workers were handed.
-                wakeup.notify();
-                continue;
+                woken.notify();
             }
-            Ok(false) => POLL,
-            Err(e) => {
-                tracing::warn!(error = ?e, "expanding a fan-out failed; it is retried when its lease expires");
-                POLL
-            }
-        };
-        tokio::select! {
-            _ = woken => {}
-            _ = tokio::time::sleep(pause) => {}
-            _ = shutdown.cancelled() => {}
-        }
-    }
+            Ok(expanded)
+        },
+    )
+    .await;
 }
 
 /// Claims the fan-out whose turn it is, as `worker` for `lease_ms`, and expands up to

@@ -545,6 +545,40 @@ pub fn spawn_workers(
     })
 }
 
+/// How often an idle loop of leased work beside the jobs (fan-outs, erasures) looks for some; a wakeup
+/// (work recorded by this process) comes sooner.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// Runs `once` — claims one piece of leased work and does it, `true` when there was one — again at once while
+/// it finds work, else after a wakeup or [`IDLE_POLL`], until `shutdown`. A failure is logged (`failed`) and
+/// the work is claimed again once its lease runs out.
+async fn leased_work_loop<F, Fut>(
+    wakeup: &Wakeup,
+    shutdown: &CancellationToken,
+    failed: &str,
+    mut once: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::error::Result<bool>>,
+{
+    while !shutdown.is_cancelled() {
+        // Registered before the claim, so work recorded while it runs still wakes the loop.
+        let woken = wakeup.notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        match once().await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = ?e, "{failed}; it is retried when its lease expires"),
+        }
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(IDLE_POLL) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+}
+
 /// Claim loops per process: while one loop waits on the database (claiming, completing), another runs its
 /// batch. They share the process's concurrency limit and worker id.
 const LOOPS_PER_PROCESS: usize = 2;
