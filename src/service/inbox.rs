@@ -8,7 +8,7 @@ use crate::domain::id::is_object_id;
 use crate::domain::job::Message;
 use crate::domain::{MessageId, SubscriberRef, Tenant};
 use crate::error::{Error, Result, Validation};
-use crate::store::messages::{DataCondition, MarkAs, MessageFilter};
+use crate::store::messages::{plain_key, DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
 
 /// The `_id` of the environment's current subscriber `subscriber_id`: what its messages are selected by, so
@@ -139,10 +139,7 @@ pub fn payload_filter(v: &mut Validation, raw: &str) -> Vec<DataCondition> {
     let mut out = Vec::new();
     for (key, value) in object {
         let path: Vec<String> = key.split('.').map(str::to_owned).collect();
-        let bad = path.len() > PAYLOAD_DEPTH
-            || path.iter().any(|p| {
-                p.is_empty() || p.len() > 100 || p.starts_with('$') || p.contains(['"', '\\', '\0'])
-            });
+        let bad = path.len() > PAYLOAD_DEPTH || !path.iter().all(|p| plain_key(p));
         if bad {
             v.add(
                 &format!("payload.{key}"),

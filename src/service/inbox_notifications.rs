@@ -8,7 +8,7 @@ use super::inbox_session::{InboxSubscriber, INBOX_COUNT_CAP};
 use crate::domain::job::Message;
 use crate::domain::{MessageId, Timestamp};
 use crate::error::{Error, Result, Validation};
-use crate::store::messages::{DataCondition, MarkAs, MessageFilter};
+use crate::store::messages::{plain_key, DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
 
 /// The most filters one count request may hold (Novu's).
@@ -19,9 +19,8 @@ pub const MAX_SNOOZE_HOURS: i64 = 24 * 30;
 const MIN_SNOOZE_MS: i64 = 60_000;
 /// The most ids one bulk request may name.
 pub const BULK_IDS: usize = 100;
-/// The most conditions a `data` filter may hold, and the longest key.
+/// The most conditions a `data` filter may hold.
 const DATA_CONDITIONS: usize = 30;
-const DATA_KEY: usize = 100;
 const SEVERITIES: [&str; 4] = ["high", "medium", "low", "none"];
 
 /// The subscriber's in-app messages of the session's context, not deleted.
@@ -187,11 +186,7 @@ fn collect_data(
         } else {
             format!("data.{}.{key}", parent.join("."))
         };
-        if key.is_empty()
-            || key.len() > DATA_KEY
-            || key.starts_with(['$', '.'])
-            || key.contains(['"', '\\', '\0'])
-        {
+        if !plain_key(key) {
             v.add(&at, "a data key must be 1 to 100 characters, not start with $ or . and hold no quote or backslash", key.as_str());
             continue;
         }

@@ -95,12 +95,24 @@ pub struct MessageFilter {
     pub context_keys: Option<Vec<String>>,
 }
 
-/// The value at `path` in a message's `data` (a key, or a key and a key of the object under it) is one of
-/// `any_of` (JSON values compared as JSON).
+/// The value at `path` in a message's `data` or `payload` (a key, or keys of the objects under it) is one of
+/// `any_of` (JSON values compared as JSON). Each key must be [`plain_key`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataCondition {
     pub path: Vec<String>,
     pub any_of: Vec<Value>,
+}
+
+/// Longest key of a [`DataCondition`]'s path.
+pub const MAX_PATH_KEY: usize = 100;
+
+/// A key a [`DataCondition`]'s path may hold: 1 to [`MAX_PATH_KEY`] bytes, not starting with `$` or `.`, with
+/// no quote, backslash or NUL (SQLite's JSON path quotes each key as it is).
+pub fn plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= MAX_PATH_KEY
+        && !key.starts_with(['$', '.'])
+        && !key.contains(['"', '\\', '\0'])
 }
 
 impl MessageFilter {
@@ -206,7 +218,7 @@ impl MessageFilter {
 fn push_json_path(q: &mut Sql, dialect: Dialect, column: &'static str, path: &[String]) {
     match dialect {
         Dialect::Sqlite => {
-            // A path of quoted keys; the service refuses keys with quotes or backslashes.
+            // A path of quoted keys; `plain_key` refuses quotes and backslashes.
             let mut p = String::from("$");
             for key in path {
                 p.push_str(&format!(".\"{key}\""));
