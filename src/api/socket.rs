@@ -35,8 +35,15 @@ use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
 use crate::store::Store;
 
-/// Where the socket is served (socketioxide's default path).
+/// Where the socket is served (socketioxide's default path). It answers the path and every path below it.
 const SOCKET_PATH: &str = "/socket.io/";
+
+/// Whether socketioxide answers `path`: `/socket.io` and everything under `/socket.io/`, as engine.io
+/// matches its path.
+fn is_socket_path(path: &str) -> bool {
+    path.strip_prefix(SOCKET_PATH.trim_end_matches('/'))
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
 
 /// Refuses a socket whose session token is missing, forged or expired before its WebSocket upgrade: 401,
 /// and no socket. The signature and expiry are checked without a database read, so sockets with bad tokens
@@ -47,7 +54,7 @@ pub async fn refuse_without_session(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if req.uri().path() == SOCKET_PATH || req.uri().path() == SOCKET_PATH.trim_end_matches('/') {
+    if is_socket_path(req.uri().path()) {
         let token = token_of(req.uri());
         let now = crate::domain::Timestamp::now();
         if crate::domain::session::SessionToken::verify(&token, state.store.cipher(), now).is_none()
@@ -502,6 +509,16 @@ fn raw(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_check_covers_every_path_the_socket_answers() {
+        for path in ["/socket.io", "/socket.io/", "/socket.io/x", "/socket.io//"] {
+            assert!(is_socket_path(path), "{path}");
+        }
+        for path in ["/socket.iox", "/v1/socket.io/", "/", "/socket"] {
+            assert!(!is_socket_path(path), "{path}");
+        }
+    }
 
     #[test]
     fn rooms_tell_subscribers_and_contexts_apart() {

@@ -1387,19 +1387,20 @@ db_test!(inbox_presence_expires, presence_expires);
 /// A socket's upgrade needs a session token that verifies: none, a forged one and an expired one are refused
 /// with a 401 before the WebSocket exists (the error does not echo the token); a valid one is upgraded.
 async fn sockets_need_a_valid_token_before_the_upgrade(app: TestApp) {
-    let upgrade = |token: &str| {
+    let upgrade_at = |path: &str, token: &str| {
         let mut query = vec![("EIO", "4"), ("transport", "websocket")];
         if !token.is_empty() {
             query.push(("token", token));
         }
         app.client
-            .get(app.url("/socket.io/"))
+            .get(app.url(path))
             .query(&query)
             .header("Connection", "Upgrade")
             .header("Upgrade", "websocket")
             .header("Sec-WebSocket-Version", "13")
             .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
     };
+    let upgrade = |token: &str| upgrade_at("/socket.io/", token);
     let valid = token(&app, "ann").await;
     let mut forged = valid.clone();
     let last = forged.pop().unwrap();
@@ -1428,6 +1429,9 @@ async fn sockets_need_a_valid_token_before_the_upgrade(app: TestApp) {
         assert_eq!(body["path"], "/socket.io/", "{what}");
         assert!(!body.to_string().contains(&valid[..20]), "{what}: {body}");
     }
+    // socket.io answers every path below its own: none is a way round the check.
+    let (status, body) = send(upgrade_at("/socket.io/x", "")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     let resp = upgrade(&valid).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
 }
