@@ -803,6 +803,8 @@ log "starting tidings serve on $BASE_URL"
 # limiter's cost is still measured.
 export TIDINGS_RATE_LIMIT_EVENTS=10000000 TIDINGS_RATE_LIMIT_CONFIGURATION=10000000 \
     TIDINGS_RATE_LIMIT_GLOBAL=10000000
+# The deliveries group's receiver listens on loopback, which workers refuse to call by default.
+export TIDINGS_ALLOW_PRIVATE_NETWORKS=true
 # start_server: starts `tidings serve` on PORT (its log appended to server.log) and waits until it answers.
 start_server() {
     "$BIN" serve --listen "127.0.0.1:$PORT" --database-url "$DB_URL" >>"$WORK_DIR/server.log" 2>&1 &

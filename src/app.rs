@@ -114,10 +114,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        crate::engine::WorkerOptions {
-            public_url: cfg.public_url.clone(),
-            ..crate::engine::WorkerOptions::new(cfg.workers, cfg.compat)
-        },
+        crate::engine::WorkerOptions::from_config(&cfg),
         state.wakeup.clone(),
         shutdown.clone(),
     );
@@ -213,10 +210,7 @@ pub async fn worker(cfg: Config) -> anyhow::Result<()> {
     };
     let workers = crate::engine::spawn_workers(
         store.clone(),
-        crate::engine::WorkerOptions {
-            public_url: cfg.public_url.clone(),
-            ..crate::engine::WorkerOptions::new(cfg.workers, cfg.compat)
-        },
+        crate::engine::WorkerOptions::from_config(&cfg),
         crate::engine::Wakeup::default(),
         shutdown.clone(),
     );

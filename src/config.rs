@@ -177,6 +177,9 @@ pub struct Config {
     /// `TIDINGS_PUBLIC_URL`: the address the world reaches the server at (see [`public_url`]); when set,
     /// emails carry one-click unsubscribe links.
     pub public_url: Option<String>,
+    /// `TIDINGS_ALLOW_PRIVATE_NETWORKS`: `true` lets `http_request` steps, attachments and providers call
+    /// private, loopback and link-local addresses; by default only public ones (see `crate::outbound`).
+    pub allow_private_networks: bool,
 }
 
 /// Requests per second per environment in each of Novu's rate-limit categories; 0 turns a category off.
@@ -250,6 +253,7 @@ impl std::fmt::Debug for Config {
             .field("metrics_listen", &self.metrics_listen)
             .field("public_url", &self.public_url)
             .field("inbox_origins", &self.inbox_origins)
+            .field("allow_private_networks", &self.allow_private_networks)
             .finish()
     }
 }
@@ -314,6 +318,7 @@ impl Config {
             },
             public_url,
             inbox_origins: inbox_origins(non_empty_env("TIDINGS_INBOX_ORIGINS").as_deref())?,
+            allow_private_networks: env_bool("TIDINGS_ALLOW_PRIVATE_NETWORKS", false)?,
         })
     }
 }
@@ -379,6 +384,16 @@ fn seconds(name: &str, default: Duration) -> anyhow::Result<Duration> {
         .ok_or_else(|| {
             anyhow::anyhow!("{name} must be a number of seconds (0 < s ≤ 86400), got {v:?}")
         })
+}
+
+/// A `true`/`false` variable (also `1`/`0`); unset or empty: `default`.
+fn env_bool(name: &str, default: bool) -> anyhow::Result<bool> {
+    match non_empty_env(name).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" || v == "1" => Ok(true),
+        Some(v) if v == "false" || v == "0" => Ok(false),
+        Some(v) => anyhow::bail!("{name} must be true or false, got {v:?}"),
+    }
 }
 
 fn non_empty_env(name: &str) -> Option<String> {

@@ -12,6 +12,7 @@ pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod outbound;
 pub mod providers;
 pub mod render;
 pub mod server;

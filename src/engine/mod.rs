@@ -442,10 +442,13 @@ pub struct WorkerOptions {
     /// `TIDINGS_PUBLIC_URL` (checked by `config::public_url`): when set, email steps carry one-click
     /// unsubscribe links under it.
     pub public_url: Option<String>,
+    /// `TIDINGS_ALLOW_PRIVATE_NETWORKS`: whether steps and providers may call private, loopback and
+    /// link-local addresses (see [`crate::outbound`]).
+    pub allow_private_networks: bool,
 }
 
 impl WorkerOptions {
-    /// `concurrency` jobs at once, provider retries after 1 s, 2 s, 4 s.
+    /// `concurrency` jobs at once, provider retries after 1 s, 2 s, 4 s, public addresses only.
     pub fn new(concurrency: usize, profile: crate::config::WireProfile) -> Self {
         Self {
             concurrency,
@@ -453,6 +456,16 @@ impl WorkerOptions {
             retry_base: Duration::from_secs(1),
             lease: Duration::from_millis(LEASE_MS as u64),
             public_url: None,
+            allow_private_networks: false,
+        }
+    }
+
+    /// The workers `tidings serve` and `tidings worker` run, as the configuration sets them.
+    pub fn from_config(cfg: &crate::config::Config) -> Self {
+        Self {
+            public_url: cfg.public_url.clone(),
+            allow_private_networks: cfg.allow_private_networks,
+            ..Self::new(cfg.workers, cfg.compat)
         }
     }
 }
@@ -464,18 +477,10 @@ pub fn spawn_workers(
     wakeup: Wakeup,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let WorkerOptions {
-        concurrency,
-        profile,
-        retry_base,
-        lease,
-        public_url,
-    } = options;
+    let (concurrency, lease) = (options.concurrency, options.lease);
     crate::background::spawn(async move {
         let worker = format!("w-{}", new_object_id());
-        let runner = Arc::new(
-            steps::Runner::new(store.clone(), profile, retry_base).with_public_url(public_url),
-        );
+        let runner = Arc::new(steps::Runner::new(store.clone(), &options));
         // A claimed batch completes in one transaction, so batches are larger than the number of jobs
         // running at once (`concurrency`). Leases are renewed while the process holds its jobs, so a batch
         // of slow steps (HTTP calls of up to 10 s, `concurrency` at a time) may outlast one.

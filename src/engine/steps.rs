@@ -20,8 +20,6 @@ use crate::render::{sanitization_disabled, sanitize_in_app, Renderer};
 use crate::store::jobs::JobOutcome;
 use crate::store::Store;
 
-/// How long an `http_request` step waits for the remote server.
-const HTTP_TIMEOUT_SECS: u64 = 10;
 /// How much of a response body an execution detail keeps.
 const RAW_LIMIT: usize = 4096;
 
@@ -72,28 +70,17 @@ impl Chain {
 }
 
 impl Runner {
-    pub fn new(store: Store, profile: WireProfile, retry_base: std::time::Duration) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(HTTP_TIMEOUT_SECS))
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .user_agent(concat!("tidings/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("the HTTP client configuration is static");
+    /// The runner of a process's workers, as `options` set them.
+    pub fn new(store: Store, options: &super::WorkerOptions) -> Self {
         Self {
             store,
             renderer: Renderer::default(),
-            http,
-            profile,
-            retry_base,
+            http: crate::outbound::client(options.allow_private_networks),
+            profile: options.profile,
+            retry_base: options.retry_base,
             env_names: Default::default(),
-            public_url: None,
+            public_url: options.public_url.clone(),
         }
-    }
-
-    /// Emails carry one-click unsubscribe links under `public_url` (`TIDINGS_PUBLIC_URL`, already checked).
-    pub fn with_public_url(mut self, public_url: Option<String>) -> Self {
-        self.public_url = public_url;
-        self
     }
 
     /// Runs one claimed job and returns what completes it. On an infrastructure error the job is put back
@@ -736,7 +723,9 @@ impl Runner {
             .http
             .request(parsed.clone(), url)
             .header(header, signature);
-        for (name, value) in request_headers(rendered.get("headers")) {
+        let headers = request_headers(rendered.get("headers"));
+        let echoed = authorization_values(&headers);
+        for (name, value) in headers {
             req = req.header(name, value);
         }
         if !matches!(
@@ -751,17 +740,17 @@ impl Runner {
                 .body(body_json);
         }
         match req.send().await {
-            Err(e) => fail(format!("{method} {url} failed: {e}"), None),
+            Err(e) => {
+                let why = crate::outbound::refusal(&e).unwrap_or_else(|| e.to_string());
+                fail(format!("{method} {url} failed: {why}"), None)
+            }
             Ok(resp) => {
                 let code = resp.status();
-                let mut text = resp.text().await.unwrap_or_default();
-                if text.len() > RAW_LIMIT {
-                    let mut cut = RAW_LIMIT;
-                    while !text.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    text.truncate(cut);
-                }
+                let text = resp.text().await.unwrap_or_default();
+                // A service that echoes the request (httpbin's /anything, a debug endpoint) must not
+                // put the step's credentials into the execution details.
+                let text = crate::providers::redact(&text, &echoed);
+                let text = crate::providers::http::truncate(&text, RAW_LIMIT).to_owned();
                 let raw = Some(json!({"status": code.as_u16(), "body": text}).to_string());
                 if code.is_success() {
                     let d = detail(
@@ -849,6 +838,23 @@ pub fn request_body(method: &str, body: Option<&Value>) -> Value {
 }
 
 /// Header pairs from `{name: value}` or `[{key, value}]`.
+/// The secrets among a step's headers: each `Authorization` value, whole and without its scheme.
+fn authorization_values(headers: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, value) in headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        out.push(value.clone());
+        if let Some((_, credential)) = value.split_once(' ') {
+            out.push(credential.trim().to_owned());
+        }
+    }
+    // Too short to tell from ordinary text (a generic `Bearer …` is redacted whatever its length).
+    out.retain(|v| v.len() >= 6);
+    out
+}
+
 fn request_headers(headers: Option<&Value>) -> Vec<(String, String)> {
     let text = |v: &Value| {
         v.as_str()

@@ -55,6 +55,9 @@ pub async fn send(req: RequestBuilder, what: &str) -> Result<Answer, ProviderErr
     let resp = match req.send().await {
         Ok(r) => r,
         Err(e) => {
+            if let Some(why) = crate::outbound::refusal(&e) {
+                return Err(ProviderError::permanent(format!("{what}: {why}")));
+            }
             let kind = if e.is_timeout() {
                 "timed out"
             } else if e.is_connect() {

@@ -658,8 +658,7 @@ async fn lease_expiry(backend: Backend) {
     // The dying worker got as far as running its job: the outcome activates the pending second job.
     let runner = tidings::engine::steps::Runner::new(
         app.store.clone(),
-        app.profile,
-        Duration::from_millis(10),
+        &crate::support::worker_options(app.profile),
     );
     let stale = runner
         .run(&claimed[0], "dead-worker", Default::default())
@@ -748,8 +747,7 @@ async fn a_cancel_while_a_step_runs_stops_the_chain(backend: Backend) {
     assert_eq!(claimed.len(), 1);
     let runner = tidings::engine::steps::Runner::new(
         app.store.clone(),
-        app.profile,
-        Duration::from_millis(10),
+        &crate::support::worker_options(app.profile),
     );
     let outcome = runner
         .run(&claimed[0], "w1", Default::default())
@@ -847,6 +845,7 @@ async fn two_processes_share_the_queue_postgres() {
                 .env("TIDINGS_LISTEN", "127.0.0.1:0")
                 .env("TIDINGS_ENCRYPTION_KEY", &app.encryption_key)
                 .env("TIDINGS_WORKERS", "4")
+                .env("TIDINGS_ALLOW_PRIVATE_NETWORKS", "true")
                 .env_remove("TIDINGS_API_KEY")
                 .env("RUST_LOG", "info")
                 .stdout(std::process::Stdio::null())

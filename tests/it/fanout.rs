@@ -4,7 +4,6 @@
 //! between batches or loses its lease in the middle of one.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -32,8 +31,7 @@ async fn in_app_workflow(app: &TestApp, id: &str) {
 fn runner(app: &TestApp) -> Arc<Runner> {
     Arc::new(Runner::new(
         app.store.clone(),
-        app.profile,
-        Duration::from_millis(10),
+        &crate::support::worker_options(app.profile),
     ))
 }
 

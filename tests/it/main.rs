@@ -25,6 +25,7 @@ mod integrations;
 mod no_silent_drops;
 mod novu_sdk;
 mod operability;
+mod outbound;
 mod pagination;
 mod preferences;
 mod preferences_v1;

@@ -30,9 +30,17 @@ impl Runner {
                 .to_owned();
             let mut mime = a.get("mime").and_then(Value::as_str).map(str::to_owned);
             let content = if let Some(url) = a.get("url").and_then(Value::as_str) {
-                let resp = self.http.get(url).send().await.map_err(|e| {
-                    ProviderError::transient(format!("Attachment {name}: fetching it failed: {e}"))
-                })?;
+                let resp =
+                    self.http.get(url).send().await.map_err(
+                        |e| match crate::outbound::refusal(&e) {
+                            Some(why) => {
+                                ProviderError::permanent(format!("Attachment {name}: {why}"))
+                            }
+                            None => ProviderError::transient(format!(
+                                "Attachment {name}: fetching it failed: {e}"
+                            )),
+                        },
+                    )?;
                 if !resp.status().is_success() {
                     let retry_after = providers::http::retry_after(resp.headers());
                     return Err(ProviderError {

@@ -63,10 +63,12 @@ macro_rules! db_test {
     };
 }
 
-/// Workers as tests run them: provider retries after 100 ms, 200 ms, 400 ms instead of seconds.
+/// Workers as tests run them: provider retries after 100 ms, 200 ms, 400 ms instead of seconds, and
+/// calls to the tests' local servers allowed (`TIDINGS_ALLOW_PRIVATE_NETWORKS`).
 pub fn worker_options(profile: WireProfile) -> tidings::engine::WorkerOptions {
     let mut o = tidings::engine::WorkerOptions::new(4, profile);
     o.retry_base = std::time::Duration::from_millis(100);
+    o.allow_private_networks = true;
     o
 }
 
