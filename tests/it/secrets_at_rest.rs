@@ -1,0 +1,375 @@
+//! Issue 36, medium 1: what the README calls encrypted at rest has no clear copy anywhere in the database.
+//! Distinct sentinels go through every route that takes a secret (integration credentials, channel
+//! connections' access tokens, webhook channel endpoints, subscriber credentials, a trigger's and a bulk
+//! trigger's `to.channels`), each with and without an `idempotency-key`; deliveries run; then the raw bytes
+//! of the SQLite file and its write-ahead log, or a `pg_dump` of the test's schema, must hold none of them.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::db_test;
+use crate::support::receiver::Receiver;
+use crate::support::{settled, Backend, TestApp};
+
+/// A sentinel: a string no other part of the database holds.
+fn sentinel(what: &str) -> String {
+    format!("SNTL{what}Z9q")
+}
+
+/// `method path body` with `idempotency-key: key` when given; answers status, body and whether it was a
+/// replay.
+async fn call(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    body: &Value,
+    key: Option<&str>,
+) -> (StatusCode, Value, bool) {
+    let mut req = app.req(method, path).json(body);
+    if let Some(k) = key {
+        req = req.header("idempotency-key", k);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let replay = resp.headers().get("idempotency-replay").is_some();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    (status, body, replay)
+}
+
+/// Sends a write with and without an idempotency key (`key`), checks each succeeded, and replays the
+/// keyed one: the stored answer comes back as it was first given. Answers both answers.
+async fn write_with_and_without_key(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    plain: Value,
+    keyed: Value,
+    key: &str,
+) -> (Value, Value) {
+    let (status, first, _) = call(app, method.clone(), path, &plain, None).await;
+    assert!(status.is_success(), "{method} {path} {plain} → {status} {first}");
+    let (status, answer, replay) = call(app, method.clone(), path, &keyed, Some(key)).await;
+    assert!(status.is_success(), "{method} {path} {keyed} → {status} {answer}");
+    assert!(!replay);
+    let (again, replayed, replay) = call(app, method.clone(), path, &keyed, Some(key)).await;
+    assert_eq!((again, replay), (status, true), "{replayed}");
+    assert_eq!(replayed, answer, "the replay is the stored answer");
+    (first, answer)
+}
+
+/// Every place a sentinel is found in the database: `table: sentinel`, or the file when no table is known.
+async fn clear_copies(app: &TestApp, sentinels: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    match app.backend {
+        Backend::Sqlite => {
+            let file = app.database_url.trim_start_matches("sqlite://").to_owned();
+            // Rows as SQLite reads them, to name the table.
+            let conn = rusqlite::Connection::open(&file).unwrap();
+            let tables: Vec<String> = conn
+                .prepare("select name from sqlite_master where type = 'table'")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            for table in tables {
+                let Ok(mut stmt) = conn.prepare(&format!("select * from \"{table}\"")) else {
+                    continue;
+                };
+                let columns = stmt.column_count();
+                let mut rows = stmt.query([]).unwrap();
+                while let Some(row) = rows.next().unwrap() {
+                    for i in 0..columns {
+                        let bytes = match row.get_ref(i).unwrap() {
+                            rusqlite::types::ValueRef::Text(b)
+                            | rusqlite::types::ValueRef::Blob(b) => b,
+                            _ => continue,
+                        };
+                        for s in sentinels {
+                            if contains(bytes, s.as_bytes()) {
+                                found.push(format!("{table}: {s}"));
+                            }
+                        }
+                    }
+                }
+            }
+            drop(conn);
+            // The raw bytes, free pages and the log included.
+            for path in [file.clone(), format!("{file}-wal")] {
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                for s in sentinels {
+                    if contains(&bytes, s.as_bytes()) && !found.iter().any(|f| f.ends_with(s)) {
+                        found.push(format!("{path}: {s}"));
+                    }
+                }
+            }
+        }
+        Backend::Postgres => {
+            let schema = app.pg_schema.clone().unwrap();
+            let out = std::process::Command::new("pg_dump")
+                .arg("--dbname")
+                .arg(&app.database_url)
+                .arg("--schema")
+                .arg(&schema)
+                .output()
+                .expect("pg_dump");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let dump = String::from_utf8_lossy(&out.stdout);
+            let mut table = "(schema)".to_owned();
+            for line in dump.lines() {
+                if let Some(rest) = line.strip_prefix("COPY ") {
+                    table = rest.split(' ').next().unwrap_or(rest).to_owned();
+                }
+                for s in sentinels {
+                    // `bytea` columns are dumped in hex.
+                    if line.contains(s.as_str()) || line.contains(&hex::encode(s)) {
+                        found.push(format!("{table}: {s}"));
+                    }
+                }
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+async fn no_secret_has_a_clear_copy(app: TestApp) {
+    let r = Receiver::start().await;
+    let mut sentinels = Vec::new();
+    let mut s = |what: &str| {
+        let v = sentinel(what);
+        sentinels.push(v.clone());
+        v
+    };
+
+    // Integration credentials: created and updated, with and without a key.
+    let push_secret = s("PushSecret");
+    let push_keyed = s("PushSecretKeyed");
+    let (_, pw2) = write_with_and_without_key(
+        &app,
+        Method::POST,
+        "/v1/integrations",
+        json!({"providerId": "push-webhook", "channel": "push", "active": true, "identifier": "pw",
+            "credentials": {"webhookUrl": format!("{}/push", r.url), "secretKey": push_secret}}),
+        json!({"providerId": "push-webhook", "channel": "push", "active": false, "identifier": "pw2",
+            "credentials": {"webhookUrl": format!("{}/push2", r.url), "secretKey": push_keyed}}),
+        "integration-1",
+    )
+    .await;
+    let hook_secret = s("HookSecret");
+    write_with_and_without_key(
+        &app,
+        Method::PUT,
+        &format!("/v1/integrations/{}", pw2["_id"].as_str().unwrap()),
+        json!({"credentials": {"webhookUrl": format!("{}/push2", r.url), "secretKey": push_keyed}}),
+        json!({"credentials": {"webhookUrl": format!("{}/push2", r.url), "secretKey": hook_secret}}),
+        "integration-2",
+    )
+    .await;
+    app.integration(json!({"providerId": "chat-webhook", "channel": "chat", "identifier": "hook",
+        "active": true}))
+        .await;
+    for id in ["ann", "bob", "eve", "tom"] {
+        app.subscriber(id, json!({})).await;
+    }
+
+    // Channel connections' access tokens.
+    let token = s("AccessToken");
+    let token_keyed = s("AccessTokenKeyed");
+    let connection = |subscriber: &str, token: &str| {
+        json!({"integrationIdentifier": "hook", "subscriberId": subscriber,
+            "identifier": format!("conn-{subscriber}"), "workspace": {"id": "T1"},
+            "auth": {"accessToken": token}})
+    };
+    write_with_and_without_key(
+        &app,
+        Method::POST,
+        "/v1/channel-connections",
+        connection("ann", &token),
+        connection("bob", &token_keyed),
+        "connection-1",
+    )
+    .await;
+    let token_rotated = s("AccessTokenRotated");
+    write_with_and_without_key(
+        &app,
+        Method::PATCH,
+        "/v1/channel-connections/conn-ann",
+        json!({"auth": {"accessToken": token}}),
+        json!({"auth": {"accessToken": token_rotated}}),
+        "connection-2",
+    )
+    .await;
+
+    // Webhook channel endpoints (incoming-webhook URLs are bearer secrets).
+    let hook = |what: &str| format!("{}/endpoint/{what}", r.url);
+    let endpoint_url = s("EndpointUrl");
+    let endpoint_keyed = s("EndpointUrlKeyed");
+    let endpoint = |id: &str, url: String| {
+        json!({"identifier": id, "subscriberId": "eve", "integrationIdentifier": "hook",
+            "type": "webhook", "endpoint": {"url": url}})
+    };
+    write_with_and_without_key(
+        &app,
+        Method::POST,
+        "/v1/channel-endpoints",
+        endpoint("ep-1", hook(&endpoint_url)),
+        endpoint("ep-2", hook(&endpoint_keyed)),
+        "endpoint-1",
+    )
+    .await;
+    let endpoint_patched = s("EndpointUrlPatched");
+    write_with_and_without_key(
+        &app,
+        Method::PATCH,
+        "/v1/channel-endpoints/ep-1",
+        json!({"endpoint": {"url": hook(&endpoint_url)}}),
+        json!({"endpoint": {"url": hook(&endpoint_patched)}}),
+        "endpoint-2",
+    )
+    .await;
+
+    // Subscriber credentials: PUT and PATCH, device tokens and a webhook URL.
+    let device = s("DeviceToken");
+    let device_keyed = s("DeviceTokenKeyed");
+    let tokens = |t: &str| {
+        json!({"providerId": "push-webhook", "integrationIdentifier": "pw",
+            "credentials": {"deviceTokens": [t]}})
+    };
+    write_with_and_without_key(
+        &app,
+        Method::PUT,
+        "/v1/subscribers/ann/credentials",
+        tokens(&device),
+        tokens(&device_keyed),
+        "credentials-1",
+    )
+    .await;
+    let device_patched = s("DeviceTokenPatched");
+    let sub_hook = s("SubscriberHook");
+    write_with_and_without_key(
+        &app,
+        Method::PATCH,
+        "/v1/subscribers/ann/credentials",
+        tokens(&device_patched),
+        json!({"providerId": "chat-webhook", "integrationIdentifier": "hook",
+            "credentials": {"webhookUrl": format!("{}/subscriber/{sub_hook}", r.url)}}),
+        "credentials-2",
+    )
+    .await;
+
+    // Workflows: a push and a chat step.
+    for (id, step) in [("push-wf", "push"), ("chat-wf", "chat")] {
+        let (status, out) = app
+            .post(
+                "/v2/workflows",
+                json!({"name": id, "workflowId": id,
+                    "steps": [{"name": "Send", "type": step,
+                        "controlValues": {"subject": "Hi", "body": "Hello"}}]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+
+    // Triggers whose `to` carries credentials, single and bulk, with and without a key.
+    let to = |subscriber: &str, t: &str| {
+        json!({"subscriberId": subscriber, "channels": [{"providerId": "push-webhook",
+            "integrationIdentifier": "pw", "credentials": {"deviceTokens": [t]}}]})
+    };
+    let trig = s("TriggerToken");
+    let trig_keyed = s("TriggerTokenKeyed");
+    write_with_and_without_key(
+        &app,
+        Method::POST,
+        "/v1/events/trigger",
+        json!({"name": "push-wf", "to": to("tom", &trig), "payload": {}, "transactionId": "t-1"}),
+        json!({"name": "push-wf", "to": [to("bob", &trig_keyed)], "payload": {}, "transactionId": "t-2"}),
+        "trigger-1",
+    )
+    .await;
+    let bulk = s("BulkToken");
+    let bulk_keyed = s("BulkTokenKeyed");
+    write_with_and_without_key(
+        &app,
+        Method::POST,
+        "/v1/events/trigger/bulk",
+        json!({"events": [{"name": "push-wf", "to": to("tom", &bulk), "payload": {},
+            "transactionId": "t-3"}]}),
+        json!({"events": [{"name": "push-wf", "to": to("bob", &bulk_keyed), "payload": {},
+            "transactionId": "t-4"}]}),
+        "trigger-2",
+    )
+    .await;
+    // Deliveries to the endpoints and to the subscriber's webhook, and a push to ann's tokens.
+    for (t, to) in [("t-5", "eve"), ("t-6", "ann")] {
+        let (status, out) = app
+            .post(
+                "/v1/events/trigger",
+                json!({"name": "chat-wf", "to": to, "payload": {}, "transactionId": t}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "push-wf", "to": "ann", "payload": {}, "transactionId": "t-7"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    for t in ["t-1", "t-2", "t-3", "t-4", "t-5", "t-6", "t-7"] {
+        let items = settled(&app, t, 1).await;
+        let job = &items[0]["jobs"][0];
+        assert_eq!(job["status"], "completed", "{t}: {job}");
+    }
+    let got: Vec<String> = r.requests().iter().map(|g| g.path.clone()).collect();
+    for p in [
+        format!("/endpoint/{endpoint_patched}"),
+        format!("/endpoint/{endpoint_keyed}"),
+        format!("/subscriber/{sub_hook}"),
+    ] {
+        assert!(got.contains(&p), "{p} not in {got:?}");
+    }
+
+    // The API answers as before: the secrets are shown where Novu shows them.
+    let (_, e) = app.get("/v1/channel-endpoints/ep-1").await;
+    assert_eq!(e["endpoint"]["url"], hook(&endpoint_patched), "{e}");
+    let (_, page) = app.get("/v1/channel-endpoints?subscriberId=eve").await;
+    let shown = page.to_string();
+    assert!(shown.contains(&endpoint_patched) && shown.contains(&endpoint_keyed), "{page}");
+    let (_, c) = app.get("/v1/channel-connections/conn-ann").await;
+    assert_eq!(c["auth"]["accessToken"], token_rotated.as_str(), "{c}");
+    let (_, page) = app.get("/v1/messages?channel=push&transactionId=t-7").await;
+    // PUT replaced the tokens, PATCH added one.
+    assert_eq!(
+        page["data"][0]["deviceTokens"],
+        json!([device_keyed, device_patched]),
+        "{page}"
+    );
+    let (_, page) = app.get("/v1/messages?channel=chat&transactionId=t-6").await;
+    assert_eq!(
+        page["data"][0]["directWebhookUrl"],
+        format!("{}/subscriber/{sub_hook}", r.url),
+        "{page}"
+    );
+    let (_, page) = app.get("/v1/messages?channel=chat&transactionId=t-5").await;
+    let shown = page.to_string();
+    assert!(shown.contains(&endpoint_keyed) || shown.contains(&endpoint_patched), "{page}");
+    let (_, one) = app.get("/v2/subscribers/ann").await;
+    assert!(one.to_string().contains(&device_patched), "{one}");
+
+    let found = clear_copies(&app, &sentinels).await;
+    assert!(found.is_empty(), "clear copies of secrets: {found:#?}");
+}
+db_test!(no_clear_copies, no_secret_has_a_clear_copy);
