@@ -220,8 +220,7 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let completion =
-            Completion::plan(self.dialect(), &self.cipher, worker, items.to_vec())?;
+        let completion = Completion::plan(self.dialect(), &self.cipher, worker, items.to_vec())?;
         let owned = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let owned = complete_in_transaction!(tx, completion);

@@ -335,7 +335,8 @@ impl Store {
         q.push(Message::COLUMNS)
             .push(" from messages where ")
             .append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
-        let (rows, has_more) = newest_first_page::<Message, Message>(self, q, offset, limit).await?;
+        let (rows, has_more) =
+            newest_first_page::<Message, Message>(self, q, offset, limit).await?;
         let rows = rows
             .into_iter()
             .map(|m| self.open_message(m))

@@ -106,7 +106,9 @@ impl Store {
             }
             "idempotency_keys" => {
                 let (env, idem) = key.split_once(':').ok_or_else(|| {
-                    Error::Internal(anyhow::anyhow!("clear_secrets: bad idempotency key {key:?}"))
+                    Error::Internal(anyhow::anyhow!(
+                        "clear_secrets: bad idempotency key {key:?}"
+                    ))
                 })?;
                 let row: Option<(Option<Vec<u8>>,)> = on_db!(self.w(), p => sqlx::query_as(
                     "select body from idempotency_keys where environment_id = $1 and idem_key = $2")

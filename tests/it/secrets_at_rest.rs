@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::db_test;
 use crate::support::receiver::Receiver;
-use crate::support::{settled, Backend, TestApp};
+use crate::support::{count, execute, settled, Backend, TestApp};
 
 /// A sentinel: a string no other part of the database holds.
 fn sentinel(what: &str) -> String {
@@ -47,9 +47,15 @@ async fn write_with_and_without_key(
     key: &str,
 ) -> (Value, Value) {
     let (status, first, _) = call(app, method.clone(), path, &plain, None).await;
-    assert!(status.is_success(), "{method} {path} {plain} → {status} {first}");
+    assert!(
+        status.is_success(),
+        "{method} {path} {plain} → {status} {first}"
+    );
     let (status, answer, replay) = call(app, method.clone(), path, &keyed, Some(key)).await;
-    assert!(status.is_success(), "{method} {path} {keyed} → {status} {answer}");
+    assert!(
+        status.is_success(),
+        "{method} {path} {keyed} → {status} {answer}"
+    );
     assert!(!replay);
     let (again, replayed, replay) = call(app, method.clone(), path, &keyed, Some(key)).await;
     assert_eq!((again, replay), (status, true), "{replayed}");
@@ -58,7 +64,8 @@ async fn write_with_and_without_key(
 }
 
 /// Every place a sentinel is found in the database: `table: sentinel`, or the file when no table is known.
-async fn clear_copies(app: &TestApp, sentinels: &[String]) -> Vec<String> {
+/// `raw`: on SQLite, the bytes of the file and its log too (free pages included), else only the rows.
+async fn clear_copies(app: &TestApp, sentinels: &[String], raw: bool) -> Vec<String> {
     let mut found = Vec::new();
     match app.backend {
         Backend::Sqlite => {
@@ -95,7 +102,12 @@ async fn clear_copies(app: &TestApp, sentinels: &[String]) -> Vec<String> {
             }
             drop(conn);
             // The raw bytes, free pages and the log included.
-            for path in [file.clone(), format!("{file}-wal")] {
+            let files = if raw {
+                vec![file.clone(), format!("{file}-wal")]
+            } else {
+                Vec::new()
+            };
+            for path in files {
                 let Ok(bytes) = std::fs::read(&path) else {
                     continue;
                 };
@@ -177,9 +189,11 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
         "integration-2",
     )
     .await;
-    app.integration(json!({"providerId": "chat-webhook", "channel": "chat", "identifier": "hook",
-        "active": true}))
-        .await;
+    app.integration(
+        json!({"providerId": "chat-webhook", "channel": "chat", "identifier": "hook",
+        "active": true}),
+    )
+    .await;
     for id in ["ann", "bob", "eve", "tom"] {
         app.subscriber(id, json!({})).await;
     }
@@ -347,7 +361,10 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
     assert_eq!(e["endpoint"]["url"], hook(&endpoint_patched), "{e}");
     let (_, page) = app.get("/v1/channel-endpoints?subscriberId=eve").await;
     let shown = page.to_string();
-    assert!(shown.contains(&endpoint_patched) && shown.contains(&endpoint_keyed), "{page}");
+    assert!(
+        shown.contains(&endpoint_patched) && shown.contains(&endpoint_keyed),
+        "{page}"
+    );
     let (_, c) = app.get("/v1/channel-connections/conn-ann").await;
     assert_eq!(c["auth"]["accessToken"], token_rotated.as_str(), "{c}");
     let (_, page) = app.get("/v1/messages?channel=push&transactionId=t-7").await;
@@ -365,11 +382,181 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
     );
     let (_, page) = app.get("/v1/messages?channel=chat&transactionId=t-5").await;
     let shown = page.to_string();
-    assert!(shown.contains(&endpoint_keyed) || shown.contains(&endpoint_patched), "{page}");
+    assert!(
+        shown.contains(&endpoint_keyed) || shown.contains(&endpoint_patched),
+        "{page}"
+    );
     let (_, one) = app.get("/v2/subscribers/ann").await;
     assert!(one.to_string().contains(&device_patched), "{one}");
 
-    let found = clear_copies(&app, &sentinels).await;
+    let found = clear_copies(&app, &sentinels, true).await;
     assert!(found.is_empty(), "clear copies of secrets: {found:#?}");
 }
 db_test!(no_clear_copies, no_secret_has_a_clear_copy);
+
+/// Rows an earlier version wrote in clear — a webhook endpoint's URL, what a chat and a push message record
+/// of their destinations, a notification's `to` with channel credentials, a stored idempotent answer — are
+/// listed by the migration and rewritten by the `migrate` of the next start; the API answers as before.
+async fn clear_rows_of_an_earlier_version_are_sealed_by_migrate(app: TestApp) {
+    let r = Receiver::start().await;
+    let [hook, url, token, to_token, access] =
+        ["OldHook", "OldUrl", "OldToken", "OldToToken", "OldAccess"].map(sentinel);
+    let hook_url = format!("{}/endpoint/{hook}", r.url);
+    let sub_url = format!("{}/subscriber/{url}", r.url);
+    app.integration(
+        json!({"providerId": "push-webhook", "channel": "push", "active": true,
+        "identifier": "pw", "credentials": {"webhookUrl": format!("{}/push", r.url)}}),
+    )
+    .await;
+    app.integration(
+        json!({"providerId": "chat-webhook", "channel": "chat", "identifier": "hook",
+        "active": true}),
+    )
+    .await;
+    for id in ["ann", "eve"] {
+        app.subscriber(id, json!({})).await;
+    }
+    let (status, out) = app
+        .post(
+            "/v1/channel-endpoints",
+            json!({"identifier": "ep", "subscriberId": "eve", "integrationIdentifier": "hook",
+                "type": "webhook", "endpoint": {"url": hook_url}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    for body in [
+        json!({"providerId": "push-webhook", "integrationIdentifier": "pw",
+            "credentials": {"deviceTokens": [token]}}),
+        json!({"providerId": "chat-webhook", "integrationIdentifier": "hook",
+            "credentials": {"webhookUrl": sub_url}}),
+    ] {
+        let (status, out) = app.put("/v1/subscribers/ann/credentials", body).await;
+        assert!(status.is_success(), "{out}");
+    }
+    let connection = json!({"integrationIdentifier": "hook", "subscriberId": "ann",
+        "identifier": "conn", "workspace": {"id": "T1"}, "auth": {"accessToken": access}});
+    let (status, answer, _) = call(
+        &app,
+        Method::POST,
+        "/v1/channel-connections",
+        &connection,
+        Some("old-key"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    for (name, step) in [("push-wf", "push"), ("chat-wf", "chat")] {
+        let (status, out) = app
+            .post(
+                "/v2/workflows",
+                json!({"name": name, "workflowId": name, "steps": [{"name": "Send", "type": step,
+                    "controlValues": {"subject": "Hi", "body": "Hello"}}]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    let to = json!({"subscriberId": "ann", "channels": [{"providerId": "push-webhook",
+        "integrationIdentifier": "pw", "credentials": {"deviceTokens": [token]}}]});
+    for (t, name, to) in [
+        ("u-1", "push-wf", to.clone()),
+        ("u-2", "chat-wf", json!("ann")),
+        ("u-3", "chat-wf", json!("eve")),
+    ] {
+        let (status, out) = app
+            .post(
+                "/v1/events/trigger",
+                json!({"name": name, "to": to, "payload": {}, "transactionId": t}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        settled(&app, t, 1).await;
+    }
+
+    // What an earlier version stored.
+    let clear_to = json!({"subscriberId": "ann", "channels": [{"providerId": "push-webhook",
+        "integrationIdentifier": "pw", "credentials": {"deviceTokens": [to_token]}}]});
+    let clear_body = answer.to_string().replace('\'', "''");
+    let body = match app.backend {
+        Backend::Sqlite => format!("cast('{clear_body}' as blob)"),
+        Backend::Postgres => format!("convert_to('{clear_body}', 'UTF8')"),
+    };
+    for sql in [
+        format!(
+            "update channel_endpoints set endpoint = '{}' where identifier = 'ep'",
+            json!({"url": hook_url})
+        ),
+        format!(
+            "update messages set device_tokens = '{}' where channel = 'push'",
+            json!([token])
+        ),
+        format!(
+            "update messages set direct_webhook_url = '{sub_url}' where transaction_id = 'u-2'"
+        ),
+        format!(
+            "update messages set direct_webhook_url = '{hook_url}' where transaction_id = 'u-3'"
+        ),
+        format!("update notifications set to_value = '{clear_to}' where transaction_id = 'u-1'"),
+        format!("update idempotency_keys set body = {body} where idem_key = 'old-key'"),
+    ] {
+        assert_eq!(execute(&app, &sql).await, 1, "{sql}");
+    }
+    let sentinels = vec![
+        hook.clone(),
+        url.clone(),
+        token.clone(),
+        to_token.clone(),
+        access.clone(),
+    ];
+    assert_eq!(clear_copies(&app, &sentinels, false).await.len(), 6);
+
+    // The upgrade: the migration runs (again) and start-up rewrites what it listed.
+    for sql in [
+        "delete from _sqlx_migrations where version = 20261129022000",
+        "drop table clear_secrets",
+    ] {
+        execute(&app, sql).await;
+    }
+    app.store.migrate().await.unwrap();
+    let found = clear_copies(&app, &sentinels, false).await;
+    assert!(found.is_empty(), "left in clear: {found:#?}");
+    assert_eq!(
+        count(
+            &app,
+            "select count(*) from clear_secrets where row_key <> $1",
+            ""
+        )
+        .await,
+        0
+    );
+    assert_eq!(app.store.seal_clear_rows().await.unwrap(), 0);
+
+    // The API answers as before, the notification's `to` without the credentials.
+    let (_, e) = app.get("/v1/channel-endpoints/ep").await;
+    assert_eq!(e["endpoint"], json!({"url": hook_url}), "{e}");
+    let (_, page) = app.get("/v1/messages?transactionId=u-1").await;
+    assert_eq!(page["data"][0]["deviceTokens"], json!([token]), "{page}");
+    for (t, want) in [("u-2", &sub_url), ("u-3", &hook_url)] {
+        let (_, page) = app.get(&format!("/v1/messages?transactionId={t}")).await;
+        assert_eq!(page["data"][0]["directWebhookUrl"], want.as_str(), "{page}");
+    }
+    let (_, page) = app.get("/v1/notifications?transactionId=u-1").await;
+    assert_eq!(
+        page["data"][0]["to"],
+        json!({"subscriberId": "ann", "channels": [{"providerId": "push-webhook",
+            "integrationIdentifier": "pw"}]}),
+        "{page}"
+    );
+    let (status, replayed, replay) = call(
+        &app,
+        Method::POST,
+        "/v1/channel-connections",
+        &connection,
+        Some("old-key"),
+    )
+    .await;
+    assert_eq!((status, replay), (StatusCode::CREATED, true));
+    assert_eq!(replayed, answer);
+}
+db_test!(
+    clear_rows_sealed_on_upgrade,
+    clear_rows_of_an_earlier_version_are_sealed_by_migrate
+);
