@@ -8,8 +8,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::db_test;
-use crate::support::receiver::Receiver;
-use crate::support::{count, execute, settled, Backend, TestApp};
+use crate::support::receiver::{Receiver, Reply};
+use crate::support::{count, deliver_one, execute, settled, Backend, TestApp};
 
 /// A sentinel: a string no other part of the database holds.
 fn sentinel(what: &str) -> String {
@@ -296,13 +296,15 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
         assert_eq!(status, StatusCode::CREATED, "{out}");
     }
 
+    let trig = s("TriggerToken");
+    let trig_keyed = s("TriggerTokenKeyed");
+    let bulk = s("BulkToken");
+    let bulk_keyed = s("BulkTokenKeyed");
     // Triggers whose `to` carries credentials, single and bulk, with and without a key.
     let to = |subscriber: &str, t: &str| {
         json!({"subscriberId": subscriber, "channels": [{"providerId": "push-webhook",
             "integrationIdentifier": "pw", "credentials": {"deviceTokens": [t]}}]})
     };
-    let trig = s("TriggerToken");
-    let trig_keyed = s("TriggerTokenKeyed");
     write_with_and_without_key(
         &app,
         Method::POST,
@@ -312,8 +314,6 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
         "trigger-1",
     )
     .await;
-    let bulk = s("BulkToken");
-    let bulk_keyed = s("BulkTokenKeyed");
     write_with_and_without_key(
         &app,
         Method::POST,
@@ -560,3 +560,65 @@ db_test!(
     clear_rows_sealed_on_upgrade,
     clear_rows_of_an_earlier_version_are_sealed_by_migrate
 );
+
+/// A provider that echoes the destination it was sent to (a device token it refuses, the webhook URL it was
+/// called at) has it redacted from the recorded answer, as credentials are: execution details keep no copy
+/// of a subscriber's channel credentials or of a webhook endpoint's URL either.
+async fn echoed_destinations_are_redacted(app: TestApp) {
+    let r = Receiver::start().await;
+    let [token, endpoint, hook] = ["EchoToken", "EchoEndpoint", "EchoHook"].map(sentinel);
+    let endpoint_url = format!("{}/endpoint/{endpoint}", r.url);
+    let hook_url = format!("{}/subscriber/{hook}", r.url);
+    app.integration(
+        json!({"providerId": "push-webhook", "channel": "push", "active": true,
+        "identifier": "pw", "credentials": {"webhookUrl": format!("{}/push", r.url)}}),
+    )
+    .await;
+    app.integration(
+        json!({"providerId": "chat-webhook", "channel": "chat", "identifier": "hook",
+        "active": true}),
+    )
+    .await;
+    for id in ["ann", "eve"] {
+        app.subscriber(id, json!({})).await;
+    }
+    for body in [
+        json!({"providerId": "push-webhook", "integrationIdentifier": "pw",
+            "credentials": {"deviceTokens": [token]}}),
+        json!({"providerId": "chat-webhook", "integrationIdentifier": "hook",
+            "credentials": {"webhookUrl": hook_url}}),
+    ] {
+        let (status, out) = app.put("/v1/subscribers/ann/credentials", body).await;
+        assert!(status.is_success(), "{out}");
+    }
+    let (status, out) = app
+        .post(
+            "/v1/channel-endpoints",
+            json!({"subscriberId": "eve", "integrationIdentifier": "hook", "type": "webhook",
+                "endpoint": {"url": endpoint_url}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    for (step, to, echoed) in [
+        ("push", "ann", &token),
+        ("chat", "eve", &endpoint_url),
+        ("chat", "ann", &hook_url),
+    ] {
+        let reply = json!({"id": "m-1", "error": format!("{echoed} is not known")});
+        r.reply([Reply::json(200, reply)]);
+        let (job, _) = deliver_one(
+            &app,
+            step,
+            json!({"subject": "Hi", "body": "Hello"}),
+            json!({"to": to, "payload": {}}),
+        )
+        .await;
+        assert_eq!(job["status"], "completed", "{job}");
+        let shown = job.to_string();
+        assert!(shown.contains("[redacted] is not known"), "{shown}");
+        assert!(!shown.contains(echoed.as_str()), "{shown}");
+    }
+    let found = clear_copies(&app, &[token, endpoint, hook], true).await;
+    assert!(found.is_empty(), "clear copies of secrets: {found:#?}");
+}
+db_test!(echoed_destinations, echoed_destinations_are_redacted);
