@@ -70,14 +70,22 @@ pub(super) fn sealed_message(cipher: &Cipher, m: &Message) -> Option<Message> {
     if d.direct_webhook_url.is_none() && d.device_tokens.is_none() {
         return None;
     }
-    let seal = |s: &String| cipher.encrypt(s.as_bytes());
     let mut sealed = m.clone();
-    sealed.delivery.direct_webhook_url = d.direct_webhook_url.as_ref().map(seal);
-    sealed.delivery.device_tokens = d
-        .device_tokens
-        .as_ref()
-        .map(|tokens| tokens.iter().map(seal).collect());
+    sealed.delivery = sealed_delivery(cipher, d);
     Some(sealed)
+}
+
+/// A delivery record as stored: its webhook URL and each device token sealed.
+pub(super) fn sealed_delivery(cipher: &Cipher, d: &MessageDelivery) -> MessageDelivery {
+    let seal = |s: &String| cipher.encrypt(s.as_bytes());
+    MessageDelivery {
+        direct_webhook_url: d.direct_webhook_url.as_ref().map(seal),
+        device_tokens: d
+            .device_tokens
+            .as_ref()
+            .map(|tokens| tokens.iter().map(seal).collect()),
+        ..d.clone()
+    }
 }
 
 impl Store {

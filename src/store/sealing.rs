@@ -6,9 +6,11 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::messages::sealed_delivery;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Store};
 use crate::domain::endpoint::EndpointType;
+use crate::domain::job::MessageDelivery;
 use crate::domain::subscriber::recipient_as_kept;
 use crate::error::{Error, Result};
 
@@ -81,16 +83,19 @@ impl Store {
                 let Some((url, tokens)) = row else {
                     return Ok(None);
                 };
-                let seal = |s: &str| cipher.encrypt(s.as_bytes());
-                let tokens: Option<Vec<String>> = tokens
-                    .map(|t| serde_json::from_str::<Vec<String>>(&t))
-                    .transpose()
-                    .map_err(anyhow::Error::from)?;
+                let clear = MessageDelivery {
+                    direct_webhook_url: url,
+                    device_tokens: tokens
+                        .map(|t| serde_json::from_str::<Vec<String>>(&t))
+                        .transpose()
+                        .map_err(anyhow::Error::from)?,
+                    ..Default::default()
+                };
+                let sealed = sealed_delivery(cipher, &clear);
                 let mut q = Sql::new("update messages set direct_webhook_url = ");
-                q.bind(url.as_deref().map(seal));
-                q.push(", device_tokens = ").bind(
-                    tokens.map(|t| Value::from(t.iter().map(|t| seal(t)).collect::<Vec<_>>())),
-                );
+                q.bind(sealed.direct_webhook_url);
+                q.push(", device_tokens = ")
+                    .bind(sealed.device_tokens.map(Value::from));
                 q
             }
             "notifications" => {
