@@ -62,8 +62,8 @@ impl Cipher {
         B64.encode(Aes256Gcm::generate_key(OsRng))
     }
 
-    /// `base64(nonce ‖ ciphertext)`.
-    pub fn encrypt(&self, plain: &[u8]) -> String {
+    /// `nonce ‖ ciphertext`: what binary columns store.
+    pub fn seal(&self, plain: &[u8]) -> Vec<u8> {
         let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
         let sealed = self
             .aead
@@ -71,18 +71,28 @@ impl Cipher {
             .expect("AES-GCM encryption cannot fail for in-memory data");
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
-        B64.encode(out)
+        out
+    }
+
+    /// The plain bytes of what [`Cipher::seal`] made.
+    pub fn open(&self, sealed: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        if sealed.len() < 12 {
+            return Err(CryptoError::Decrypt);
+        }
+        let (nonce, sealed) = sealed.split_at(12);
+        self.aead
+            .decrypt(Nonce::from_slice(nonce), sealed)
+            .map_err(|_| CryptoError::Decrypt)
+    }
+
+    /// `base64(nonce ‖ ciphertext)`: what text columns store.
+    pub fn encrypt(&self, plain: &[u8]) -> String {
+        B64.encode(self.seal(plain))
     }
 
     pub fn decrypt(&self, stored: &str) -> Result<Vec<u8>, CryptoError> {
         let bytes = B64.decode(stored).map_err(|_| CryptoError::Decrypt)?;
-        if bytes.len() < 12 {
-            return Err(CryptoError::Decrypt);
-        }
-        let (nonce, sealed) = bytes.split_at(12);
-        self.aead
-            .decrypt(Nonce::from_slice(nonce), sealed)
-            .map_err(|_| CryptoError::Decrypt)
+        self.open(&bytes)
     }
 
     pub fn decrypt_string(&self, stored: &str) -> Result<String, CryptoError> {
@@ -135,6 +145,10 @@ mod tests {
         let sealed = c.encrypt(b"secret");
         assert_ne!(sealed, c.encrypt(b"secret"), "nonces must differ");
         assert_eq!(c.decrypt(&sealed).unwrap(), b"secret");
+        let raw = c.seal(b"secret");
+        assert_eq!(raw.len(), 12 + 6 + 16, "nonce, text, tag");
+        assert_eq!(c.open(&raw).unwrap(), b"secret");
+        assert!(c.open(&raw[..20]).is_err());
         let other = Cipher::from_base64(&Cipher::generate_base64()).unwrap();
         assert!(other.decrypt(&sealed).is_err());
         assert!(Cipher::from_base64("c2hvcnQ=").is_err());

@@ -44,6 +44,13 @@ impl EndpointType {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
+    /// Whether the endpoint data is a bearer secret, stored sealed: a webhook's URL lets anyone who has it
+    /// post to the channel. The other types name a channel, a user or a number that is useless without the
+    /// connection's or the integration's token (which are sealed themselves).
+    pub fn is_secret(self) -> bool {
+        self == Self::Webhook
+    }
+
     /// (required keys, optional keys) of the `endpoint` object.
     fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {

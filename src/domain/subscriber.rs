@@ -239,9 +239,36 @@ pub fn validate_profile(
     }
 }
 
+/// A trigger's recipient (`to`) as its notification keeps it: as given, but for the `credentials` of its
+/// `channels`. They are the subscriber's, stored sealed with it (the trigger updates it); the notification is
+/// kept in clear for the activity feed, so it names each channel (`providerId`, `integrationIdentifier`)
+/// and nothing secret.
+pub fn recipient_as_kept(mut to: Value) -> Value {
+    if let Some(channels) = to.get_mut("channels").and_then(Value::as_array_mut) {
+        for c in channels.iter_mut().filter_map(Value::as_object_mut) {
+            c.remove("credentials");
+        }
+    }
+    to
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_recipient_names_its_channels_without_their_credentials() {
+        let to = serde_json::json!({"subscriberId": "s", "email": "a@b.c", "channels": [
+            {"providerId": "fcm", "integrationIdentifier": "f", "credentials": {"deviceTokens": ["t"]}},
+            {"providerId": "slack", "credentials": {"webhookUrl": "https://hooks/x"}}, "odd"]});
+        assert_eq!(
+            recipient_as_kept(to),
+            serde_json::json!({"subscriberId": "s", "email": "a@b.c", "channels": [
+                {"providerId": "fcm", "integrationIdentifier": "f"}, {"providerId": "slack"}, "odd"]})
+        );
+        let plain = serde_json::json!({"subscriberId": "s", "channels": "x"});
+        assert_eq!(recipient_as_kept(plain.clone()), plain);
+    }
 
     fn creds(tokens: &[&str]) -> ChannelCredentials {
         ChannelCredentials {

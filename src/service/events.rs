@@ -8,7 +8,7 @@ use crate::domain::context::{context_keys, parse_context, ContextEntry};
 use crate::domain::fanout::{Fanout, Position, Reached, Source, Template};
 use crate::domain::integration::Integration;
 use crate::domain::payload_schema;
-use crate::domain::subscriber::TokenMode;
+use crate::domain::subscriber::{recipient_as_kept, TokenMode};
 use crate::domain::workflow::{StepType, Workflow};
 use crate::domain::{Tenant, Timestamp};
 use crate::engine::{first_rows, TriggerWriter};
@@ -481,9 +481,10 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             &to,
             now,
         );
-        // As Novu stores it: a subscriberId given as a string becomes `{subscriberId}`.
+        // As Novu stores it (a subscriberId given as a string becomes `{subscriberId}`), without the
+        // channels' credentials: they are stored sealed with the subscriber.
         if r.is_object() {
-            n.to = Some(r.clone());
+            n.to = Some(recipient_as_kept(r.clone()));
         }
         batch.push(first_rows(n, &template, now));
     }

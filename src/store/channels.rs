@@ -10,7 +10,7 @@ use super::{is_unique_violation, on_db, Cost, Dialect, Store};
 use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, ContextEntry};
 use crate::domain::endpoint::{
-    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing,
+    ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
 };
 use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
 use crate::error::Result;
@@ -396,8 +396,45 @@ impl From<EndpointListRow> for EndpointListing {
 }
 
 impl Store {
+    /// The endpoint data as stored: sealed when its type is a secret ([`EndpointType::is_secret`]).
+    pub(super) fn seal_endpoint_data(&self, t: EndpointType, endpoint: &Value) -> Value {
+        if t.is_secret() {
+            Value::String(self.cipher().encrypt(endpoint.to_string().as_bytes()))
+        } else {
+            endpoint.clone()
+        }
+    }
+
+    /// The endpoint data of a stored value, opened when sealed: sealed data is stored as a JSON string (the
+    /// sealed text of the endpoint object), clear data as the object itself.
+    fn open_endpoint_data(&self, stored: Value) -> Result<Value> {
+        match stored.as_str() {
+            Some(sealed) => Ok(serde_json::from_str(&self.open_endpoint_text(sealed)?)
+                .map_err(anyhow::Error::from)?),
+            None => Ok(stored),
+        }
+    }
+
+    /// The JSON text of sealed endpoint data.
+    fn open_endpoint_text(&self, sealed: &str) -> Result<String> {
+        Ok(self
+            .cipher()
+            .decrypt_string(sealed)
+            .map_err(|e| anyhow::anyhow!("a channel endpoint's data: {e}"))?)
+    }
+
+    /// An endpoint read from its row, its data opened.
+    fn open_endpoint(&self, mut e: ChannelEndpoint) -> Result<ChannelEndpoint> {
+        e.endpoint = self.open_endpoint_data(std::mem::take(&mut e.endpoint))?;
+        Ok(e)
+    }
+
     pub async fn insert_endpoint(&self, e: &ChannelEndpoint) -> Result<Inserted> {
-        let q = insert(e)?;
+        let stored = ChannelEndpoint {
+            endpoint: self.seal_endpoint_data(e.endpoint_type, &e.endpoint),
+            ..e.clone()
+        };
+        let q = insert(&stored)?;
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
         match res {
             Ok(()) => Ok(Inserted::Yes),
@@ -418,14 +455,16 @@ impl Store {
         q.bind(env.as_str())
             .push(" and identifier = ")
             .bind(identifier);
-        self.row(Cost::Point, q).await
+        let row: Option<ChannelEndpoint> = self.row(Cost::Point, q).await?;
+        row.map(|e| self.open_endpoint(e)).transpose()
     }
 
     /// Replaces the endpoint data; false when the endpoint does not exist.
     pub async fn update_endpoint_data(&self, e: &ChannelEndpoint) -> Result<bool> {
+        let stored = self.seal_endpoint_data(e.endpoint_type, &e.endpoint);
         let n = on_db!(self.w(), p => sqlx::query(
             "update channel_endpoints set endpoint = $1, updated_at = $2 where environment_id = $3 and identifier = $4")
-            .bind(Json(&e.endpoint)).bind(e.updated_at.0).bind(&e.environment_id).bind(&e.identifier)
+            .bind(Json(&stored)).bind(e.updated_at.0).bind(&e.environment_id).bind(&e.identifier)
             .execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }
@@ -451,10 +490,18 @@ impl Store {
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
         };
-        Ok(self
-            .cursor_page::<EndpointListRow>(listing, &page.by_column())
+        self.cursor_page::<EndpointListRow>(listing, &page.by_column())
             .await?
-            .map(Into::into))
+            .try_map(|r| {
+                let mut e = EndpointListing::from(r);
+                // The stored text of sealed data is a JSON string; of clear data, an object.
+                if e.endpoint.starts_with('"') {
+                    let sealed: String =
+                        serde_json::from_str(&e.endpoint).map_err(anyhow::Error::from)?;
+                    e.endpoint = self.open_endpoint_text(&sealed)?;
+                }
+                Ok(e)
+            })
     }
 
     /// The endpoints a chat or SMS delivery through `integration_identifier` goes to: the subscriber's, for
@@ -478,7 +525,8 @@ impl Store {
             q.push(" and integration_identifier = ").bind(i);
         }
         q.push(" order by created_at, id limit 50");
-        self.rows(Cost::Point, q).await
+        let rows: Vec<ChannelEndpoint> = self.rows(Cost::Point, q).await?;
+        rows.into_iter().map(|e| self.open_endpoint(e)).collect()
     }
 
     /// Bulk-inserts `count` synthetic `slack_channel` endpoints for tests and the benchmark: endpoint `n`

@@ -1,10 +1,12 @@
 //! Idempotency records: one row per (environment, key) holding the request hash and, once done, the
-//! stored response. Kept in the database so replays survive restarts and work across processes.
+//! stored response. Kept in the database so replays survive restarts and work across processes. The
+//! response's body is sealed by the store's cipher as a whole: answers carry secrets (a channel
+//! connection's access token, a subscriber's channel credentials) that are encrypted everywhere else.
 
 use super::row::sql_row;
 use super::{on_db, Store};
 use crate::domain::{EnvironmentId, Timestamp};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A request still marked in progress after this long is treated as abandoned (its process died).
 const STALE_IN_PROGRESS_MS: i64 = 5 * 60 * 1000;
@@ -67,7 +69,12 @@ impl Store {
             Some(r) => IdempotencyBegin::Done {
                 status: r.status.unwrap_or(200) as u16,
                 content_type: r.content_type,
-                body: r.body.unwrap_or_default(),
+                body: match r.body {
+                    Some(sealed) => self.cipher().open(&sealed).map_err(|e| {
+                        Error::Internal(anyhow::anyhow!("a stored idempotent answer: {e}"))
+                    })?,
+                    None => Vec::new(),
+                },
             },
         })
     }
@@ -82,10 +89,11 @@ impl Store {
         ttl_ms: i64,
     ) -> Result<()> {
         let now = Timestamp::now().0;
+        let sealed = self.cipher().seal(body);
         on_db!(self.w(), p => sqlx::query(
             "update idempotency_keys set state = 'done', status = $1, content_type = $2, body = $3, expires_at = $4
              where environment_id = $5 and idem_key = $6")
-            .bind(status as i32).bind(content_type).bind(body).bind(now + ttl_ms)
+            .bind(status as i32).bind(content_type).bind(&sealed).bind(now + ttl_ms)
             .bind(env.as_str()).bind(key).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(())
     }

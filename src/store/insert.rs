@@ -4,6 +4,7 @@
 use super::row::Table;
 use super::sql::{Arg, Sql};
 use super::Dialect;
+use crate::crypto::Cipher;
 use crate::domain::job::{ExecutionDetail, Job, JobStatus, Message, Notification};
 
 /// Bound values per multi-row `insert`. SQLite (through sqlx) looks each parameter up by walking the
@@ -198,12 +199,23 @@ pub(super) fn insert_details(
     insert_declared(dialect, details, "")
 }
 
-/// The messages' rows, written once per job: a completion re-run after a lost lease adds nothing.
+/// The messages' rows, written once per job: a completion re-run after a lost lease adds nothing. What they
+/// record of subscribers' channel credentials is sealed (see [`super::messages::sealed_message`]).
 pub(super) fn insert_messages(
     dialect: Dialect,
+    cipher: &Cipher,
     messages: &[&Message],
 ) -> serde_json::Result<Vec<Sql>> {
-    insert_declared(dialect, messages, "on conflict (job_id) do nothing")
+    let sealed: Vec<Option<Message>> = messages
+        .iter()
+        .map(|m| super::messages::sealed_message(cipher, m))
+        .collect();
+    let rows: Vec<&Message> = messages
+        .iter()
+        .zip(&sealed)
+        .map(|(m, s)| s.as_ref().unwrap_or(m))
+        .collect();
+    insert_declared(dialect, &rows, "on conflict (job_id) do nothing")
 }
 
 pub(super) fn insert_notifications(

@@ -220,7 +220,7 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let completion = Completion::plan(self.dialect(), worker, items.to_vec())?;
+        let completion = Completion::plan(self.dialect(), &self.cipher, worker, items.to_vec())?;
         let owned = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let owned = complete_in_transaction!(tx, completion);
@@ -366,6 +366,8 @@ fn finish_statements(worker: &str, items: &[(&Job, &JobOutcome)], now: i64) -> V
 /// jobs and steps that are.
 pub(super) struct Completion<'a> {
     pub(super) dialect: Dialect,
+    /// Seals what the messages record of their destinations (see `messages::sealed_message`).
+    pub(super) cipher: std::sync::Arc<crate::crypto::Cipher>,
     pub(super) now: i64,
     pub(super) items: Vec<(&'a Job, &'a JobOutcome)>,
     /// The jobs stored with their final status by the transaction itself (a fan-out's in-app first steps,
@@ -385,6 +387,7 @@ pub(super) struct Completion<'a> {
 impl<'a> Completion<'a> {
     pub(super) fn plan(
         dialect: Dialect,
+        cipher: &std::sync::Arc<crate::crypto::Cipher>,
         worker: &str,
         items: Vec<(&'a Job, &'a JobOutcome)>,
     ) -> serde_json::Result<Self> {
@@ -403,7 +406,8 @@ impl<'a> Completion<'a> {
                 .collect(),
             locks: key_locks(dialect, digest_keys(next_jobs(&items))),
             activations: activations(dialect, &items)?,
-            writes: completion_writes(dialect, &items, None, now)?,
+            writes: completion_writes(dialect, cipher, &items, None, now)?,
+            cipher: cipher.clone(),
             items,
             updates,
         })
@@ -448,7 +452,7 @@ macro_rules! complete_in_transaction {
             }
         }
         if done.len() != c.items.len() || activated.len() != next_jobs(&done).len() {
-            c.writes = completion_writes(c.dialect, &done, Some(&activated), c.now)?;
+            c.writes = completion_writes(c.dialect, &c.cipher, &done, Some(&activated), c.now)?;
         }
         for q in std::mem::take(&mut c.writes) {
             bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
@@ -484,6 +488,7 @@ pub(super) fn next_jobs<'a>(done: &[(&'a Job, &'a JobOutcome)]) -> Vec<&'a Job> 
 /// activated (`None`: all of them); the detail that came with a step that was not is left out.
 pub(super) fn completion_writes(
     dialect: Dialect,
+    cipher: &crate::crypto::Cipher,
     done: &[(&Job, &JobOutcome)],
     activated: Option<&std::collections::HashSet<String>>,
     now: i64,
@@ -504,7 +509,7 @@ pub(super) fn completion_writes(
         .filter_map(|(_, o)| o.message.as_ref())
         .collect();
     let mut writes = insert_details(dialect, &details)?;
-    writes.extend(insert_messages(dialect, &messages)?);
+    writes.extend(insert_messages(dialect, cipher, &messages)?);
     // After the activations: the jobs a stopped chain never reaches.
     writes.extend(end_chains(done, now));
     Ok(batched(dialect, writes))

@@ -9,6 +9,7 @@ use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
 use super::sqlite::rows::ReadRow;
 use super::{on_db, Cost, Dialect, Store};
+use crate::crypto::Cipher;
 use crate::domain::job::{Message, MessageDelivery};
 use crate::domain::{EnvironmentId, MessageId, SubscriberRef, Timestamp};
 use crate::error::Result;
@@ -58,6 +59,51 @@ table! {
         delivered_at: Option<i64>,
         error_id: Option<String>,
         error_text: Option<String>,
+    }
+}
+
+/// A message as stored, when it records destinations that are subscribers' channel credentials — a chat's
+/// webhook URL, a push's device tokens — with each of them sealed (a token each, so the column keeps its
+/// JSON list); `None` for a message without any (in-app, email, SMS), written as it is.
+pub(super) fn sealed_message(cipher: &Cipher, m: &Message) -> Option<Message> {
+    let d = &m.delivery;
+    if d.direct_webhook_url.is_none() && d.device_tokens.is_none() {
+        return None;
+    }
+    let mut sealed = m.clone();
+    sealed.delivery = sealed_delivery(cipher, d);
+    Some(sealed)
+}
+
+/// A delivery record as stored: its webhook URL and each device token sealed.
+pub(super) fn sealed_delivery(cipher: &Cipher, d: &MessageDelivery) -> MessageDelivery {
+    let seal = |s: &String| cipher.encrypt(s.as_bytes());
+    MessageDelivery {
+        direct_webhook_url: d.direct_webhook_url.as_ref().map(seal),
+        device_tokens: d
+            .device_tokens
+            .as_ref()
+            .map(|tokens| tokens.iter().map(seal).collect()),
+        ..d.clone()
+    }
+}
+
+impl Store {
+    /// A message read from its row, what [`sealed_message`] sealed opened.
+    fn open_message(&self, mut m: Message) -> Result<Message> {
+        let open = |s: &String| {
+            self.cipher()
+                .decrypt_string(s)
+                .map_err(|e| anyhow::anyhow!("a message's destination: {e}"))
+        };
+        let d = &mut m.delivery;
+        if let Some(url) = &d.direct_webhook_url {
+            d.direct_webhook_url = Some(open(url)?);
+        }
+        if let Some(tokens) = &d.device_tokens {
+            d.device_tokens = Some(tokens.iter().map(open).collect::<anyhow::Result<_>>()?);
+        }
+        Ok(m)
     }
 }
 
@@ -297,7 +343,13 @@ impl Store {
         q.push(Message::COLUMNS)
             .push(" from messages where ")
             .append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
-        newest_first_page::<Message, Message>(self, q, offset, limit).await
+        let (rows, has_more) =
+            newest_first_page::<Message, Message>(self, q, offset, limit).await?;
+        let rows = rows
+            .into_iter()
+            .map(|m| self.open_message(m))
+            .collect::<Result<_>>()?;
+        Ok((rows, has_more))
     }
 
     /// Marks the messages `f` selects and answers them (oldest first), marked.
@@ -313,9 +365,8 @@ impl Store {
             .push(" from messages where ")
             .append(&f.to_sql(env, self.dialect(), Timestamp::now().0));
         s.push(" order by created_at, id");
-        Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args.clone()).fetch_all(p).await)?,
-        )
+        let rows: Vec<Message> = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args.clone()).fetch_all(p).await)?;
+        rows.into_iter().map(|m| self.open_message(m)).collect()
     }
 }
 

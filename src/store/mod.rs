@@ -18,6 +18,7 @@ pub mod page;
 pub mod preferences;
 pub mod rate_limits;
 mod row;
+mod sealing;
 pub mod search;
 mod seed;
 pub mod sql;
@@ -91,6 +92,7 @@ embed_migrations!(
     "20261128235500_subscriber_erasure.sql",
     "20261129000000_one_open_digest.sql",
     "20261129001100_presence_heartbeat.sql",
+    "20261129022000_sealed_secrets.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
@@ -316,6 +318,13 @@ impl Store {
             tracing::info!(
                 sealed,
                 "sealed the channel credentials of subscribers stored in clear"
+            );
+        }
+        let rewritten = self.seal_clear_rows().await?;
+        if rewritten > 0 {
+            tracing::info!(
+                rewritten,
+                "sealed the secrets of rows an earlier version stored in clear"
             );
         }
         Ok(())

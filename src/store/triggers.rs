@@ -124,7 +124,7 @@ impl Store {
         let all: Vec<&TriggerRecord> = records.iter().collect();
         let (rows, leased) = TriggerRows::plan(&all, now, reserve);
         let inserts = rows.statements(dialect, worker, &leased, now)?;
-        let completion = rows.completion(dialect)?;
+        let completion = rows.completion(dialect, &self.cipher)?;
         let mut keys_to_lock: Vec<&str> = digest_keys(rows.openings.iter().copied()).collect();
         if let Some(c) = &completion {
             keys_to_lock.extend(digest_keys(
@@ -196,7 +196,7 @@ impl Store {
                 let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
                 let leased = rows.keep(&kept, leased);
                 inserts = rows.statements(dialect, worker, &leased, now)?;
-                completion = rows.completion(dialect)?;
+                completion = rows.completion(dialect, &self.cipher)?;
                 leased
             };
             for q in std::mem::take(&mut inserts) {
@@ -330,10 +330,14 @@ impl<'r> TriggerRows<'r> {
     }
 
     /// The completion of the jobs that ran.
-    fn completion(&self, dialect: Dialect) -> serde_json::Result<Option<Completion<'r>>> {
+    fn completion(
+        &self,
+        dialect: Dialect,
+        cipher: &std::sync::Arc<crate::crypto::Cipher>,
+    ) -> serde_json::Result<Option<Completion<'r>>> {
         match self.ran_by {
             Some(by) if !self.ran.is_empty() => {
-                Completion::plan(dialect, by, self.ran.clone()).map(Some)
+                Completion::plan(dialect, cipher, by, self.ran.clone()).map(Some)
             }
             _ => Ok(None),
         }

@@ -35,6 +35,7 @@ mod providers_email;
 mod providers_sms_push;
 mod reads;
 mod rendering;
+mod secrets_at_rest;
 mod server;
 mod subscribers;
 mod topics;

@@ -438,22 +438,27 @@ fn provider_overrides(overrides: &Value, provider_id: &str) -> Value {
         .unwrap_or_else(|| json!({}))
 }
 
-/// Access tokens of the targets' channel connections, redacted like credentials.
+/// What the targets hold that is stored sealed, redacted like credentials: their channel connections' access
+/// tokens, and the destinations that are secrets themselves — a webhook URL (a subscriber's, or a webhook
+/// endpoint's), device tokens — as their message records them.
 fn targets_secrets(targets: &[Target]) -> Vec<String> {
-    targets
-        .iter()
-        .filter_map(|t| match &t.outbound {
-            Outbound::Chat(ChatMessage {
-                target:
-                    ChatTarget::Endpoint {
-                        access_token: Some(a),
-                        ..
-                    },
-                ..
-            }) => Some(a.clone()),
-            _ => None,
-        })
-        .collect()
+    let mut out = Vec::new();
+    for t in targets {
+        if let Outbound::Chat(ChatMessage {
+            target:
+                ChatTarget::Endpoint {
+                    access_token: Some(a),
+                    ..
+                },
+            ..
+        }) = &t.outbound
+        {
+            out.push(a.clone());
+        }
+        out.extend(t.record.direct_webhook_url.iter().cloned());
+        out.extend(t.record.device_tokens.iter().flatten().cloned());
+    }
+    out
 }
 
 /// One record for several destinations (chat to several endpoints): the first of each field.
