@@ -380,6 +380,10 @@ impl Socket {
     /// Waits up to 10 s for the server to end the socket: socket.io's disconnect packet (`41`) or the
     /// connection's end.
     async fn ended(&mut self) -> bool {
+        self.ended_within(Duration::from_secs(10)).await
+    }
+
+    async fn ended_within(&mut self, within: Duration) -> bool {
         let wait = async {
             while let Some(text) = self.text().await {
                 if text == "41" {
@@ -387,9 +391,7 @@ impl Socket {
                 }
             }
         };
-        tokio::time::timeout(Duration::from_secs(10), wait)
-            .await
-            .is_ok()
+        tokio::time::timeout(within, wait).await.is_ok()
     }
 }
 
@@ -459,6 +461,34 @@ async fn sockets_end(app: TestApp) {
     drop((bob, elsewhere));
 }
 db_test!(inbox_sockets_end_with_sessions, sockets_end);
+
+/// The command line ends sessions from another process: their tokens are refused at once, and a server
+/// that did not hear the announcement (SQLite: none crosses processes) closes their sockets at its next
+/// heartbeat, which compares the epochs of the environments it holds sockets of.
+async fn command_line_ends_sockets(app: TestApp) {
+    let ann_token = token(&app, "ann").await;
+    let mut ann = Socket::connect(&app, &ann_token).await;
+    crate::support::eventually(|| async { online(&app, "ann").await.then_some(()) }).await;
+    // `tidings environments end-sessions`: a store of its own, as the command's process opens.
+    let mut opts = tidings::store::StoreOptions::new(app.database_url.clone());
+    opts.pg_schema = app.pg_schema.clone();
+    let cipher = tidings::crypto::Cipher::from_base64(&app.encryption_key).unwrap();
+    let cli = tidings::store::Store::open(&opts, cipher).await.unwrap();
+    environments::end_sessions(&cli, "Development")
+        .await
+        .unwrap();
+    cli.close().await;
+    assert_eq!(
+        inbox_status(&app, &ann_token).await,
+        StatusCode::UNAUTHORIZED
+    );
+    // A heartbeat every 20 s, looked for every 5 s.
+    assert!(
+        ann.ended_within(Duration::from_secs(30)).await,
+        "the socket is closed by the heartbeat"
+    );
+}
+db_test!(inbox_command_line_ends_sockets, command_line_ends_sockets);
 
 /// A session's body must be sent as JSON: a browser posts `text/plain` (or no type) from any page without
 /// a CORS preflight.
