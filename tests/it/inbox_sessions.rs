@@ -285,9 +285,14 @@ struct Socket {
 }
 
 impl Socket {
-    /// Upgrades with `token` and connects to the main namespace.
+    /// Upgrades with `token` and connects to the main namespace of the app's server.
     async fn connect(app: &TestApp, token: &str) -> Self {
-        let host = app.base.trim_start_matches("http://").to_owned();
+        Self::connect_at(&app.base, token).await
+    }
+
+    /// The same at the server at `base` (`http://host:port`).
+    async fn connect_at(base: &str, token: &str) -> Self {
+        let host = base.trim_start_matches("http://").to_owned();
         let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
         let request = format!(
             "GET /socket.io/?EIO=4&transport=websocket&token={token} HTTP/1.1\r\nHost: {host}\r\n\
@@ -534,3 +539,75 @@ async fn session_body_is_json(app: TestApp) {
     }
 }
 db_test!(inbox_session_body_is_json, session_body_is_json);
+
+/// Two `tidings serve` processes on one PostgreSQL database: a socket held by instance A is closed when
+/// the API key deletes its subscriber, or ends the environment's sessions, through instance B (named
+/// `postgres`: CI's PostgreSQL pass selects tests by that name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_postgres() {
+    use crate::inbox_instances::{FreshDatabase, Instance};
+    let Some(admin_url) = crate::support::postgres_url() else {
+        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let db = FreshDatabase::create(&admin_url).await;
+    let encryption_key = tidings::crypto::Cipher::generate_base64();
+    let key = format!("sk_inst_{}", tidings::domain::new_object_id());
+    let a = Instance::start("A", &db.url, &encryption_key, &key).await;
+    let b = Instance::start("B", &db.url, &encryption_key, &key).await;
+    let client = reqwest::Client::new();
+    let with_key = |method: Method, url: String| {
+        client
+            .request(method, url)
+            .header("Authorization", format!("ApiKey {key}"))
+    };
+    let (status, me) = send(with_key(
+        Method::GET,
+        format!("{}/v1/environments/me", b.url),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{me}");
+    let identifier = me["data"]["identifier"].as_str().unwrap().to_owned();
+    let session_at_a = |subscriber: &'static str| {
+        let (client, url, identifier) = (client.clone(), a.url.clone(), identifier.clone());
+        async move {
+            let (status, out) = send(
+                client
+                    .post(format!("{url}/v1/inbox/session"))
+                    .json(&json!({"applicationIdentifier": identifier, "subscriber": subscriber})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::CREATED, "{out}");
+            out["data"]["token"].as_str().unwrap().to_owned()
+        }
+    };
+
+    let mut ann = Socket::connect_at(&a.url, &session_at_a("ann").await).await;
+    let (status, out) = send(with_key(
+        Method::DELETE,
+        format!("{}/v2/subscribers/ann", b.url),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert!(
+        ann.ended().await,
+        "A closes the socket of a subscriber deleted through B:\n{}",
+        a.log()
+    );
+
+    let mut bob = Socket::connect_at(&a.url, &session_at_a("bob").await).await;
+    let (status, out) = send(
+        with_key(
+            Method::POST,
+            format!("{}/v1/environments/me/end-sessions", b.url),
+        )
+        .json(&json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert!(
+        bob.ended().await,
+        "A closes the sockets of sessions ended through B:\n{}",
+        a.log()
+    );
+}
