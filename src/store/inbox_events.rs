@@ -189,8 +189,12 @@ async fn send_notifications(
                 .bind(&payload)
                 .execute(&pool)
                 .await;
-            if let Err(e) = sent {
-                tracing::warn!(error = %e, "an Inbox announcement was not sent");
+            match sent {
+                // The process is stopping (a command that ended sessions closes its store at once); the
+                // servers' heartbeats catch up with what it did not announce.
+                Err(_) if pool.is_closed() => return,
+                Err(e) => tracing::warn!(error = %e, "an Inbox announcement was not sent"),
+                Ok(_) => {}
             }
         }
     }
