@@ -98,6 +98,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             created.name, created.environment_id, created.application_identifier, created.api_key
         );
     }
+    if let Some(line) = environments::without_hmac_banner(&store).await? {
+        println!("{line}");
+    }
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;

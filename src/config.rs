@@ -139,13 +139,27 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum EnvironmentsCommand {
-    /// Create an environment in the default organization and print its key as JSON.
-    Create { name: String },
+    /// Create an environment in the default organization and print its key as JSON. Its Inbox sessions
+    /// need the subscriber's HMAC with `--hmac` (always for one named Production).
+    Create {
+        name: String,
+        #[arg(long)]
+        hmac: bool,
+    },
     /// Print every environment's id and name, one JSON object per line (never a key).
     List,
     /// Issue a new API key for an environment of the default organization and print it once as JSON;
     /// its previous keys stop working (servers that cached one refuse it within 5 seconds).
     RotateKey { name: String },
+    /// Turn on or off whether the environment's Inbox sessions need the subscriber's HMAC
+    /// (`subscriberHash`); turning it on ends the sessions open.
+    Hmac {
+        name: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// End every Inbox session of the environment: their tokens are refused and their sockets closed.
+    EndSessions { name: String },
 }
 
 /// Everything the process needs, resolved once at start-up.
@@ -466,8 +480,8 @@ mod tests {
         assert_eq!(cli.database_url, "postgres://u:p@h/db");
         match cli.command {
             Command::Environments {
-                command: EnvironmentsCommand::Create { name },
-            } => assert_eq!(name, "Staging"),
+                command: EnvironmentsCommand::Create { name, hmac },
+            } => assert_eq!((name.as_str(), hmac), ("Staging", false)),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -489,6 +503,29 @@ mod tests {
             } => assert_eq!(name, "Production"),
             other => panic!("unexpected {other:?}"),
         }
+        let cli =
+            Cli::try_parse_from(["tidings", "environments", "create", "Shop", "--hmac"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Environments {
+                command: EnvironmentsCommand::Create { hmac: true, .. }
+            }
+        ));
+        let cli = Cli::try_parse_from(["tidings", "environments", "hmac", "Shop", "off"]).unwrap();
+        match cli.command {
+            Command::Environments {
+                command: EnvironmentsCommand::Hmac { name, state },
+            } => assert_eq!((name.as_str(), state.as_str()), ("Shop", "off")),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Cli::try_parse_from(["tidings", "environments", "hmac", "Shop", "maybe"]).is_err());
+        let cli = Cli::try_parse_from(["tidings", "environments", "end-sessions", "Shop"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Environments {
+                command: EnvironmentsCommand::EndSessions { .. }
+            }
+        ));
     }
 
     #[test]

@@ -68,11 +68,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Environments {
-            command: EnvironmentsCommand::Create { name },
+            command: EnvironmentsCommand::Create { name, hmac },
         } => {
             let store = app::open_store(&cfg).await?;
             store.migrate().await?;
-            let created = service::environments::create(&store, &name, None)
+            let created = service::environments::create_with_hmac(&store, &name, None, hmac)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             store.close().await;
@@ -103,6 +103,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             store.close().await;
             println!("{}", serde_json::to_string(&rotated)?);
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::Hmac { name, state },
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let rules = service::environments::set_hmac(&store, &name, state == "on").await;
+            store.close().await;
+            let rules = rules.map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", serde_json::to_string(&rules)?);
+            Ok(())
+        }
+        Command::Environments {
+            command: EnvironmentsCommand::EndSessions { name },
+        } => {
+            let store = app::open_store(&cfg).await?;
+            store.migrate().await?;
+            let rules = service::environments::end_sessions(&store, &name).await;
+            store.close().await;
+            let rules = rules.map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", serde_json::to_string(&rules)?);
             Ok(())
         }
         Command::SeedSubscribers {

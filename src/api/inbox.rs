@@ -4,7 +4,7 @@
 //! `Authorization: Bearer <token>` ([`require_session`]) and acts for that subscriber only. Every answer is
 //! `{"data": …}` whatever the wire profile, except the list and the counts, which `@novu/js` reads whole.
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -202,17 +202,25 @@ pub struct SessionOut {
 }
 
 /// Opens a subscriber's session: creates the subscriber when it does not exist, checks its HMAC when the
-/// environment's in-app integration asks for one, and answers a token for the other Inbox routes.
+/// environment requires one, and answers a token for the other Inbox routes. The body must be sent as
+/// `application/json` (as `@novu/js` sends it): a browser posts another type from any page without asking
+/// (no CORS preflight), so anything else is a 415.
 #[utoipa::path(post, path = "/v1/inbox/session", tag = "Inbox", security(()), request_body = SessionIn,
     responses((status = 201, description = "`{data: session}`", body = SessionOut),
         (status = 400, description = "An unknown application identifier, or a missing or wrong HMAC"),
         (status = 404, description = "The environment's in-app integrations are all inactive"),
+        (status = 415, description = "The body is not sent as `application/json`"),
         (status = 422, description = "Invalid body"),
         (status = 429, description = "Rate limit exceeded; `Retry-After` says when to try again")))]
-pub async fn open_session(
-    State(state): State<AppState>,
-    AppJson(body): AppJson<SessionIn>,
-) -> ApiResult<Response> {
+pub async fn open_session(State(state): State<AppState>, req: Request) -> ApiResult<Response> {
+    if !is_json(req.headers()) {
+        return Ok(super::error::error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "The session's body must be sent with Content-Type: application/json",
+            Map::new(),
+        ));
+    }
+    let AppJson(body) = AppJson::<SessionIn>::from_request(req, &state).await?;
     let mut v = Validation::new();
     let (subscriber_id, profile) = match body.subscriber {
         Some(Value::String(id)) => (id, SubscriberFields::default()),
@@ -290,6 +298,15 @@ pub async fn open_session(
     .into_response();
     ratelimit::stamp(&mut resp, headers);
     Ok(resp)
+}
+
+/// Whether the request's `Content-Type` is `application/json` (parameters such as `charset` allowed).
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// The profile fields of a session's subscriber object (strings; `data` an object).

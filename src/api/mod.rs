@@ -186,6 +186,7 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(v2::topics::list_subscriber_subscriptions))
         .routes(routes!(v1::environments::list_environments))
         .routes(routes!(v1::environments::current_environment))
+        .routes(routes!(v1::environments::end_sessions))
         .routes(routes!(v1::topics::get_topic_subscriber))
         .routes(routes!(v1::topics::list_topics, v1::topics::create_topic))
         .routes(routes!(

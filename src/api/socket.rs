@@ -16,6 +16,13 @@
 //! it holds every [`HEARTBEAT`], and a sweep records offline the subscribers whose heartbeat is older than
 //! [`PRESENCE_STALE_MS`]. A snooze that is over is ended by a sweep and its message sent again, as Novu
 //! re-delivers it. The sweeps end when `stop` is cancelled (the process is stopping).
+//!
+//! Sessions that end close their sockets on every process: a deleted subscriber's room is disconnected, and
+//! when an environment's session epoch is raised every socket whose token is of an older epoch is
+//! ([`close_older_sessions`], on the announcement). The upgrade's check stays free of database reads: the
+//! epoch is compared at connect, which reads the subscriber anyway, and the heartbeat compares the epochs of
+//! the environments it holds sockets of, so that a raise whose announcement this process did not hear (made
+//! by the command line, or lost) closes their sockets within a [`HEARTBEAT`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,7 +38,7 @@ use super::v2::preferences::InboxWorkflowOut;
 use crate::domain::job::Message;
 use crate::domain::{EnvironmentId, MessageId, SubscriberRef};
 use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
-use crate::store::inbox_events::InboxEvent;
+use crate::store::inbox_events::{Ended, InboxEvent};
 use crate::store::messages::MessageFilter;
 use crate::store::Store;
 
@@ -211,11 +218,37 @@ async fn heartbeat(store: &Store, io: &SocketIo) {
     held.sort_unstable();
     held.dedup();
     let now = crate::domain::Timestamp::now().0;
+    let mut envs = Vec::new();
     for env in held.chunk_by(|a, b| a.0 == b.0) {
         let ids: Vec<SubscriberRef> = env.iter().map(|(_, s)| s.clone()).collect();
         let env = EnvironmentId(env[0].0.clone());
         if let Err(e) = store.refresh_presence(&env, &ids, now).await {
             tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
+        }
+        envs.push(env);
+    }
+    match store.session_epochs(&envs).await {
+        Ok(epochs) => close_older_sessions(store, io, &epochs.into_iter().collect()),
+        Err(e) => tracing::warn!(error = ?e, "the session epochs could not be read"),
+    }
+}
+
+/// Disconnects every socket of this process whose session is of an epoch older than its environment's in
+/// `epochs` (environment id → epoch). The token is read again from the socket's request, signature and all:
+/// no database read.
+fn close_older_sessions(store: &Store, io: &SocketIo, epochs: &HashMap<String, i64>) {
+    let now = crate::domain::Timestamp::now();
+    for socket in io.sockets() {
+        let token = token_of(&socket.req_parts().uri);
+        let Some(t) = crate::domain::session::SessionToken::verify(&token, store.cipher(), now)
+        else {
+            continue;
+        };
+        if epochs
+            .get(t.tenant.environment_id.as_str())
+            .is_some_and(|&epoch| t.epoch < epoch)
+        {
+            let _ = socket.disconnect();
         }
     }
 }
@@ -332,8 +365,21 @@ const TELLING: usize = 16;
 async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
     let mut rooms: Vec<(String, Vec<InboxEvent>)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
+    let mut epochs: HashMap<String, i64> = HashMap::new();
     for e in events {
         let room = room(&e.environment_id, &e.subscriber_ref);
+        match e.ended {
+            Some(Ended::Subscriber) => {
+                let _ = io.to(room).disconnect().await;
+                continue;
+            }
+            Some(Ended::Epoch(epoch)) => {
+                let at = epochs.entry(e.environment_id.clone()).or_default();
+                *at = epoch.max(*at);
+                continue;
+            }
+            None => {}
+        }
         if io.to(room.clone()).sockets().is_empty() {
             continue;
         }
@@ -344,6 +390,9 @@ async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
                 rooms.push((room, vec![e.clone()]));
             }
         }
+    }
+    if !epochs.is_empty() {
+        close_older_sessions(store, io, &epochs);
     }
     let mut telling = tokio::task::JoinSet::new();
     for (room, events) in rooms {

@@ -1,13 +1,16 @@
 //! The Inbox's session token: what `POST /v1/inbox/session` hands a browser and every other Inbox route
 //! takes as `Authorization: Bearer <token>`. It names an environment (and its organization), a subscriber
-//! (`_id`) and when it expires, signed with the environment's session key so that it can be neither forged
-//! nor altered, nor used in another environment. The client treats it as opaque.
+//! (`_id`), when it expires and the environment's session epoch it was opened in, signed with the
+//! environment's session key so that it can be neither forged nor altered, nor used in another environment.
+//! The client treats it as opaque.
 //!
 //! Layout: [`sign_fields`] of `environment_id`, `organization_id`, `subscriber_ref`, the expiry (Unix ms,
-//! decimal) and the session's context keys (the JSON array of its sorted `type:id` keys, `[]` without a
-//! context), keyed with the environment's [`Cipher::signing_key`] for [`PURPOSE`]: derived from the server's
-//! encryption key, so rotating an API key does not end the sessions open in browsers. A token of the first
-//! four fields only (signed before sessions had contexts) is a session without a context.
+//! decimal), the session's context keys (the JSON array of its sorted `type:id` keys, `[]` without a
+//! context) and the epoch (decimal), keyed with the environment's [`Cipher::signing_key`] for [`PURPOSE`]
+//! (derived from the server's encryption key). Sessions end before they expire when the environment's epoch
+//! is raised past theirs (`service::inbox_session::end_sessions`), which the signature alone cannot tell: the
+//! epoch is compared where the subscriber is read. A token of the first five fields only (signed before
+//! sessions had epochs) is of epoch 0; one of the first four only (before contexts) has no context either.
 
 use super::{EnvironmentId, OrganizationId, SubscriberRef, Tenant, Timestamp};
 use crate::crypto::{sign_fields, verify_fields, Cipher};
@@ -31,10 +34,13 @@ pub struct SessionToken {
     pub expires_at: Timestamp,
     /// The session's context: sorted, de-duplicated `type:id` keys (none without a context).
     pub context_keys: Vec<String>,
+    /// The environment's session epoch when the session opened.
+    pub epoch: i64,
 }
 
 impl SessionToken {
-    /// A session of `subscriber_ref` in `tenant`, with the context `context_keys` (sorted), that starts now.
+    /// A session of `subscriber_ref` in `tenant`, with the context `context_keys` (sorted), that starts now
+    /// (in epoch 0; set [`SessionToken::epoch`] to the environment's).
     pub fn starting_now(
         tenant: Tenant,
         subscriber_ref: SubscriberRef,
@@ -45,6 +51,7 @@ impl SessionToken {
             subscriber_ref,
             expires_at: Timestamp(Timestamp::now().0 + LIFETIME_MS),
             context_keys,
+            epoch: 0,
         }
     }
 
@@ -59,6 +66,7 @@ impl SessionToken {
                 &self.expires_at.0.to_string(),
                 // JSON escapes newlines: the field holds none.
                 &serde_json::to_string(&self.context_keys).expect("strings serialize"),
+                &self.epoch.to_string(),
             ],
         )
     }
@@ -66,16 +74,29 @@ impl SessionToken {
     /// The token's contents when it verifies (see [`verify_fields`]) and has not expired at `now`.
     pub fn verify(token: &str, cipher: &Cipher, now: Timestamp) -> Option<Self> {
         let key_of = |env: &str| key(cipher, &EnvironmentId(env.to_owned()));
-        let [env, org, subscriber, expires, context] =
-            match verify_fields::<5>(token, MAX_TOKEN, key_of) {
+        let [env, org, subscriber, expires, context, epoch] =
+            match verify_fields::<6>(token, MAX_TOKEN, key_of) {
                 Some(fields) => fields,
-                None => {
-                    let [env, org, subscriber, expires] =
-                        verify_fields::<4>(token, MAX_TOKEN, key_of)?;
-                    [env, org, subscriber, expires, "[]".to_owned()]
-                }
+                None => match verify_fields::<5>(token, MAX_TOKEN, key_of) {
+                    Some([env, org, subscriber, expires, context]) => {
+                        [env, org, subscriber, expires, context, "0".to_owned()]
+                    }
+                    None => {
+                        let [env, org, subscriber, expires] =
+                            verify_fields::<4>(token, MAX_TOKEN, key_of)?;
+                        [
+                            env,
+                            org,
+                            subscriber,
+                            expires,
+                            "[]".to_owned(),
+                            "0".to_owned(),
+                        ]
+                    }
+                },
             };
         let context_keys: Vec<String> = serde_json::from_str(&context).ok()?;
+        let epoch: i64 = epoch.parse().ok()?;
         let expires_at = Timestamp(expires.parse().ok()?);
         (expires_at.0 > now.0).then(|| Self {
             tenant: Tenant {
@@ -85,6 +106,7 @@ impl SessionToken {
             subscriber_ref: SubscriberRef::from(subscriber),
             expires_at,
             context_keys,
+            epoch,
         })
     }
 }
@@ -142,6 +164,7 @@ mod tests {
         );
         let read = SessionToken::verify(&old, &c, now).expect("an old token verifies");
         assert!(read.context_keys.is_empty());
+        assert_eq!(read.epoch, 0);
         // The context cannot be changed: another context in the same fields does not verify.
         let (payload, tag) = signed.split_once('.').unwrap();
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -157,6 +180,41 @@ mod tests {
         let long = t.sign(&c);
         assert!(long.len() <= MAX_TOKEN, "{}", long.len());
         assert_eq!(SessionToken::verify(&long, &c, now), Some(t));
+    }
+
+    #[test]
+    fn the_epoch_is_signed_and_a_token_without_one_is_of_epoch_0() {
+        let c = Cipher::from_bytes(&[1; 32]);
+        let mut t = session("env-e");
+        t.epoch = 7;
+        let now = Timestamp::now();
+        let signed = t.sign(&c);
+        assert_eq!(SessionToken::verify(&signed, &c, now), Some(t.clone()));
+        // Signed before sessions had epochs: five fields.
+        let old = sign_fields(
+            &key(&c, &EnvironmentId("env-e".into())),
+            &[
+                "env-e",
+                t.tenant.organization_id.as_str(),
+                t.subscriber_ref.as_str(),
+                &t.expires_at.0.to_string(),
+                "[]",
+            ],
+        );
+        assert_eq!(
+            SessionToken::verify(&old, &c, now).map(|t| t.epoch),
+            Some(0)
+        );
+        // The epoch cannot be raised.
+        let (payload, tag) = signed.split_once('.').unwrap();
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        let forged = format!(
+            "{}.{tag}",
+            URL_SAFE_NO_PAD.encode(text.replace("\n7", "\n8"))
+        );
+        assert_eq!(SessionToken::verify(&forged, &c, now), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! Environments and their API keys: `tidings environments create`, `list` and `rotate-key`, and start-up
-//! bootstrap.
+//! Environments and their API keys: `tidings environments create`, `list`, `rotate-key`, `hmac` and
+//! `end-sessions`, and start-up bootstrap.
 
 use serde::Serialize;
 
 use crate::crypto::{new_api_key, sha256_hex};
 use crate::domain::Tenant;
 use crate::error::{Error, Result};
+use crate::service::inbox_session;
 use crate::store::tenants::EnvironmentRow;
 use crate::store::Store;
 
@@ -38,8 +39,26 @@ pub fn check_operator_key(key: &str) -> Result<()> {
 }
 
 /// Creates an environment in the default organization with a new API key (or `key`, when given: at least
-/// [`MIN_API_KEY_CHARS`] characters).
+/// [`MIN_API_KEY_CHARS`] characters). Its Inbox sessions need the subscriber's HMAC when it is named
+/// Production (see [`create_with_hmac`]).
 pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<CreatedEnvironment> {
+    create_with_hmac(store, name, key, false).await
+}
+
+/// Whether an environment of this name requires the Inbox's HMAC from its creation whatever it is told:
+/// Production (any case).
+fn requires_hmac(name: &str) -> bool {
+    name.trim().eq_ignore_ascii_case("production")
+}
+
+/// [`create`], and the environment's Inbox sessions need the subscriber's HMAC when `hmac` (`--hmac`) or
+/// when it is named Production.
+pub async fn create_with_hmac(
+    store: &Store,
+    name: &str,
+    key: Option<&str>,
+    hmac: bool,
+) -> Result<CreatedEnvironment> {
     if let Some(key) = key {
         check_operator_key(key)?;
     }
@@ -53,7 +72,9 @@ pub async fn create(store: &Store, name: &str, key: Option<&str>) -> Result<Crea
             "Environment \"{name}\" already exists"
         )));
     }
-    let env = store.insert_environment(&org, name).await?;
+    let env = store
+        .insert_environment(&org, name, hmac || requires_hmac(name))
+        .await?;
     let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
     let tenant = Tenant {
         organization_id: org,
@@ -99,21 +120,28 @@ pub async fn of_organization(store: &Store, tenant: &Tenant) -> Result<Vec<Envir
     store.list_environments(Some(&tenant.organization_id)).await
 }
 
-/// Issues a new API key for the default organization's environment `name`; every key it had stops working
-/// (at once in the database; a server that cached the old key refuses it within `api::auth::KEY_CACHE_TTL`).
-pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment> {
+/// The default organization's environment `name`.
+async fn by_name(store: &Store, name: &str) -> Result<EnvironmentRow> {
     let name = name.trim();
     let org = store.default_organization().await?;
-    let env = store
+    store
         .get_environment_by_name(&org, name)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("Environment \"{name}\" not found")))?;
+        .ok_or_else(|| Error::NotFound(format!("Environment \"{name}\" not found")))
+}
+
+/// Issues a new API key for the default organization's environment `name`; every key it had stops working
+/// (at once in the database; a server that cached the old key refuses it within `api::auth::KEY_CACHE_TTL`),
+/// and so does every Inbox session of the environment.
+pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment> {
+    let env = by_name(store, name).await?;
     let tenant = Tenant {
         organization_id: crate::domain::OrganizationId(env.organization_id),
         environment_id: crate::domain::EnvironmentId(env.id),
     };
     let api_key = new_api_key();
     store.replace_api_keys(&tenant, &api_key).await?;
+    inbox_session::end_sessions(store, &tenant.environment_id).await?;
     Ok(CreatedEnvironment {
         organization_id: tenant.organization_id.0,
         environment_id: tenant.environment_id.0,
@@ -121,6 +149,63 @@ pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment>
         application_identifier: env.identifier,
         api_key,
     })
+}
+
+/// What `tidings environments hmac` and `end-sessions` print.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxSessionRules {
+    pub environment_id: String,
+    pub name: String,
+    /// Whether a session needs the subscriber's HMAC (`subscriberHash`).
+    pub hmac: bool,
+    /// The sessions' epoch: sessions opened before it was reached are ended.
+    pub session_epoch: i64,
+}
+
+/// `tidings environments hmac NAME on|off`: whether the Inbox sessions of the default organization's
+/// environment `name` need the subscriber's HMAC (turning it on ends the sessions open).
+pub async fn set_hmac(store: &Store, name: &str, on: bool) -> Result<InboxSessionRules> {
+    let env = by_name(store, name).await?;
+    inbox_session::set_hmac(store, &crate::domain::EnvironmentId(env.id), on).await?;
+    session_rules(store, name).await
+}
+
+/// `tidings environments end-sessions NAME`: ends every Inbox session of the default organization's
+/// environment `name`.
+pub async fn end_sessions(store: &Store, name: &str) -> Result<InboxSessionRules> {
+    let env = by_name(store, name).await?;
+    inbox_session::end_sessions(store, &crate::domain::EnvironmentId(env.id)).await?;
+    session_rules(store, name).await
+}
+
+async fn session_rules(store: &Store, name: &str) -> Result<InboxSessionRules> {
+    let env = by_name(store, name).await?;
+    Ok(InboxSessionRules {
+        environment_id: env.id,
+        name: env.name,
+        hmac: env.inbox_hmac,
+        session_epoch: env.session_epoch,
+    })
+}
+
+/// The start-up banner's line naming the environments whose Inbox sessions need no HMAC (any browser may
+/// open the Inbox of any subscriber there by naming it); `None` when there is none.
+pub async fn without_hmac_banner(store: &Store) -> Result<Option<String>> {
+    let names: Vec<String> = store
+        .list_environments(None)
+        .await?
+        .into_iter()
+        .filter(|e| !e.inbox_hmac)
+        .map(|e| format!("\"{}\"", e.name))
+        .collect();
+    Ok((!names.is_empty()).then(|| {
+        format!(
+            "Inbox sessions need no subscriberHash (HMAC off) in: {}. Any browser can open any subscriber's \
+             Inbox there; require it with `tidings environments hmac NAME on`.",
+            names.join(", ")
+        )
+    }))
 }
 
 /// Start-up: with `TIDINGS_API_KEY` (refused when shorter than [`MIN_API_KEY_CHARS`]), makes sure a "Development" environment holds exactly that key;

@@ -9,6 +9,14 @@
 //! messages whose context keys are exactly those (a session without a context sees the messages without
 //! one). Where the environment demands an HMAC, the context needs one too (`contextHash`: the HMAC of its
 //! canonical JSON), so that a browser cannot read another tenant's Inbox by naming its context.
+//!
+//! Whether the HMAC is needed is the environment's own setting (`inbox_hmac`), never inferred: on for the
+//! environment named Production and for those created with it, changed only explicitly — the in-app
+//! integration's `credentials.hmac` (`true` or `false`, Novu's wire) or `tidings environments hmac`; deleting
+//! or deactivating the integration leaves it. Every session carries the environment's epoch; raising it
+//! ([`end_sessions`]: turning the HMAC on, rotating the API key, or the operator's call) ends every session
+//! of the environment, and deleting a subscriber ends its own: the REST routes refuse their tokens, and the
+//! socket layer closes their sockets on the announcement.
 
 use serde_json::Value;
 
@@ -18,6 +26,7 @@ use crate::domain::context::{context_keys, ContextEntry};
 use crate::domain::session::SessionToken;
 use crate::domain::{Channel, EnvironmentId, OrganizationId, SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result};
+use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
 use crate::store::tenants::EnvironmentRow;
 use crate::store::Store;
@@ -70,14 +79,14 @@ pub async fn environment(store: &Store, identifier: &str) -> Result<EnvironmentR
 }
 
 /// Opens a session in `env` (see the module's documentation). An environment whose in-app integrations are
-/// all inactive is a 404; a missing or wrong HMAC where the active in-app integration asks for one
-/// (`credentials.hmac`) a 400.
+/// all inactive is a 404; a missing or wrong HMAC where the environment needs one a 400.
 pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Result<Session> {
     let tenant = Tenant {
         organization_id: OrganizationId(env.organization_id.clone()),
         environment_id: EnvironmentId(env.id.clone()),
     };
-    let hmac_required = hmac_required(store, &tenant).await?;
+    check_in_app_active(store, &tenant).await?;
+    let hmac_required = env.inbox_hmac;
     let hmac_valid = match &req.subscriber_hash {
         Some(hash) => hmac_matches(store, &tenant.environment_id, &req.subscriber_id, hash).await?,
         None => false,
@@ -119,8 +128,11 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
         }
     };
     let unread = unread_counts(store, &tenant.environment_id, &subscriber_ref, &keys).await?;
-    let token =
-        SessionToken::starting_now(tenant, subscriber_ref, keys.clone()).sign(store.cipher());
+    let token = SessionToken {
+        epoch: env.session_epoch,
+        ..SessionToken::starting_now(tenant, subscriber_ref, keys.clone())
+    }
+    .sign(store.cipher());
     Ok(Session {
         token,
         unread,
@@ -130,31 +142,47 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
     })
 }
 
-/// Whether the environment's in-app integration asks for an HMAC. An environment without any in-app
-/// integration is served as Novu serves its default one (active, no HMAC); one whose in-app integrations
-/// are all inactive has none (404).
-async fn hmac_required(store: &Store, tenant: &Tenant) -> Result<bool> {
+/// An environment without any in-app integration is served as Novu serves its default one (active); one
+/// whose in-app integrations are all inactive has none (404).
+async fn check_in_app_active(store: &Store, tenant: &Tenant) -> Result<()> {
     let in_app: Vec<_> = super::integrations::list(store, tenant, false)
         .await?
         .into_iter()
         .filter(|i| i.channel == Some(Channel::InApp))
         .collect();
-    if in_app.is_empty() {
-        return Ok(false);
+    // Novu's in-app provider `novu`, spelled canonically.
+    if in_app.is_empty()
+        || in_app
+            .iter()
+            .any(|i| i.active && i.provider_id.as_str() == "svc")
+    {
+        return Ok(());
     }
-    let active = in_app
-        .iter()
-        // Novu's in-app provider `novu`, spelled canonically.
-        .find(|i| i.active && i.provider_id.as_str() == "svc")
-        .ok_or_else(|| {
-            Error::NotFound("The active in-app integration could not be found".into())
-        })?;
-    let credentials = store
-        .cipher()
-        .decrypt_string(&active.credentials_sealed)
-        .map_err(anyhow::Error::from)?;
-    let credentials: Value = serde_json::from_str(&credentials).unwrap_or(Value::Null);
-    Ok(credentials.get("hmac") == Some(&Value::Bool(true)))
+    Err(Error::NotFound(
+        "The active in-app integration could not be found".into(),
+    ))
+}
+
+/// Sets whether the environment's sessions need the subscriber's HMAC (explicitly: the in-app integration's
+/// `credentials.hmac`, or `tidings environments hmac`). Turning it on ends the sessions opened without one.
+pub async fn set_hmac(store: &Store, env: &EnvironmentId, on: bool) -> Result<()> {
+    if store.set_inbox_hmac(env, on).await? && on {
+        end_sessions(store, env).await?;
+    }
+    Ok(())
+}
+
+/// Ends every session of the environment: raises its epoch, so that the REST routes refuse every token
+/// opened before (401), and announces it, so that every process closes their sockets. Returns the new epoch.
+pub async fn end_sessions(store: &Store, env: &EnvironmentId) -> Result<i64> {
+    let epoch = store
+        .bump_session_epoch(env)
+        .await?
+        .ok_or_else(|| Error::NotFound("Environment not found".into()))?;
+    store
+        .inbox_events()
+        .publish(vec![InboxEvent::sessions_ended(env.as_str(), epoch)]);
+    Ok(epoch)
 }
 
 /// The canonical JSON of `v` (RFC 8785 style, as `@tufjs/canonical-json`, which Novu's `contextHash` signs):
@@ -233,21 +261,23 @@ pub async fn unread_counts(
     })
 }
 
-/// The tenant and subscriber of a bearer token: `None` when the token does not verify, has expired, or names
-/// a subscriber deleted since.
+/// The tenant and subscriber of a bearer token: `None` when the token does not verify, has expired, names
+/// a subscriber deleted since, or is of an epoch the environment's sessions have ended.
 pub async fn authenticate(store: &Store, token: &str) -> Result<Option<InboxSubscriber>> {
     let Some(t) = SessionToken::verify(token, store.cipher(), Timestamp::now()) else {
         return Ok(None);
     };
-    let subscriber_id = store
-        .subscriber_id_of(&t.tenant.environment_id, &t.subscriber_ref)
+    let subscriber = store
+        .session_subscriber(&t.tenant.environment_id, &t.subscriber_ref)
         .await?;
-    Ok(subscriber_id.map(|subscriber_id| InboxSubscriber {
-        tenant: t.tenant,
-        subscriber_ref: t.subscriber_ref,
-        subscriber_id,
-        context_keys: t.context_keys,
-    }))
+    Ok(subscriber
+        .filter(|(_, epoch)| t.epoch >= *epoch)
+        .map(|(subscriber_id, _)| InboxSubscriber {
+            tenant: t.tenant,
+            subscriber_ref: t.subscriber_ref,
+            subscriber_id,
+            context_keys: t.context_keys,
+        }))
 }
 
 /// Who an Inbox request acts for.

@@ -314,7 +314,28 @@ pub async fn create(
         .insert_integration(&integration)
         .await
         .map_err(|e| identifier_taken(e, &integration.identifier))?;
+    apply_inbox_hmac(store, tenant, &integration, input.credentials.as_ref()).await?;
     Ok(integration)
+}
+
+/// The in-app integration's `credentials.hmac`, when given as `true` or `false`, is how Novu's wire turns the
+/// Inbox's HMAC on or off: it sets the environment's rule (`service::inbox_session::set_hmac`). Leaving it
+/// out, or deleting or deactivating the integration, changes nothing.
+async fn apply_inbox_hmac(
+    store: &Store,
+    tenant: &Tenant,
+    integration: &Integration,
+    credentials: Option<&Value>,
+) -> Result<()> {
+    let hmac = credentials
+        .and_then(|c| c.get("hmac"))
+        .and_then(Value::as_bool);
+    match hmac {
+        Some(on) if integration.channel == Some(Channel::InApp) => {
+            super::inbox_session::set_hmac(store, &tenant.environment_id, on).await
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A write refused because another integration of the environment has `identifier`, as the API answers it.
@@ -355,7 +376,7 @@ pub async fn update(
         Some(c) => Some(seal(store, Some(c))?),
         None => None,
     };
-    modify(store, tenant, id, |i| {
+    let updated = modify(store, tenant, id, |i| {
         if let Some(name) = input.name.clone().filter(|n| !n.trim().is_empty()) {
             i.name = name;
         }
@@ -379,7 +400,9 @@ pub async fn update(
         }
         Ok(())
     })
-    .await
+    .await?;
+    apply_inbox_hmac(store, tenant, &updated, input.credentials.as_ref()).await?;
+    Ok(updated)
 }
 
 /// Soft delete: `deleted`, `deletedAt`; the integration leaves every list.

@@ -199,7 +199,8 @@ pub async fn patch(
 /// record (profile and channel credentials), preferences, topic subscriptions, channel endpoints and
 /// connections, and a pending erasure; workers then strip its notifications of their recipient and delete its
 /// messages in bounded batches (`engine::erasure`). A subscriber created later under the same subscriberId is
-/// another record and starts afresh.
+/// another record and starts afresh. Its Inbox sessions end: their tokens name the record, and their sockets
+/// are closed on every process.
 pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<Subscriber> {
     let s = store
         .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
@@ -208,6 +209,12 @@ pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Resu
     if !store.delete_subscriber(&s).await? {
         return Err(not_found(subscriber_id));
     }
+    store.inbox_events().publish(vec![
+        crate::store::inbox_events::InboxEvent::subscriber_deleted(
+            tenant.environment_id.as_str(),
+            &s.id,
+        ),
+    ]);
     Ok(s)
 }
 

@@ -34,6 +34,21 @@ pub struct InboxEvent {
     /// recorded offline; a process that still holds one of its sockets records it online again.
     #[serde(rename = "o", default, skip_serializing_if = "std::ops::Not::not")]
     pub offline: bool,
+    /// Not about messages: sessions ended, and their sockets are closed wherever they are held.
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+/// Which sessions ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ended {
+    /// The subscriber (the record) was deleted: all of its sessions.
+    #[serde(rename = "s")]
+    Subscriber,
+    /// The environment's session epoch was raised to this: every session of an older epoch, whatever its
+    /// subscriber (the event's `subscriber_ref` is empty).
+    #[serde(rename = "e")]
+    Epoch(i64),
 }
 
 impl InboxEvent {
@@ -44,6 +59,23 @@ impl InboxEvent {
             subscriber_ref: subscriber.clone(),
             created: None,
             offline: false,
+            ended: None,
+        }
+    }
+
+    /// The subscriber was deleted: its sessions ended.
+    pub fn subscriber_deleted(environment_id: &str, subscriber: &SubscriberRef) -> Self {
+        Self {
+            ended: Some(Ended::Subscriber),
+            ..Self::changed(environment_id, subscriber)
+        }
+    }
+
+    /// The environment's session epoch is now `epoch`: the sessions of older epochs ended.
+    pub fn sessions_ended(environment_id: &str, epoch: i64) -> Self {
+        Self {
+            ended: Some(Ended::Epoch(epoch)),
+            ..Self::changed(environment_id, &SubscriberRef::from(String::new()))
         }
     }
 
@@ -62,6 +94,7 @@ impl InboxEvent {
             subscriber_ref: m.subscriber_ref.clone(),
             created: Some(m.id.as_str().to_owned()),
             offline: false,
+            ended: None,
         })
     }
 }
@@ -156,8 +189,12 @@ async fn send_notifications(
                 .bind(&payload)
                 .execute(&pool)
                 .await;
-            if let Err(e) = sent {
-                tracing::warn!(error = %e, "an Inbox announcement was not sent");
+            match sent {
+                // The process is stopping (a command that ended sessions closes its store at once); the
+                // servers' heartbeats catch up with what it did not announce.
+                Err(_) if pool.is_closed() => return,
+                Err(e) => tracing::warn!(error = %e, "an Inbox announcement was not sent"),
+                Ok(_) => {}
             }
         }
     }
@@ -236,6 +273,11 @@ mod tests {
                 subscriber_ref: SubscriberRef(format!("{i:024x}")),
                 created: (i % 2 == 0).then(|| format!("{i:024}")),
                 offline: i % 7 == 0,
+                ended: match i % 11 {
+                    0 => Some(Ended::Subscriber),
+                    1 => Some(Ended::Epoch(i)),
+                    _ => None,
+                },
             })
             .collect();
         let out = payloads(&events);

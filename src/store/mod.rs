@@ -92,6 +92,7 @@ embed_migrations!(
     "20261128235500_subscriber_erasure.sql",
     "20261129000000_one_open_digest.sql",
     "20261129001100_presence_heartbeat.sql",
+    "20261129021000_inbox_sessions.sql",
     "20261129022000_sealed_secrets.sql",
 );
 
@@ -327,6 +328,8 @@ impl Store {
                 "sealed the secrets of rows an earlier version stored in clear"
             );
         }
+        // Nor decrypt: environments from before `inbox_hmac` take it from their in-app integration here.
+        self.decide_older_inbox_hmac().await?;
         Ok(())
     }
 

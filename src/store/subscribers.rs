@@ -345,6 +345,24 @@ impl Store {
         Ok(self.row::<(String,)>(Cost::Point, q).await?.map(|(s,)| s))
     }
 
+    /// The subscriberId of a non-deleted subscriber record and its environment's session epoch, in one
+    /// point read (what every Inbox request checks its session against).
+    pub async fn session_subscriber(
+        &self,
+        env: &EnvironmentId,
+        id: &SubscriberRef,
+    ) -> Result<Option<(String, i64)>> {
+        let mut q = Sql::new(
+            "select s.subscriber_id, e.session_epoch from subscribers s \
+             join environments e on e.id = s.environment_id where s.environment_id = ",
+        );
+        q.bind(env.as_str())
+            .push(" and s.id = ")
+            .bind(id.as_str())
+            .push(" and s.deleted = false");
+        self.row::<(String, i64)>(Cost::Point, q).await
+    }
+
     /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
     /// none. On SQLite `visit` runs while the row is current, on the task that runs the read's batch (see
     /// `store::sqlite`).

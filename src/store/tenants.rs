@@ -16,8 +16,17 @@ sql_row! {
         /// The public identifier (the Inbox's `applicationIdentifier`).
         pub identifier: String,
         pub created_at: i64,
+        /// Whether an Inbox session needs the subscriber's HMAC (`subscriberHash`).
+        pub inbox_hmac: bool,
+        /// Signed into every session token; a token of an older epoch is refused.
+        pub session_epoch: i64,
     }
 }
+
+/// The select list of [`EnvironmentRow`] (an environment from before `inbox_hmac` reads as off until start-up
+/// decides it).
+const ENVIRONMENT_COLUMNS: &str = "id, organization_id, name, identifier, created_at, \
+    coalesce(inbox_hmac, false) as inbox_hmac, session_epoch";
 
 impl Store {
     /// The oldest organization, created as "Default" when there is none.
@@ -43,9 +52,13 @@ impl Store {
         org: &OrganizationId,
         name: &str,
     ) -> Result<Option<EnvironmentRow>> {
-        Ok(on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(
-            "select id, organization_id, name, identifier, created_at from environments where organization_id = $1 and name = $2")
-            .bind(org.as_str()).bind(name).fetch_optional(p).await)?)
+        let sql = format!(
+            "select {ENVIRONMENT_COLUMNS} from environments where organization_id = $1 and name = $2"
+        );
+        Ok(
+            on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(&sql)
+            .bind(org.as_str()).bind(name).fetch_optional(p).await)?,
+        )
     }
 
     /// The environment's name (`None` when there is no such environment).
@@ -68,11 +81,13 @@ impl Store {
             }))
     }
 
-    /// Creates an environment with a new public identifier.
+    /// Creates an environment with a new public identifier; its Inbox sessions need the HMAC when
+    /// `inbox_hmac`.
     pub async fn insert_environment(
         &self,
         org: &OrganizationId,
         name: &str,
+        inbox_hmac: bool,
     ) -> Result<EnvironmentRow> {
         let row = EnvironmentRow {
             id: EnvironmentId::new().0,
@@ -80,13 +95,76 @@ impl Store {
             name: name.to_owned(),
             identifier: crate::crypto::new_environment_identifier(),
             created_at: Timestamp::now().0,
+            inbox_hmac,
+            session_epoch: 0,
         };
         on_db!(self.w(), p => sqlx::query(
-            "insert into environments (id, organization_id, name, identifier, created_at, updated_at) \
-             values ($1, $2, $3, $4, $5, $5)")
+            "insert into environments (id, organization_id, name, identifier, created_at, updated_at, \
+             inbox_hmac, session_epoch) values ($1, $2, $3, $4, $5, $5, $6, 0)")
             .bind(&row.id).bind(&row.organization_id).bind(&row.name).bind(&row.identifier)
-            .bind(row.created_at).execute(p).await.map(|r| r.rows_affected()))?;
+            .bind(row.created_at).bind(inbox_hmac).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(row)
+    }
+
+    /// Sets whether the environment's Inbox sessions need the HMAC; `true` when that changed it.
+    pub async fn set_inbox_hmac(&self, env: &EnvironmentId, on: bool) -> Result<bool> {
+        let n = on_db!(self.w(), p => sqlx::query(
+            "update environments set inbox_hmac = $2, updated_at = $3 \
+             where id = $1 and (inbox_hmac is null or inbox_hmac <> $2)")
+            .bind(env.as_str()).bind(on).bind(Timestamp::now().0)
+            .execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n > 0)
+    }
+
+    /// Raises the environment's session epoch by one and returns the new one (`None`: no such environment).
+    pub async fn bump_session_epoch(&self, env: &EnvironmentId) -> Result<Option<i64>> {
+        Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, i64>(
+            "update environments set session_epoch = session_epoch + 1, updated_at = $2 where id = $1 \
+             returning session_epoch")
+            .bind(env.as_str()).bind(Timestamp::now().0).fetch_optional(p).await)?)
+    }
+
+    /// The session epochs of `envs` (those that exist).
+    pub async fn session_epochs(&self, envs: &[EnvironmentId]) -> Result<Vec<(String, i64)>> {
+        if envs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new("select id, session_epoch from environments where id in (");
+        for (i, env) in envs.iter().enumerate() {
+            if i > 0 {
+                q.push(", ");
+            }
+            q.bind(env.as_str());
+        }
+        q.push(")");
+        self.rows(Cost::Point, q).await
+    }
+
+    /// Environments from before `inbox_hmac` keep the rule they had: the HMAC is needed where the active
+    /// in-app integration (Novu's provider) has `credentials.hmac: true`. Run at every migration; decides
+    /// each such environment once. Returns how many were decided.
+    pub(super) async fn decide_older_inbox_hmac(&self) -> Result<usize> {
+        let undecided: Vec<(String,)> = on_db!(self.w(), p => sqlx::query_as(
+            "select id from environments where inbox_hmac is null").fetch_all(p).await)?;
+        for (env,) in &undecided {
+            let env = EnvironmentId(env.clone());
+            let mut on = false;
+            for i in self.list_integrations(&env, true).await? {
+                if i.channel == Some(crate::domain::Channel::InApp)
+                    && i.provider_id.as_str() == "svc"
+                {
+                    let credentials = self
+                        .cipher()
+                        .decrypt_string(&i.credentials_sealed)
+                        .map_err(anyhow::Error::from)?;
+                    let credentials: serde_json::Value =
+                        serde_json::from_str(&credentials).unwrap_or_default();
+                    on = credentials.get("hmac") == Some(&serde_json::Value::Bool(true));
+                }
+            }
+            self.set_inbox_hmac(&env, on).await?;
+        }
+        Ok(undecided.len())
     }
 
     /// The environment whose public identifier is `identifier`.
@@ -94,9 +172,9 @@ impl Store {
         &self,
         identifier: &str,
     ) -> Result<Option<EnvironmentRow>> {
-        let mut q = Sql::new(
-            "select id, organization_id, name, identifier, created_at from environments where identifier = ",
-        );
+        let mut q = Sql::new(&format!(
+            "select {ENVIRONMENT_COLUMNS} from environments where identifier = "
+        ));
         q.bind(identifier);
         self.row(Cost::Point, q).await
     }
@@ -106,8 +184,7 @@ impl Store {
         &self,
         org: Option<&OrganizationId>,
     ) -> Result<Vec<EnvironmentRow>> {
-        let mut q =
-            Sql::new("select id, organization_id, name, identifier, created_at from environments");
+        let mut q = Sql::new(&format!("select {ENVIRONMENT_COLUMNS} from environments"));
         if let Some(org) = org {
             q.push(" where organization_id = ").bind(org.as_str());
         }

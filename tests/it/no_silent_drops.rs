@@ -14,7 +14,8 @@ use crate::db_test;
 use crate::support::TestApp;
 
 /// `tidings serve` on a fresh SQLite folder: the banner names the active wire profile and says
-/// when to choose `novu`; the warning about an `http` public address is a whole sentence.
+/// when to choose `novu`, and the environments whose Inbox needs no HMAC; the warning about an `http`
+/// public address is a whole sentence.
 #[test]
 fn the_start_up_banner_names_the_profile() {
     for (profile, args) in [("spec", &[][..]), ("novu", &["--compat", "novu"][..])] {
@@ -62,6 +63,14 @@ fn the_start_up_banner_names_the_profile() {
             .iter()
             .find(|l| l.starts_with("Serving the API on http://127.0.0.1:"))
             .unwrap_or_else(|| panic!("no banner: {lines:?} {err}"));
+        // The first start creates Development and Production; only Production needs the Inbox's HMAC
+        // (issue 36), and the banner names the other.
+        assert!(
+            lines.iter().any(|l| l
+                == "Inbox sessions need no subscriberHash (HMAC off) in: \"Development\". Any browser \
+                    can open any subscriber's Inbox there; require it with `tidings environments hmac NAME on`."),
+            "{lines:?}"
+        );
         assert!(
             serving.ends_with(&format!(
                 " with the wire profile \"{profile}\" (--compat / TIDINGS_COMPAT)."

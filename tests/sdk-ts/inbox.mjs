@@ -573,7 +573,8 @@ async function isolationGroups() {
     await rawOk("POST", "/v2/workflows", workflowBody(wB), 201, apiKey(KEY_B));
     await newSubscriber("inbox-iso-a", "Ida B", KEY_B);
     const E1 = await deliver(wB, "inbox-iso-a", "E1", KEY_B);
-    const { novu: b, session } = await inbox("inbox-iso-a", { app: meB.identifier, hash: null });
+    // B is named Production: its sessions need the HMAC, keyed with B's key.
+    const { novu: b, session } = await inbox("inbox-iso-a", { app: meB.identifier, hash: hmac("inbox-iso-a", KEY_B) });
     const token = ok(session, "session in environment B").token;
     eq([session.data.isDevelopmentMode, session.data.unreadCount?.total], [meB.name.toLowerCase() !== "production", 1],
       `session in B (${meB.name}): isDevelopmentMode, unread`);

@@ -1,5 +1,6 @@
 //! `/v1/environments`: the environments of the caller's organization with their public identifiers (the
-//! Inbox's `applicationIdentifier`). Their API keys are never shown.
+//! Inbox's `applicationIdentifier`). Their API keys are never shown. `POST /v1/environments/me/end-sessions`
+//! (a Tidings extension) ends every Inbox session of the caller's environment.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -62,4 +63,28 @@ pub async fn current_environment(
         .find(|e| e.id == tenant.environment_id.0)
         .ok_or_else(|| Error::NotFound("Environment not found".into()))?;
     Ok(Reply::ok(EnvironmentOut::from(env)).into_response())
+}
+
+/// The caller's environment after its Inbox sessions were ended.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndedSessionsOut {
+    pub environment_id: String,
+    /// The environment's session epoch now: every token opened before it is refused.
+    pub session_epoch: i64,
+}
+
+/// Ends every Inbox session of the caller's environment (a Tidings extension): each session token opened
+/// before is refused (401) and each socket of the environment is closed, on every instance. Browsers must
+/// open new sessions (`POST /v1/inbox/session`).
+#[utoipa::path(post, path = "/v1/environments/me/end-sessions", tag = "Environments",
+    responses((status = 201, body = EndedSessionsOut)))]
+pub async fn end_sessions(State(state): State<AppState>, tenant: Tenant) -> ApiResult<Response> {
+    let epoch =
+        crate::service::inbox_session::end_sessions(&state.store, &tenant.environment_id).await?;
+    Ok(Reply::created(EndedSessionsOut {
+        environment_id: tenant.environment_id.0,
+        session_epoch: epoch,
+    })
+    .into_response())
 }

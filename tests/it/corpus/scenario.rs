@@ -155,6 +155,8 @@ async fn integrations(rec: &mut Recorder<'_>, world: &mut World) {
     rec.get("/v1/integrations/active").await;
     rec.get("/v1/environments").await;
     rec.get("/v1/environments/me").await;
+    rec.post("/v1/environments/me/end-sessions", json!({}))
+        .await;
     let temp = world.integrations["temp-sms"].clone();
     rec.put(
         &format!("/v1/integrations/{temp}"),
