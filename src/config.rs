@@ -165,7 +165,7 @@ pub struct Config {
     /// `TIDINGS_BODY_TIMEOUT`, `TIDINGS_REQUEST_TIMEOUT`.
     pub requests: crate::api::limits::RequestLimits,
     // Rate limits and metrics.
-    /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`.
+    /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`, `…_INBOX…`, `…_AUTH_FAILURES`.
     pub rate_limits: RateLimits,
     /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
@@ -179,8 +179,8 @@ pub struct Config {
     pub public_url: Option<String>,
 }
 
-/// Requests per second per environment in each of Novu's rate-limit categories; 0 turns a category off.
-/// The defaults are Novu's top tier.
+/// Requests per second per environment in each of Novu's rate-limit categories (the defaults are Novu's top
+/// tier), and the limits of public traffic (the Inbox's, refused API keys); 0 turns a limit off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimits {
     /// `TIDINGS_RATE_LIMIT_EVENTS`: triggers (`/v1/events/…`).
@@ -189,6 +189,15 @@ pub struct RateLimits {
     pub configuration: u32,
     /// `TIDINGS_RATE_LIMIT_GLOBAL`: everything else.
     pub global: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX`: the Inbox's routes and sessions (`/v1/inbox/…`), a budget of their own.
+    pub inbox: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS`: the Inbox's routes and sessions per client address (not
+    /// per environment).
+    pub inbox_per_address: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER`: the Inbox's routes and sessions per subscriber.
+    pub inbox_per_subscriber: u32,
+    /// `TIDINGS_RATE_LIMIT_AUTH_FAILURES`: refused API keys per client address.
+    pub auth_failures: u32,
 }
 
 impl Default for RateLimits {
@@ -197,6 +206,10 @@ impl Default for RateLimits {
             events: 6000,
             configuration: 2000,
             global: 3000,
+            inbox: 3000,
+            inbox_per_address: 100,
+            inbox_per_subscriber: 20,
+            auth_failures: 10,
         }
     }
 }
@@ -209,6 +222,16 @@ impl RateLimits {
             events: env_u32("TIDINGS_RATE_LIMIT_EVENTS", d.events)?,
             configuration: env_u32("TIDINGS_RATE_LIMIT_CONFIGURATION", d.configuration)?,
             global: env_u32("TIDINGS_RATE_LIMIT_GLOBAL", d.global)?,
+            inbox: env_u32("TIDINGS_RATE_LIMIT_INBOX", d.inbox)?,
+            inbox_per_address: env_u32(
+                "TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS",
+                d.inbox_per_address,
+            )?,
+            inbox_per_subscriber: env_u32(
+                "TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER",
+                d.inbox_per_subscriber,
+            )?,
+            auth_failures: env_u32("TIDINGS_RATE_LIMIT_AUTH_FAILURES", d.auth_failures)?,
         })
     }
 }

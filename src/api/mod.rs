@@ -50,6 +50,8 @@ pub struct Shared {
     pub limiter: ratelimit::Limiter,
     /// SHA-256 of the bearer token `/metrics` requires, if any.
     pub metrics_token: Option<[u8; 32]>,
+    /// The queue's figures `/metrics` shows, read at most once a second.
+    pub queue_figures: crate::metrics::QueueFigures,
     pub limits: limits::RequestLimits,
     /// Set when the process begins to shut down: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
@@ -86,6 +88,7 @@ impl AppState {
             metrics_token: options
                 .metrics_token
                 .map(|t| sha2::Sha256::digest(t.as_bytes()).into()),
+            queue_figures: Default::default(),
             store,
             profile,
             keys: auth::KeyCache::default(),
@@ -267,8 +270,9 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .router
 }
 
-/// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`];
-/// the CORS layer of [`router`] lets browsers call them.
+/// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`],
+/// all behind the limit per client address ([`inbox::limit_address`]); the CORS layer of [`router`] lets
+/// browsers call them.
 fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
     let authed = Routes::new(Default::default(), None)
         .routes(routes!(inbox::list_notifications))
@@ -312,6 +316,10 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(inbox::open_session))
         .router
         .merge(authed)
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            inbox::limit_address,
+        ))
 }
 
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their

@@ -1,8 +1,14 @@
 //! Rate limits per environment, by Novu's categories (reference/novu-behaviour.md §0.5): a token bucket per
 //! (environment, category) that refills at the category's requests per second and holds a window of 5 s of
-//! them plus 10 % ("burst"); a request costs 1 token, a bulk request 100. Only API-key callers are limited: the
-//! [`super::auth::Gate`] asks [`Limiter::try_admit`] (or [`Limiter::admit`]) once it knows the environment,
-//! before the idempotency record, so a refusal is never stored as a key's answer.
+//! them plus 10 % ("burst"); a request costs 1 token, a bulk request 100 — at most what its bucket holds, so
+//! that a bulk is admitted whatever the rate (once the bucket is full). API-key callers are limited by the
+//! [`super::auth::Gate`], which asks [`Limiter::try_admit`] (or [`Limiter::admit`]) once it knows the
+//! environment, before the idempotency record, so a refusal is never stored as a key's answer.
+//!
+//! Public traffic never spends an API key's budget. The Inbox's routes and sessions have a category of their
+//! own (`inbox`, [`Limiter::admit_inbox`]) and are limited per client address ([`Limiter::admit_address`])
+//! and per subscriber as well; refused API keys are limited per client address ([`Limiter::may_authenticate`]).
+//! Those limits by address and subscriber are kept by each instance ([`Keyed`]).
 //!
 //! On SQLite the buckets live in the serving process. On PostgreSQL every instance shares one bucket per
 //! (environment, category), a row of `rate_limit_buckets`: an instance takes tokens from it a chunk (1 % of
@@ -12,10 +18,13 @@
 //! the burst per instance), and the headers show this instance's view.
 
 use std::collections::HashMap;
+use std::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::extract::ConnectInfo;
+use axum::http::{Extensions, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::Map;
 
@@ -40,7 +49,7 @@ static RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 static POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
 
-/// Novu's rate-limit categories.
+/// Novu's rate-limit categories, and the Inbox's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Category {
     /// Triggers (`/v1/events/…`); `TIDINGS_RATE_LIMIT_EVENTS`.
@@ -49,16 +58,24 @@ pub enum Category {
     Configuration,
     /// Everything else: notifications, messages, integrations, …
     Global,
+    /// The Inbox's routes and sessions (`/v1/inbox/…`), public: never an API key's budget.
+    Inbox,
 }
 
 impl Category {
-    const ALL: [Category; 3] = [Self::Trigger, Self::Configuration, Self::Global];
+    const ALL: [Category; 4] = [
+        Self::Trigger,
+        Self::Configuration,
+        Self::Global,
+        Self::Inbox,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Trigger => "trigger",
             Self::Configuration => "configuration",
             Self::Global => "global",
+            Self::Inbox => "inbox",
         }
     }
 
@@ -85,6 +102,8 @@ impl RouteLimit {
         ];
         let category = if template.starts_with("/v1/events") {
             Category::Trigger
+        } else if template.starts_with("/v1/inbox") {
+            Category::Inbox
         } else if CONFIGURATION.iter().any(|p| template.starts_with(p)) {
             Category::Configuration
         } else {
@@ -96,18 +115,18 @@ impl RouteLimit {
         }
     }
 
-    fn cost(self) -> f64 {
-        if self.bulk {
-            BULK_COST
-        } else {
-            SINGLE_COST
-        }
+    /// The request's tokens under `policy`: at most what its bucket holds, else a bulk would never be
+    /// admitted at a low rate (one rule on both databases).
+    fn cost(self, policy: &Policy) -> f64 {
+        let cost = if self.bulk { BULK_COST } else { SINGLE_COST };
+        cost.min(policy.burst)
     }
 }
 
 /// One category's settings and the header values that never change.
 #[derive(Debug)]
 struct Policy {
+    category: &'static str,
     per_second: f64,
     burst: f64,
     /// PostgreSQL: tokens taken from the shared bucket at once.
@@ -118,7 +137,8 @@ struct Policy {
 }
 
 impl Policy {
-    fn new(category: Category, per_second: u32) -> Option<Self> {
+    /// The policy of `per_second` for the category named `category` in headers and metrics; `None` when 0.
+    fn new(category: &'static str, per_second: u32) -> Option<Self> {
         if per_second == 0 {
             return None;
         }
@@ -126,13 +146,13 @@ impl Policy {
         let burst = (limit as f64 * (1.0 + BURST_ALLOWANCE)).floor();
         let policy = |cost: &str| {
             let text = format!(
-                "{limit};w={WINDOW_SECS};burst={burst};comment=\"token bucket\";category=\"{}\";\
-                 cost=\"{cost}\";serviceLevel=\"{SERVICE_LEVEL}\"",
-                category.as_str()
+                "{limit};w={WINDOW_SECS};burst={burst};comment=\"token bucket\";category=\"{category}\";\
+                 cost=\"{cost}\";serviceLevel=\"{SERVICE_LEVEL}\""
             );
             HeaderValue::from_str(&text).expect("a policy is visible ASCII")
         };
         Some(Self {
+            category,
             per_second: f64::from(per_second),
             burst,
             chunk: (burst * CHUNK_SHARE).ceil().max(1.0),
@@ -144,6 +164,37 @@ impl Policy {
     /// Whole seconds until `tokens` more have flowed in, at least 1.
     fn seconds_for(&self, tokens: f64) -> u64 {
         (tokens / self.per_second).ceil().max(1.0) as u64
+    }
+
+    /// `tokens`, held at `at`, refilled up to `now` (a bucket kept in this process).
+    fn refill(&self, tokens: &mut f64, at: &mut Instant, now: Instant) {
+        let elapsed = now.saturating_duration_since(*at).as_secs_f64();
+        *tokens = (*tokens + elapsed * self.per_second).min(self.burst);
+        *at = now;
+    }
+
+    fn headers(&self, bulk: bool, remaining: f64, reset: u64) -> Headers {
+        Headers {
+            limit: self.limit.clone(),
+            policy: self.policy[usize::from(bulk)].clone(),
+            remaining: remaining.max(0.0).floor() as u64,
+            reset,
+        }
+    }
+
+    /// The 429 answer (counted): `Retry-After` is when the request's cost has refilled, `RateLimit-Reset`
+    /// when the whole quota is available again (the bucket full), as the IETF draft means it.
+    fn refusal(&self, bulk: bool, retry_after: u64, reset: u64) -> Response {
+        crate::metrics::rate_limited(self.category);
+        let mut resp = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "API rate limit exceeded",
+            Map::new(),
+        );
+        self.headers(bulk, 0.0, reset).stamp(&mut resp);
+        resp.headers_mut()
+            .insert(RETRY_AFTER.clone(), HeaderValue::from(retry_after));
+        resp
     }
 }
 
@@ -198,6 +249,9 @@ pub enum Verdict {
     Refused(Response),
 }
 
+/// A 429 answer of a limit by address or subscriber (boxed: refusals are the rare path).
+pub type Refused = Box<Response>;
+
 /// What spending from a bucket found.
 enum Spend {
     Verdict(Verdict),
@@ -208,10 +262,16 @@ enum Spend {
 /// The rate limits of one server (see the module's documentation).
 #[derive(Debug)]
 pub struct Limiter {
-    policies: [Option<Policy>; 3],
-    buckets: Mutex<HashMap<String, [Bucket; 3]>>,
+    policies: [Option<Policy>; 4],
+    buckets: Mutex<HashMap<String, [Bucket; 4]>>,
     /// Set on PostgreSQL: the buckets are shared there.
     shared: Option<Store>,
+    /// The Inbox's requests by client address.
+    by_address: Keyed<IpAddr>,
+    /// The Inbox's requests by (environment, subscriberId).
+    by_subscriber: Keyed<(String, String)>,
+    /// Refused API keys by client address.
+    auth_failures: Keyed<IpAddr>,
 }
 
 impl Limiter {
@@ -220,11 +280,15 @@ impl Limiter {
             Category::Trigger => limits.events,
             Category::Configuration => limits.configuration,
             Category::Global => limits.global,
+            Category::Inbox => limits.inbox,
         };
         Self {
-            policies: Category::ALL.map(|c| Policy::new(c, per_second(c))),
+            policies: Category::ALL.map(|c| Policy::new(c.as_str(), per_second(c))),
             buckets: Mutex::new(HashMap::new()),
             shared: (store.dialect() == Dialect::Postgres).then(|| store.clone()),
+            by_address: Keyed::new(Policy::new("inbox-address", limits.inbox_per_address)),
+            by_subscriber: Keyed::new(Policy::new("inbox-subscriber", limits.inbox_per_subscriber)),
+            auth_failures: Keyed::new(Policy::new("auth-failure", limits.auth_failures)),
         }
     }
 
@@ -248,6 +312,7 @@ impl Limiter {
         else {
             return Verdict::Admitted(None);
         };
+        let cost = route.cost(policy);
         let taking = self.with_bucket(environment, route.category, |b| b.taking.clone());
         let _one_take = taking.lock().await;
         // Another request may have taken a chunk while this one waited.
@@ -255,7 +320,7 @@ impl Limiter {
             return v;
         }
         let held = self.with_bucket(environment, route.category, |b| b.tokens);
-        let want = policy.chunk.max(route.cost() - held);
+        let want = policy.chunk.max(cost - held);
         let category = route.category.as_str();
         let take = match store
             .take_rate_tokens(environment, category, want, policy.burst, policy.per_second)
@@ -271,8 +336,8 @@ impl Limiter {
         self.with_bucket(environment, route.category, |b| {
             b.tokens += take.granted;
             b.shared_left = take.left;
-            let missing = route.cost() - b.tokens - take.left;
-            b.empty_until = (b.tokens < route.cost()).then(|| {
+            let missing = cost - b.tokens - take.left;
+            b.empty_until = (b.tokens < cost).then(|| {
                 now + Duration::from_secs_f64(missing.max(0.0) / policy.per_second)
                     .max(Duration::from_millis(1))
             });
@@ -281,6 +346,42 @@ impl Limiter {
             Spend::Verdict(v) => v,
             // Unreachable: the take either covered the cost or marked the bucket empty.
             Spend::Short => Verdict::Admitted(None),
+        }
+    }
+
+    /// The Inbox's limit per client address (`from`; none known: not limited), checked before anything
+    /// else of an Inbox request is read: `Err` is the 429.
+    pub fn admit_address(&self, from: Option<IpAddr>) -> Result<(), Refused> {
+        match from {
+            Some(ip) => self.by_address.take(ip, SINGLE_COST),
+            None => Ok(()),
+        }
+    }
+
+    /// The verdict on an Inbox request (a session, or a route with a session's token) of `subscriber_id`
+    /// in `environment`: the subscriber's bucket, then the environment's `inbox` bucket, whose headers the
+    /// answer carries.
+    pub async fn admit_inbox(&self, environment: &str, subscriber_id: &str) -> Verdict {
+        let key = (environment.to_owned(), subscriber_id.to_owned());
+        if let Err(refused) = self.by_subscriber.take(key, SINGLE_COST) {
+            return Verdict::Refused(*refused);
+        }
+        self.admit(environment, RouteLimit::of("/v1/inbox")).await
+    }
+
+    /// Whether a client at `from` may have an API key this instance does not know looked up: `Err` (the 429)
+    /// once its refused keys have spent its bucket.
+    pub fn may_authenticate(&self, from: Option<IpAddr>) -> Result<(), Refused> {
+        match from {
+            Some(ip) => self.auth_failures.check(ip, SINGLE_COST),
+            None => Ok(()),
+        }
+    }
+
+    /// A client at `from` was refused an API key.
+    pub fn authentication_failed(&self, from: Option<IpAddr>) {
+        if let Some(ip) = from {
+            self.auth_failures.charge(ip, SINGLE_COST);
         }
     }
 
@@ -316,16 +417,14 @@ impl Limiter {
         let Some(policy) = &self.policies[route.category.index()] else {
             return Spend::Verdict(Verdict::Admitted(None));
         };
-        let cost = route.cost();
+        let cost = route.cost(policy);
         let shared = self.shared.is_some();
         let decided = self.with_bucket(environment, route.category, |b| {
             let mut visible = b.tokens;
             if shared {
                 visible += b.shared_left;
             } else {
-                let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-                b.tokens = (b.tokens + elapsed * policy.per_second).min(policy.burst);
-                b.at = now;
+                policy.refill(&mut b.tokens, &mut b.at, now);
                 visible = b.tokens;
             }
             if b.tokens >= cost {
@@ -333,8 +432,6 @@ impl Limiter {
                 let left = visible - cost;
                 return Some(Ok((left, policy.seconds_for(policy.burst - left))));
             }
-            // Refused: `Retry-After` is when this request's cost has refilled, `RateLimit-Reset`
-            // when the whole quota is available again (the bucket full), as the IETF draft means it.
             let full = policy.seconds_for(policy.burst - visible);
             if !shared {
                 return Some(Err((policy.seconds_for(cost - b.tokens), full)));
@@ -347,33 +444,115 @@ impl Limiter {
                 _ => None,
             }
         });
-        let headers = |remaining: f64, reset: u64| Headers {
-            limit: policy.limit.clone(),
-            policy: policy.policy[usize::from(route.bulk)].clone(),
-            remaining: remaining.max(0.0).floor() as u64,
-            reset,
-        };
         match decided {
             None => Spend::Short,
             Some(Ok((left, reset))) => {
                 // A full bucket resets now.
                 let reset = if left >= policy.burst { 0 } else { reset };
-                Spend::Verdict(Verdict::Admitted(Some(headers(left, reset))))
+                Spend::Verdict(Verdict::Admitted(Some(
+                    policy.headers(route.bulk, left, reset),
+                )))
             }
-            Some(Err((retry_after, reset))) => {
-                crate::metrics::rate_limited(route.category.as_str());
-                let mut resp = error_response(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "API rate limit exceeded",
-                    Map::new(),
-                );
-                headers(0.0, reset).stamp(&mut resp);
-                resp.headers_mut()
-                    .insert(RETRY_AFTER.clone(), HeaderValue::from(retry_after));
-                Spend::Verdict(Verdict::Refused(resp))
-            }
+            Some(Err((retry_after, reset))) => Spend::Verdict(Verdict::Refused(policy.refusal(
+                route.bulk,
+                retry_after,
+                reset,
+            ))),
         }
     }
+}
+
+/// How many keys a [`Keyed`] generation holds before it is retired (two generations are kept).
+const KEYED_GENERATION: usize = 32_768;
+
+/// Token buckets by key (a client address, a subscriber), kept in this process and refilled as they are
+/// used. Memory is bounded: keys go into the current generation; when it holds [`KEYED_GENERATION`] keys it
+/// becomes the previous one and the previous one is dropped, so a bucket unused for a generation is
+/// forgotten (as good as full: a client idle that long has refilled it, unless a flood of new keys
+/// passed). A key found in the previous generation moves to the current one.
+#[derive(Debug)]
+struct Keyed<K> {
+    policy: Option<Policy>,
+    /// The current generation and the previous one: (tokens, refilled at) by key.
+    generations: Mutex<[HashMap<K, (f64, Instant)>; 2]>,
+}
+
+impl<K: Hash + Eq> Keyed<K> {
+    fn new(policy: Option<Policy>) -> Self {
+        Self {
+            policy,
+            generations: Mutex::new([HashMap::new(), HashMap::new()]),
+        }
+    }
+
+    /// Runs `f` on `key`'s bucket, refilled up to now (a new one is full).
+    fn with<T>(&self, key: K, f: impl FnOnce(&Policy, &mut f64) -> T) -> Option<T> {
+        let policy = self.policy.as_ref()?;
+        let now = Instant::now();
+        let mut generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        let [current, previous] = &mut *generations;
+        let mut bucket = current
+            .remove(&key)
+            .or_else(|| previous.remove(&key))
+            .unwrap_or((policy.burst, now));
+        if current.len() >= KEYED_GENERATION {
+            *previous = std::mem::take(current);
+        }
+        policy.refill(&mut bucket.0, &mut bucket.1, now);
+        let out = f(policy, &mut bucket.0);
+        current.insert(key, bucket);
+        Some(out)
+    }
+
+    /// Spends `cost` from `key`'s bucket, or answers the 429.
+    fn take(&self, key: K, cost: f64) -> Result<(), Refused> {
+        self.decide(key, cost, true)
+    }
+
+    /// Whether `key`'s bucket holds `cost`, without spending it (else the 429).
+    fn check(&self, key: K, cost: f64) -> Result<(), Refused> {
+        self.decide(key, cost, false)
+    }
+
+    fn decide(&self, key: K, cost: f64, spend: bool) -> Result<(), Refused> {
+        self.with(key, |policy, tokens| {
+            let cost = cost.min(policy.burst);
+            if *tokens >= cost {
+                if spend {
+                    *tokens -= cost;
+                }
+                return Ok(());
+            }
+            let retry_after = policy.seconds_for(cost - *tokens);
+            let reset = policy.seconds_for(policy.burst - *tokens);
+            Err(Box::new(policy.refusal(false, retry_after, reset)))
+        })
+        .unwrap_or(Ok(()))
+    }
+
+    /// Spends `cost` from `key`'s bucket whatever it holds (down to empty).
+    fn charge(&self, key: K, cost: f64) {
+        self.with(key, |_, tokens| *tokens = (*tokens - cost).max(0.0));
+    }
+}
+
+/// The client's address as limits count it: the TCP peer the server put into the request
+/// ([`ConnectInfo`]), an IPv4 address as such (also when mapped into IPv6), an IPv6 address by its /64
+/// prefix (what one host or one customer is routed). `None` when the request did not come through the
+/// server (no limit by address then).
+pub fn client_address(extensions: &Extensions) -> Option<IpAddr> {
+    let ConnectInfo(peer) = extensions.get::<ConnectInfo<SocketAddr>>()?;
+    Some(match peer.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+        v4 => v4,
+    })
 }
 
 #[cfg(test)]
@@ -410,7 +589,7 @@ mod tests {
 
     #[test]
     fn policies_follow_novu() {
-        let p = Policy::new(Category::Trigger, 6000).unwrap();
+        let p = Policy::new("trigger", 6000).unwrap();
         assert_eq!(p.burst, 33_000.0);
         assert_eq!(p.chunk, 330.0);
         assert_eq!(p.limit, "30000");
@@ -419,10 +598,61 @@ mod tests {
             "30000;w=5;burst=33000;comment=\"token bucket\";category=\"trigger\";cost=\"bulk\";\
              serviceLevel=\"enterprise\""
         );
-        assert!(Policy::new(Category::Global, 0).is_none());
+        assert!(Policy::new("global", 0).is_none());
+        assert_eq!(Policy::new("global", 2).unwrap().seconds_for(3.0), 2);
+    }
+
+    #[test]
+    fn a_request_costs_at_most_its_bucket() {
+        let bulk = RouteLimit::of("/v1/events/trigger/bulk");
+        assert_eq!(bulk.cost(&Policy::new("trigger", 40).unwrap()), 100.0);
+        // 10/s: a bucket of 55.
+        assert_eq!(bulk.cost(&Policy::new("trigger", 10).unwrap()), 55.0);
+        assert_eq!(RouteLimit::of("/v1/inbox").category, Category::Inbox);
+    }
+
+    #[test]
+    fn keyed_buckets_refuse_past_the_burst_and_stay_bounded() {
+        let keyed = Keyed::new(Policy::new("inbox-address", 1));
+        for _ in 0..5 {
+            assert!(keyed.take(1u32, 1.0).is_ok());
+        }
+        let refused = keyed.take(1, 1.0).unwrap_err();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.headers()[&RETRY_AFTER], "1");
+        assert!(keyed.take(2, 1.0).is_ok(), "another key has its own bucket");
+        // `check` does not spend; `charge` spends whatever is left.
+        assert!(keyed.check(3, 1.0).is_ok());
+        for _ in 0..10 {
+            keyed.charge(3, 1.0);
+        }
+        assert!(keyed.check(3, 1.0).is_err());
+        // A flood of keys keeps at most two generations.
+        for k in 0..(3 * KEYED_GENERATION as u32) {
+            let _ = keyed.take(10 + k, 1.0);
+        }
+        let generations = keyed.generations.lock().unwrap();
+        assert!(generations.iter().map(HashMap::len).sum::<usize>() <= 2 * KEYED_GENERATION);
+        // Off: never refuses.
+        let off: Keyed<u32> = Keyed::new(None);
+        for _ in 0..100 {
+            assert!(off.take(1, 1.0).is_ok());
+        }
+    }
+
+    #[test]
+    fn addresses_count_by_host_or_ipv6_prefix() {
+        let of = |addr: &str| {
+            let mut e = Extensions::new();
+            e.insert(ConnectInfo(addr.parse::<SocketAddr>().unwrap()));
+            client_address(&e).unwrap().to_string()
+        };
+        assert_eq!(of("203.0.113.7:5000"), "203.0.113.7");
+        assert_eq!(of("[::ffff:203.0.113.7]:5000"), "203.0.113.7");
         assert_eq!(
-            Policy::new(Category::Global, 2).unwrap().seconds_for(3.0),
-            2
+            of("[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443"),
+            "2001:db8:1:2::"
         );
+        assert!(client_address(&Extensions::new()).is_none());
     }
 }
