@@ -177,6 +177,9 @@ pub struct Config {
     /// `TIDINGS_PUBLIC_URL`: the address the world reaches the server at (see [`public_url`]); when set,
     /// emails carry one-click unsubscribe links.
     pub public_url: Option<String>,
+    /// `TIDINGS_TRUSTED_PROXIES`: reverse proxies (addresses or CIDR ranges, comma-separated) whose
+    /// `X-Forwarded-For` names the client for the limits by address; unset: none.
+    pub trusted_proxies: Vec<crate::api::ratelimit::Network>,
 }
 
 /// Requests per second per environment in each of Novu's rate-limit categories (the defaults are Novu's top
@@ -273,6 +276,7 @@ impl std::fmt::Debug for Config {
             .field("metrics_listen", &self.metrics_listen)
             .field("public_url", &self.public_url)
             .field("inbox_origins", &self.inbox_origins)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }
@@ -337,8 +341,25 @@ impl Config {
             },
             public_url,
             inbox_origins: inbox_origins(non_empty_env("TIDINGS_INBOX_ORIGINS").as_deref())?,
+            trusted_proxies: trusted_proxies(non_empty_env("TIDINGS_TRUSTED_PROXIES").as_deref())?,
         })
     }
+}
+
+/// `TIDINGS_TRUSTED_PROXIES` checked: addresses or CIDR ranges, comma-separated; unset: none.
+pub fn trusted_proxies(raw: Option<&str>) -> anyhow::Result<Vec<crate::api::ratelimit::Network>> {
+    raw.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            crate::api::ratelimit::Network::parse(p).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "TIDINGS_TRUSTED_PROXIES holds {p:?}: each entry must be an IP address or a CIDR range such as 10.0.0.0/8"
+                )
+            })
+        })
+        .collect()
 }
 
 /// `TIDINGS_INBOX_ORIGINS` checked: each origin `http(s)://host[:port]`, without path; `*` or unset: any.

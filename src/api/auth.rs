@@ -185,7 +185,9 @@ impl Service<Request> for Gate {
 /// keyed write goes through the idempotency record (after the rate limit: a refusal is not the key's answer).
 async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit) -> Response {
     let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    let from = ratelimit::client_address(req.extensions());
+    let from = state
+        .limiter
+        .client_address(req.headers(), req.extensions());
     match authenticate(&state, header, from).await {
         Ok(tenant) => {
             let env = tenant.environment_id.as_str();

@@ -72,7 +72,9 @@ pub fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
 /// The Inbox's limit per client address, on every Inbox route (the session's too), before anything of the
 /// request is read.
 pub async fn limit_address(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let from = ratelimit::client_address(req.extensions());
+    let from = state
+        .limiter
+        .client_address(req.headers(), req.extensions());
     match state.limiter.admit_address(from) {
         Ok(()) => next.run(req).await,
         Err(refused) => *refused,

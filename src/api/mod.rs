@@ -72,6 +72,8 @@ pub struct ApiOptions {
     pub limits: limits::RequestLimits,
     /// The browser origins the Inbox's routes answer; empty: any.
     pub inbox_origins: Vec<String>,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (limits by address); empty: none.
+    pub trusted_proxies: Vec<ratelimit::Network>,
 }
 
 impl AppState {
@@ -84,7 +86,7 @@ impl AppState {
         let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
-            limiter: ratelimit::Limiter::new(options.rate_limits, &store),
+            limiter: ratelimit::Limiter::new(options.rate_limits, options.trusted_proxies, &store),
             metrics_token: options
                 .metrics_token
                 .map(|t| sha2::Sha256::digest(t.as_bytes()).into()),

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::ConnectInfo;
-use axum::http::{Extensions, HeaderName, HeaderValue, StatusCode};
+use axum::http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::Map;
 
@@ -48,6 +48,7 @@ static REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
 static RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 static POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 static RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
+static FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Novu's rate-limit categories, and the Inbox's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,10 +273,12 @@ pub struct Limiter {
     by_subscriber: Keyed<(String, String)>,
     /// Refused API keys by client address.
     auth_failures: Keyed<IpAddr>,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    trusted_proxies: Vec<Network>,
 }
 
 impl Limiter {
-    pub fn new(limits: RateLimits, store: &Store) -> Self {
+    pub fn new(limits: RateLimits, trusted_proxies: Vec<Network>, store: &Store) -> Self {
         let per_second = |c: Category| match c {
             Category::Trigger => limits.events,
             Category::Configuration => limits.configuration,
@@ -289,6 +292,7 @@ impl Limiter {
             by_address: Keyed::new(Policy::new("inbox-address", limits.inbox_per_address)),
             by_subscriber: Keyed::new(Policy::new("inbox-subscriber", limits.inbox_per_subscriber)),
             auth_failures: Keyed::new(Policy::new("auth-failure", limits.auth_failures)),
+            trusted_proxies,
         }
     }
 
@@ -537,22 +541,91 @@ impl<K: Hash + Eq> Keyed<K> {
 }
 
 /// The client's address as limits count it: the TCP peer the server put into the request
-/// ([`ConnectInfo`]), an IPv4 address as such (also when mapped into IPv6), an IPv6 address by its /64
-/// prefix (what one host or one customer is routed). `None` when the request did not come through the
-/// server (no limit by address then).
-pub fn client_address(extensions: &Extensions) -> Option<IpAddr> {
-    let ConnectInfo(peer) = extensions.get::<ConnectInfo<SocketAddr>>()?;
-    Some(match peer.ip() {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mut segments = v6.segments();
-                segments[4..].fill(0);
-                IpAddr::V6(segments.into())
-            }
-        },
+/// ([`ConnectInfo`]) or, when that peer is a trusted proxy, the last address of `X-Forwarded-For` that is
+/// not one ([`Limiter::client_address`]). An IPv4 address counts as such (also when mapped into IPv6), an
+/// IPv6 address by its /64 prefix (what one host or one customer is routed).
+fn counted(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            IpAddr::V6(segments.into())
+        }
         v4 => v4,
-    })
+    }
+}
+
+/// An IPv4 address mapped into IPv6 as the IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Addresses of trusted reverse proxies (`TIDINGS_TRUSTED_PROXIES`): an address, or a range in CIDR
+/// notation (`10.0.0.0/8`, `fd00::/8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    addr: IpAddr,
+    prefix: u32,
+}
+
+impl Network {
+    /// `None` when `text` is no address or range.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (addr, prefix) = match text.trim().split_once('/') {
+            Some((addr, prefix)) => (addr, Some(prefix)),
+            None => (text.trim(), None),
+        };
+        let addr = canonical(addr.parse().ok()?);
+        let width = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.parse().ok().filter(|p| *p <= width)?,
+            None => width,
+        };
+        Some(Self { addr, prefix })
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        let high = |bits: u128, width: u32| bits.checked_shr(width - self.prefix).unwrap_or(0);
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                high(u32::from(net).into(), 32) == high(u32::from(ip).into(), 32)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => high(net.into(), 128) == high(ip.into(), 128),
+            _ => false,
+        }
+    }
+}
+
+impl Limiter {
+    /// The address limits count a request by (see [`counted`]); `None` when the request did not come
+    /// through the server (no limit by address then). Behind trusted proxies, `X-Forwarded-For` is read
+    /// from its end: each proxy appends the address it received from, so the last address that is not a
+    /// trusted proxy is the client (what comes before it, the client may have written).
+    pub fn client_address(&self, headers: &HeaderMap, extensions: &Extensions) -> Option<IpAddr> {
+        let ConnectInfo(peer) = extensions.get::<ConnectInfo<SocketAddr>>()?;
+        let trusted = |ip: IpAddr| self.trusted_proxies.iter().any(|n| n.contains(ip));
+        let mut client = peer.ip();
+        if trusted(client) {
+            let forwarded = headers
+                .get_all(&FORWARDED_FOR)
+                .iter()
+                .rev()
+                .flat_map(|v| v.to_str().unwrap_or_default().rsplit(','));
+            for hop in forwarded {
+                let Ok(ip) = hop.trim().parse::<IpAddr>() else {
+                    break;
+                };
+                client = ip;
+                if !trusted(ip) {
+                    break;
+                }
+            }
+        }
+        Some(counted(client))
+    }
 }
 
 #[cfg(test)]
@@ -641,18 +714,89 @@ mod tests {
     }
 
     #[test]
-    fn addresses_count_by_host_or_ipv6_prefix() {
-        let of = |addr: &str| {
-            let mut e = Extensions::new();
-            e.insert(ConnectInfo(addr.parse::<SocketAddr>().unwrap()));
-            client_address(&e).unwrap().to_string()
+    fn addresses_count_by_host_or_ipv6_prefix_and_proxies_forward() {
+        let limiter = |proxies: &[&str]| Limiter {
+            trusted_proxies: proxies.iter().map(|p| Network::parse(p).unwrap()).collect(),
+            ..test_limiter()
         };
-        assert_eq!(of("203.0.113.7:5000"), "203.0.113.7");
-        assert_eq!(of("[::ffff:203.0.113.7]:5000"), "203.0.113.7");
+        let of = |limiter: &Limiter, peer: &str, forwarded: &[&str]| {
+            let mut e = Extensions::new();
+            e.insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+            let mut h = HeaderMap::new();
+            for f in forwarded {
+                h.append(FORWARDED_FOR.clone(), HeaderValue::from_str(f).unwrap());
+            }
+            limiter.client_address(&h, &e).unwrap().to_string()
+        };
+        let direct = limiter(&[]);
+        assert_eq!(of(&direct, "203.0.113.7:5000", &[]), "203.0.113.7");
+        assert_eq!(of(&direct, "[::ffff:203.0.113.7]:5000", &[]), "203.0.113.7");
         assert_eq!(
-            of("[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443"),
+            of(&direct, "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", &[]),
             "2001:db8:1:2::"
         );
-        assert!(client_address(&Extensions::new()).is_none());
+        // Without trusted proxies the header is the client's to write: ignored.
+        assert_eq!(
+            of(&direct, "203.0.113.7:1", &["198.51.100.1"]),
+            "203.0.113.7"
+        );
+        assert!(direct
+            .client_address(&HeaderMap::new(), &Extensions::new())
+            .is_none());
+
+        let proxied = limiter(&["10.0.0.0/8", "127.0.0.1", "fd00::/8"]);
+        // The last address that is not a trusted proxy; what the client wrote before it is ignored.
+        assert_eq!(
+            of(&proxied, "10.1.2.3:1", &["1.1.1.1, 198.51.100.1, 10.9.9.9"]),
+            "198.51.100.1"
+        );
+        assert_eq!(
+            of(&proxied, "127.0.0.1:1", &["1.1.1.1", "198.51.100.2"]),
+            "198.51.100.2"
+        );
+        assert_eq!(of(&proxied, "[fd00::1]:1", &["2001:db8::5"]), "2001:db8::");
+        // No header, or garbage: the last address known.
+        assert_eq!(of(&proxied, "10.1.2.3:1", &[]), "10.1.2.3");
+        assert_eq!(of(&proxied, "10.1.2.3:1", &["junk, 10.0.0.9"]), "10.0.0.9");
+        // A peer that is no trusted proxy is the client, whatever it forwards.
+        assert_eq!(of(&proxied, "11.0.0.1:1", &["198.51.100.1"]), "11.0.0.1");
+    }
+
+    #[test]
+    fn networks_parse_and_match() {
+        let n = |t: &str| Network::parse(t);
+        assert!(n("10.0.0.0/8")
+            .unwrap()
+            .contains("10.255.0.1".parse().unwrap()));
+        assert!(!n("10.0.0.0/8")
+            .unwrap()
+            .contains("11.0.0.1".parse().unwrap()));
+        assert!(n("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!(n("::ffff:127.0.0.1")
+            .unwrap()
+            .contains("127.0.0.1".parse().unwrap()));
+        assert!(n("fd00::/8").unwrap().contains("fdab::1".parse().unwrap()));
+        assert!(!n("fd00::/8").unwrap().contains("10.0.0.1".parse().unwrap()));
+        for bad in [
+            "",
+            "10.0.0.0/33",
+            "fd00::/129",
+            "host.example",
+            "10.0.0.0/x",
+        ] {
+            assert!(n(bad).is_none(), "{bad}");
+        }
+    }
+
+    fn test_limiter() -> Limiter {
+        Limiter {
+            policies: [None, None, None, None],
+            buckets: Mutex::default(),
+            shared: None,
+            by_address: Keyed::new(None),
+            by_subscriber: Keyed::new(None),
+            auth_failures: Keyed::new(None),
+            trusted_proxies: Vec::new(),
+        }
     }
 }

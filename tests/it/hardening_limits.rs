@@ -181,6 +181,65 @@ db_test!(
     the_inbox_is_limited_per_environment_address_and_subscriber
 );
 
+/// Behind a trusted proxy (`TIDINGS_TRUSTED_PROXIES`) the client is the address the proxy forwards; without
+/// one, `X-Forwarded-For` is the client's to write and changes nothing.
+async fn trusted_proxies_name_the_client(app: TestApp) {
+    let options = |trusted: &str| ApiOptions {
+        rate_limits: RateLimits {
+            inbox_per_address: 1,
+            ..RateLimits::default()
+        },
+        trusted_proxies: tidings::config::trusted_proxies(Some(trusted)).unwrap(),
+        ..ApiOptions::default()
+    };
+    let count = |server: &Server, token: &str, client: &str| {
+        app.client
+            .get(format!("{}/v1/inbox/notifications/count", server.base))
+            .bearer_auth(token)
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let token = |server: &Server| {
+        let req = app
+            .client
+            .post(format!("{}/v1/inbox/session", server.base))
+            .header("x-forwarded-for", "198.51.100.9")
+            .json(&json!({"applicationIdentifier": app.application_identifier,
+                "subscriber": {"subscriberId": "ann"}}));
+        async move {
+            let (status, body) = send(req).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body["data"]["token"].as_str().unwrap().to_owned()
+        }
+    };
+
+    let proxied = Server::start(&app, options("127.0.0.1, 10.0.0.0/8")).await;
+    let ann = token(&proxied).await;
+    for _ in 0..5 {
+        let resp = count(&proxied, &ann, "203.0.113.1").await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let resp = count(&proxied, &ann, "203.0.113.1").await.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another client behind the proxy has its own bucket, whatever it claims before the proxy's entry.
+    let resp = count(&proxied, &ann, "203.0.113.1, 203.0.113.2")
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    let direct = Server::start(&app, options("")).await;
+    let ann = token(&direct).await;
+    for n in 0..4 {
+        let resp = count(&direct, &ann, &format!("203.0.113.{n}"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let resp = count(&direct, &ann, "203.0.113.99").await.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+db_test!(trusted_proxies, trusted_proxies_name_the_client);
+
 /// A refused key is remembered (a repeat reads nothing), and a client address whose keys were refused too
 /// often gets 429 without a lookup; a good key keeps being accepted. Proven by closing the server's store: a read
 /// would fail with a 500.
