@@ -18,7 +18,7 @@
 //! the burst per instance), and the headers show this instance's view.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -269,8 +269,11 @@ pub struct Limiter {
     shared: Option<Store>,
     /// The Inbox's requests by client address.
     by_address: Keyed<IpAddr>,
-    /// The Inbox's requests by (environment, subscriberId).
-    by_subscriber: Keyed<(String, String)>,
+    /// The Inbox's requests by (environment, subscriberId), hashed with [`Limiter::subscriber_keys`]: a
+    /// key of fixed size, whatever the length of the subscriberId a session names.
+    by_subscriber: Keyed<u64>,
+    /// Keyed with a random seed, so a client cannot choose subscriberIds that share a bucket.
+    subscriber_keys: std::hash::RandomState,
     /// Refused API keys by client address.
     auth_failures: Keyed<IpAddr>,
     /// Proxies whose `X-Forwarded-For` names the client.
@@ -291,6 +294,7 @@ impl Limiter {
             shared: (store.dialect() == Dialect::Postgres).then(|| store.clone()),
             by_address: Keyed::new(Policy::new("inbox-address", limits.inbox_per_address)),
             by_subscriber: Keyed::new(Policy::new("inbox-subscriber", limits.inbox_per_subscriber)),
+            subscriber_keys: Default::default(),
             auth_failures: Keyed::new(Policy::new("auth-failure", limits.auth_failures)),
             trusted_proxies,
         }
@@ -366,7 +370,7 @@ impl Limiter {
     /// in `environment`: the subscriber's bucket, then the environment's `inbox` bucket, whose headers the
     /// answer carries.
     pub async fn admit_inbox(&self, environment: &str, subscriber_id: &str) -> Verdict {
-        let key = (environment.to_owned(), subscriber_id.to_owned());
+        let key = self.subscriber_keys.hash_one((environment, subscriber_id));
         if let Err(refused) = self.by_subscriber.take(key, SINGLE_COST) {
             return Verdict::Refused(*refused);
         }
@@ -795,6 +799,7 @@ mod tests {
             shared: None,
             by_address: Keyed::new(None),
             by_subscriber: Keyed::new(None),
+            subscriber_keys: Default::default(),
             auth_failures: Keyed::new(None),
             trusted_proxies: Vec::new(),
         }
