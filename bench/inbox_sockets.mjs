@@ -65,6 +65,9 @@ async function startServer() {
     TIDINGS_API_KEY: key,
     TIDINGS_COMPAT: "novu",
     RUST_LOG: "info,tidings::request=warn",
+    // Every simulated browser comes from 127.0.0.1: the Inbox's limit per client address is raised out of
+    // reach (the limits per environment and per subscriber stay as they are).
+    TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS: "10000000",
   };
   if (database.startsWith("postgres") && !env.TIDINGS_ENCRYPTION_KEY) env.TIDINGS_ENCRYPTION_KEY = randomBytes(32).toString("base64");
   const child = spawn(bin, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });

@@ -113,6 +113,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         metrics_token: cfg.metrics_token.clone(),
         limits: cfg.requests,
         inbox_origins: cfg.inbox_origins.clone(),
+        trusted_proxies: cfg.trusted_proxies.clone(),
     };
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(

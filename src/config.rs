@@ -179,7 +179,7 @@ pub struct Config {
     /// `TIDINGS_BODY_TIMEOUT`, `TIDINGS_REQUEST_TIMEOUT`.
     pub requests: crate::api::limits::RequestLimits,
     // Rate limits and metrics.
-    /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`.
+    /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`, `…_INBOX…`, `…_AUTH_FAILURES`.
     pub rate_limits: RateLimits,
     /// `TIDINGS_METRICS_TOKEN`: when set, `/metrics` requires `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
@@ -194,10 +194,13 @@ pub struct Config {
     /// `TIDINGS_ALLOW_PRIVATE_NETWORKS`: `true` lets `http_request` steps, attachments and providers call
     /// private, loopback and link-local addresses; by default only public ones (see `crate::outbound`).
     pub allow_private_networks: bool,
+    /// `TIDINGS_TRUSTED_PROXIES`: reverse proxies (addresses or CIDR ranges, comma-separated) whose
+    /// `X-Forwarded-For` names the client for the limits by address; unset: none.
+    pub trusted_proxies: Vec<crate::api::ratelimit::Network>,
 }
 
-/// Requests per second per environment in each of Novu's rate-limit categories; 0 turns a category off.
-/// The defaults are Novu's top tier.
+/// Requests per second per environment in each of Novu's rate-limit categories (the defaults are Novu's top
+/// tier), and the limits of public traffic (the Inbox's, refused API keys); 0 turns a limit off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimits {
     /// `TIDINGS_RATE_LIMIT_EVENTS`: triggers (`/v1/events/…`).
@@ -206,6 +209,15 @@ pub struct RateLimits {
     pub configuration: u32,
     /// `TIDINGS_RATE_LIMIT_GLOBAL`: everything else.
     pub global: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX`: the Inbox's routes and sessions (`/v1/inbox/…`), a budget of their own.
+    pub inbox: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS`: the Inbox's routes and sessions per client address (not
+    /// per environment).
+    pub inbox_per_address: u32,
+    /// `TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER`: the Inbox's routes and sessions per subscriber.
+    pub inbox_per_subscriber: u32,
+    /// `TIDINGS_RATE_LIMIT_AUTH_FAILURES`: refused API keys per client address.
+    pub auth_failures: u32,
 }
 
 impl Default for RateLimits {
@@ -214,6 +226,10 @@ impl Default for RateLimits {
             events: 6000,
             configuration: 2000,
             global: 3000,
+            inbox: 3000,
+            inbox_per_address: 100,
+            inbox_per_subscriber: 20,
+            auth_failures: 10,
         }
     }
 }
@@ -226,6 +242,16 @@ impl RateLimits {
             events: env_u32("TIDINGS_RATE_LIMIT_EVENTS", d.events)?,
             configuration: env_u32("TIDINGS_RATE_LIMIT_CONFIGURATION", d.configuration)?,
             global: env_u32("TIDINGS_RATE_LIMIT_GLOBAL", d.global)?,
+            inbox: env_u32("TIDINGS_RATE_LIMIT_INBOX", d.inbox)?,
+            inbox_per_address: env_u32(
+                "TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS",
+                d.inbox_per_address,
+            )?,
+            inbox_per_subscriber: env_u32(
+                "TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER",
+                d.inbox_per_subscriber,
+            )?,
+            auth_failures: env_u32("TIDINGS_RATE_LIMIT_AUTH_FAILURES", d.auth_failures)?,
         })
     }
 }
@@ -268,6 +294,7 @@ impl std::fmt::Debug for Config {
             .field("public_url", &self.public_url)
             .field("inbox_origins", &self.inbox_origins)
             .field("allow_private_networks", &self.allow_private_networks)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }
@@ -333,8 +360,25 @@ impl Config {
             public_url,
             inbox_origins: inbox_origins(non_empty_env("TIDINGS_INBOX_ORIGINS").as_deref())?,
             allow_private_networks: env_bool("TIDINGS_ALLOW_PRIVATE_NETWORKS", false)?,
+            trusted_proxies: trusted_proxies(non_empty_env("TIDINGS_TRUSTED_PROXIES").as_deref())?,
         })
     }
+}
+
+/// `TIDINGS_TRUSTED_PROXIES` checked: addresses or CIDR ranges, comma-separated; unset: none.
+pub fn trusted_proxies(raw: Option<&str>) -> anyhow::Result<Vec<crate::api::ratelimit::Network>> {
+    raw.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            crate::api::ratelimit::Network::parse(p).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "TIDINGS_TRUSTED_PROXIES holds {p:?}: each entry must be an IP address or a CIDR range such as 10.0.0.0/8"
+                )
+            })
+        })
+        .collect()
 }
 
 /// `TIDINGS_INBOX_ORIGINS` checked: each origin `http(s)://host[:port]`, without path; `*` or unset: any.

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
@@ -16,7 +16,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::domain::job::Job;
 use crate::store::jobs::JobOutcome;
-use crate::store::rate_limits::COUNT_LIMIT;
+use crate::store::rate_limits::{JobFigures, COUNT_LIMIT};
 use crate::store::Store;
 
 /// Latency of every request, by method, route template and status; its `_count` counts the requests.
@@ -238,12 +238,39 @@ impl Drop for OpenConnection {
     }
 }
 
-/// The Prometheus text of everything recorded, followed by the queue's figures read from `store` now (an
-/// error reading them leaves them out and says so in a comment).
-pub async fn render(store: &Store) -> String {
+/// How long the queue's figures are reused: `/metrics` reads the database at most once in that time,
+/// whatever the scrape rate.
+pub const QUEUE_FIGURES_TTL: Duration = Duration::from_secs(1);
+
+/// The queue's figures of the last read, reused for [`QUEUE_FIGURES_TTL`] (a failed read too); concurrent
+/// scrapes wait for one read and share it.
+#[derive(Default)]
+pub struct QueueFigures(tokio::sync::Mutex<Option<(Instant, Option<JobFigures>)>>);
+
+impl QueueFigures {
+    async fn get(&self, store: &Store) -> Option<JobFigures> {
+        let mut last = self.0.lock().await;
+        if let Some((at, figures)) = *last {
+            if at.elapsed() < QUEUE_FIGURES_TTL {
+                return figures;
+            }
+        }
+        let figures = store
+            .job_figures()
+            .await
+            .map_err(|e| tracing::warn!(error = ?e, "metrics: reading the queue's figures failed"))
+            .ok();
+        *last = Some((Instant::now(), figures));
+        figures
+    }
+}
+
+/// The Prometheus text of everything recorded, followed by the queue's figures read from `store` at most
+/// [`QUEUE_FIGURES_TTL`] ago (an error reading them leaves them out and says so in a comment).
+pub async fn render(store: &Store, figures: &QueueFigures) -> String {
     let mut text = install().map(|h| h.render()).unwrap_or_default();
-    match store.job_figures().await {
-        Ok(jobs) => {
+    match figures.get(store).await {
+        Some(jobs) => {
             let lag = jobs.oldest_due.map_or(0.0, |at| {
                 (crate::domain::Timestamp::now().0 - at).max(0) as f64 / 1000.0
             });
@@ -264,10 +291,7 @@ pub async fn render(store: &Store) -> String {
                 jobs.due, jobs.scheduled, jobs.running, jobs.due
             );
         }
-        Err(e) => {
-            tracing::warn!(error = ?e, "metrics: reading the queue's figures failed");
-            text.push_str("# tidings_jobs: the database did not answer\n");
-        }
+        None => text.push_str("# tidings_jobs: the database did not answer\n"),
     }
     text
 }

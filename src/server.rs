@@ -16,12 +16,14 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use axum::Router;
@@ -207,6 +209,7 @@ async fn connection(
     let _counted = crate::metrics::OpenConnection::new();
     let _ = stream.set_nodelay(true);
     let service = ConnectionService {
+        peer: stream.peer_addr().ok().map(ConnectInfo),
         app,
         activity: activity.clone(),
         open: open.clone(),
@@ -259,9 +262,10 @@ async fn drained(
 }
 
 /// The router, counting the requests under way on one connection; once `drain` fires, its answers close
-/// the connection.
+/// the connection. Each request carries the client's address (`ConnectInfo`, for limits by address).
 #[derive(Clone)]
 struct ConnectionService {
+    peer: Option<ConnectInfo<SocketAddr>>,
     app: Router,
     activity: Arc<Activity>,
     open: Arc<Open>,
@@ -273,7 +277,10 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
     type Error = Infallible;
     type Future = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(peer);
+        }
         let mut app = self.app.clone();
         let drain = self.drain.clone();
         self.activity.busy.fetch_add(1, Ordering::SeqCst);

@@ -2,11 +2,15 @@
 //! resolves the key to its environment, puts the [`Tenant`] into the request and hands keyed writes to
 //! [`super::idempotency`]. Positive lookups are cached for [`KEY_CACHE_TTL`] by the key's SHA-256; the
 //! database stays the source of truth, so a key removed from it (`tidings environments rotate-key`, run by any
-//! process) is refused by every instance within that bound.
+//! process) is refused by every instance within that bound. Refused keys are cached too, for
+//! [`UNKNOWN_KEY_TTL`] (so a key created meanwhile works within that bound, and a new random key at once), and
+//! a client address whose keys were refused too often gets 429 without a lookup
+//! ([`super::ratelimit::Limiter::may_authenticate`]): a flood of bad keys reads nothing.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
@@ -31,34 +35,66 @@ use crate::error::Error;
 /// How long an instance trusts a key it looked up: the bound on a rotated key still being accepted. Short, as
 /// a hit rate over 99.9 % needs only a few requests per key per second.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+/// How long an instance remembers that a key is unknown: the bound on a key created after it was tried
+/// (a freshly generated key was never tried, so it works at once). Costs one lookup per bad key per second.
+pub const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(1);
 const CACHE_MAX: usize = 10_000;
 
 type KeyDigest = [u8; 32];
 
-/// Recently seen API keys (by SHA-256) and their tenant.
-#[derive(Default)]
+/// Recently seen API keys (by SHA-256): the tenant of those found, and those refused.
 pub struct KeyCache {
-    entries: Mutex<HashMap<KeyDigest, (Tenant, Instant)>>,
+    known: Recent<Tenant>,
+    unknown: Recent<()>,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        Self {
+            known: Recent::new(KEY_CACHE_TTL),
+            unknown: Recent::new(UNKNOWN_KEY_TTL),
+        }
+    }
 }
 
 impl KeyCache {
     fn get(&self, digest: &KeyDigest) -> Option<Tenant> {
+        self.known.get(digest)
+    }
+}
+
+/// Values by key digest, each for `ttl`, at most [`CACHE_MAX`] of them (when full, the expired ones go,
+/// else all).
+struct Recent<V> {
+    ttl: Duration,
+    entries: Mutex<HashMap<KeyDigest, (V, Instant)>>,
+}
+
+impl<V: Clone> Recent<V> {
+    fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            entries: Mutex::default(),
+        }
+    }
+
+    fn get(&self, digest: &KeyDigest) -> Option<V> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .get(digest)
-            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
-            .map(|(t, _)| t.clone())
+            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .map(|(v, _)| v.clone())
     }
 
-    fn put(&self, digest: KeyDigest, tenant: Tenant) {
+    fn put(&self, digest: KeyDigest, value: V) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= CACHE_MAX {
-            entries.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
+            entries.retain(|_, (_, at)| at.elapsed() < self.ttl);
             if entries.len() >= CACHE_MAX {
                 entries.clear();
             }
         }
-        entries.insert(digest, (tenant, Instant::now()));
+        entries.insert(digest, (value, Instant::now()));
     }
 }
 
@@ -149,7 +185,10 @@ impl Service<Request> for Gate {
 /// keyed write goes through the idempotency record (after the rate limit: a refusal is not the key's answer).
 async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit) -> Response {
     let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    match authenticate(&state, header).await {
+    let from = state
+        .limiter
+        .client_address(req.headers(), req.extensions());
+    match authenticate(&state, header, from).await {
         Ok(tenant) => {
             let env = tenant.environment_id.as_str();
             let headers = match state.limiter.admit(env, limit).await {
@@ -161,7 +200,7 @@ async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit
             ratelimit::stamp(&mut resp, headers);
             resp
         }
-        Err(e) => ApiError(e).into_response(),
+        Err(refused) => *refused,
     }
 }
 
@@ -190,19 +229,47 @@ fn cached_tenant(state: &AppState, header: Option<&HeaderValue>) -> Option<Tenan
     state.keys.get(&Sha256::digest(key.as_bytes()).into())
 }
 
-async fn authenticate(state: &AppState, header: Option<&[u8]>) -> Result<Tenant, Error> {
-    let key = api_key(header)?;
-    let digest: KeyDigest = Sha256::digest(key.as_bytes()).into();
+/// The tenant of the request's key, or the answer refusing it: 401, or 429 when its client address (`from`)
+/// was refused too often (see the module's documentation).
+async fn authenticate(
+    state: &AppState,
+    header: Option<&[u8]>,
+    from: Option<IpAddr>,
+) -> Result<Tenant, ratelimit::Refused> {
+    let refused = |e: Error| {
+        state.limiter.authentication_failed(from);
+        Box::new(ApiError(e).into_response())
+    };
+    let digest: KeyDigest = match api_key(header) {
+        Ok(key) => Sha256::digest(key.as_bytes()).into(),
+        Err(e) => {
+            state.limiter.may_authenticate(from)?;
+            return Err(refused(e));
+        }
+    };
     if let Some(t) = state.keys.get(&digest) {
         return Ok(t);
     }
-    let tenant = state
+    state.limiter.may_authenticate(from)?;
+    let unknown = || Error::Unauthorized("API Key not found".into());
+    if state.keys.unknown.get(&digest).is_some() {
+        return Err(refused(unknown()));
+    }
+    match state
         .store
         .find_tenant_by_key_hash(&hex::encode(digest))
-        .await?
-        .ok_or_else(|| Error::Unauthorized("API Key not found".into()))?;
-    state.keys.put(digest, tenant.clone());
-    Ok(tenant)
+        .await
+    {
+        Ok(Some(tenant)) => {
+            state.keys.known.put(digest, tenant.clone());
+            Ok(tenant)
+        }
+        Ok(None) => {
+            state.keys.unknown.put(digest, ());
+            Err(refused(unknown()))
+        }
+        Err(e) => Err(Box::new(ApiError(e).into_response())),
+    }
 }
 
 /// The request's tenant, which the [`Gate`] put there. It is taken out of the request, not copied: a handler

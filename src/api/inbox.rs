@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{AppJson, AppPath, QueryMap};
-use super::ratelimit::{self, RouteLimit, Verdict};
+use super::ratelimit::{self, Verdict};
 use super::v2::preferences::{ChannelsOut, InboxPreferenceOut, InboxWorkflowOut};
 use super::wire::{no_content, IsoTime, Reply};
 use super::AppState;
@@ -69,8 +69,20 @@ pub fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
         .max_age(std::time::Duration::from_secs(600))
 }
 
-/// Checks the bearer token of every Inbox route but the session, rate-limits its environment (the global
-/// category) and hands the route the [`InboxSubscriber`].
+/// The Inbox's limit per client address, on every Inbox route (the session's too), before anything of the
+/// request is read.
+pub async fn limit_address(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let from = state
+        .limiter
+        .client_address(req.headers(), req.extensions());
+    match state.limiter.admit_address(from) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => *refused,
+    }
+}
+
+/// Checks the bearer token of every Inbox route but the session, rate-limits it (its subscriber, its
+/// environment's `inbox` category) and hands the route the [`InboxSubscriber`].
 pub async fn require_session(
     State(state): State<AppState>,
     mut req: Request,
@@ -101,10 +113,7 @@ pub async fn require_session(
     };
     let headers = match state
         .limiter
-        .admit(
-            who.tenant.environment_id.as_str(),
-            RouteLimit::of("/v1/inbox"),
-        )
+        .admit_inbox(who.tenant.environment_id.as_str(), &who.subscriber_id)
         .await
     {
         Verdict::Admitted(headers) => headers,
@@ -265,12 +274,8 @@ pub async fn open_session(State(state): State<AppState>, req: Request) -> ApiRes
         body.application_identifier.as_deref().unwrap_or_default(),
     )
     .await?;
-    // Sessions are public: each environment's are rate-limited like its other routes.
-    let headers = match state
-        .limiter
-        .admit(&env.id, RouteLimit::of("/v1/inbox/session"))
-        .await
-    {
+    // Sessions are public: limited as the Inbox's routes are, never on an API key's budget.
+    let headers = match state.limiter.admit_inbox(&env.id, &subscriber_id).await {
         Verdict::Admitted(headers) => headers,
         Verdict::Refused(resp) => return Ok(resp),
     };

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use super::error::error_response;
 use super::request_log::RouteLayer;
 use super::AppState;
+use crate::metrics::QueueFigures;
 use crate::store::Store;
 
 /// Prometheus' text exposition format.
@@ -30,12 +31,13 @@ pub fn routes() -> Router<AppState> {
 pub fn worker_routes(store: Store, metrics_token: Option<&str>) -> Router {
     crate::metrics::install();
     let token: Option<[u8; 32]> = metrics_token.map(|t| Sha256::digest(t.as_bytes()).into());
+    let figures = std::sync::Arc::new(QueueFigures::default());
     Router::new()
         .route(
             "/metrics",
             get(
                 move |State(store): State<Store>, headers: HeaderMap| async move {
-                    answer(&store, token.as_ref(), &headers).await
+                    answer(&store, &figures, token.as_ref(), &headers).await
                 },
             ),
         )
@@ -43,11 +45,17 @@ pub fn worker_routes(store: Store, metrics_token: Option<&str>) -> Router {
 }
 
 async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    answer(&state.store, state.metrics_token.as_ref(), &headers).await
+    let expected = state.metrics_token.as_ref();
+    answer(&state.store, &state.queue_figures, expected, &headers).await
 }
 
 /// The metrics' text, or a 401 when a token is required (`expected`, its SHA-256) and not given.
-async fn answer(store: &Store, expected: Option<&[u8; 32]>, headers: &HeaderMap) -> Response {
+async fn answer(
+    store: &Store,
+    figures: &QueueFigures,
+    expected: Option<&[u8; 32]>,
+    headers: &HeaderMap,
+) -> Response {
     if let Some(expected) = expected {
         if !bearer_matches(headers.get(AUTHORIZATION), expected) {
             let mut resp = error_response(StatusCode::UNAUTHORIZED, "Unauthorized", Map::new());
@@ -56,7 +64,7 @@ async fn answer(store: &Store, expected: Option<&[u8; 32]>, headers: &HeaderMap)
             return resp;
         }
     }
-    let text = crate::metrics::render(store).await;
+    let text = crate::metrics::render(store, figures).await;
     ([(CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
 }
 

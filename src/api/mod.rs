@@ -50,6 +50,8 @@ pub struct Shared {
     pub limiter: ratelimit::Limiter,
     /// SHA-256 of the bearer token `/metrics` requires, if any.
     pub metrics_token: Option<[u8; 32]>,
+    /// The queue's figures `/metrics` shows, read at most once a second.
+    pub queue_figures: crate::metrics::QueueFigures,
     pub limits: limits::RequestLimits,
     /// Set when the process begins to shut down: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
@@ -70,6 +72,8 @@ pub struct ApiOptions {
     pub limits: limits::RequestLimits,
     /// The browser origins the Inbox's routes answer; empty: any.
     pub inbox_origins: Vec<String>,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (limits by address); empty: none.
+    pub trusted_proxies: Vec<ratelimit::Network>,
 }
 
 impl AppState {
@@ -82,10 +86,11 @@ impl AppState {
         let wakeup = crate::engine::Wakeup::default();
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
-            limiter: ratelimit::Limiter::new(options.rate_limits, &store),
+            limiter: ratelimit::Limiter::new(options.rate_limits, options.trusted_proxies, &store),
             metrics_token: options
                 .metrics_token
                 .map(|t| sha2::Sha256::digest(t.as_bytes()).into()),
+            queue_figures: Default::default(),
             store,
             profile,
             keys: auth::KeyCache::default(),
@@ -268,8 +273,9 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .router
 }
 
-/// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`];
-/// the CORS layer of [`router`] lets browsers call them.
+/// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`],
+/// all behind the limit per client address ([`inbox::limit_address`]); the CORS layer of [`router`] lets
+/// browsers call them.
 fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
     let authed = Routes::new(Default::default(), None)
         .routes(routes!(inbox::list_notifications))
@@ -313,6 +319,10 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(inbox::open_session))
         .router
         .merge(authed)
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            inbox::limit_address,
+        ))
 }
 
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their

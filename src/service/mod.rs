@@ -20,6 +20,14 @@ pub mod workflows;
 /// How often a read-modify-write retries when another writer changed the row in between.
 pub(crate) const OPTIMISTIC_RETRIES: usize = 8;
 
+/// The pause before attempt `attempt` (from 1) of a read-modify-write that lost to another writer: random,
+/// up to 2^attempt ms and at most 32 ms, so that writers who collided spread out instead of colliding again.
+pub(crate) async fn pause_after_lost_write(attempt: usize) {
+    let ceiling = 1u64 << attempt.clamp(1, 5);
+    let ms = rand::random::<u64>() % (ceiling + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
 /// The most items a list input may hold (README "Limits"): each keeps a request's SQL parameters and the
 /// rows it writes bounded. A list over its cap is a 422 that states the cap.
 pub mod limits {

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::OPTIMISTIC_RETRIES;
+use super::{pause_after_lost_write, OPTIMISTIC_RETRIES};
 use crate::domain::channel::ProviderId;
 use crate::domain::subscriber::{
     upsert_channel, validate_profile, ChannelCredentials, Subscriber, SubscriberView, TokenMode,
@@ -466,6 +466,12 @@ async fn upsert_existing(
     .await
 }
 
+/// Attempts of a subscriber's read-modify-write. Parallel triggers and upserts may all change a subscriber
+/// seen for the first time, and each must get through (a client rarely retries a 409): an attempt that lost
+/// waits a random pause first ([`pause_after_lost_write`]), so 30 concurrent writers all succeed; at most
+/// about half a second of pauses in all.
+const WRITE_ATTEMPTS: usize = 3 * OPTIMISTIC_RETRIES;
+
 /// Read-modify-write with optimistic concurrency: re-reads and retries when another writer won.
 /// Every successful change bumps `__v` and `updatedAt`.
 async fn modify(
@@ -474,7 +480,10 @@ async fn modify(
     subscriber_id: &str,
     mut change: impl FnMut(&mut Subscriber) -> Result<()>,
 ) -> Result<Subscriber> {
-    for _ in 0..OPTIMISTIC_RETRIES {
+    for attempt in 0..WRITE_ATTEMPTS {
+        if attempt > 0 {
+            pause_after_lost_write(attempt).await;
+        }
         let mut s = store
             .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
             .await?

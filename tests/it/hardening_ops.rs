@@ -12,8 +12,8 @@ use crate::support::receiver::{Receiver, Reply};
 use crate::support::{assert_error, deliver_one, eventually, postgres_url, send, Backend, TestApp};
 
 /// Another server on `app`'s database (another instance), with its own settings and rate-limit state.
-struct Server {
-    base: String,
+pub(crate) struct Server {
+    pub(crate) base: String,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -24,36 +24,52 @@ impl Drop for Server {
 }
 
 impl Server {
-    async fn start(app: &TestApp, options: ApiOptions) -> Self {
+    pub(crate) async fn start(app: &TestApp, options: ApiOptions) -> Self {
+        Self::start_on(app, app.store.clone(), options).await
+    }
+
+    /// A server on `store` (a store of `app`'s database).
+    pub(crate) async fn start_on(
+        app: &TestApp,
+        store: tidings::store::Store,
+        options: ApiOptions,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = AppState::with_options(app.store.clone(), app.profile, options);
+        let state = AppState::with_options(store, app.profile, options);
         let task = tokio::spawn(async move {
             crate::support::serve(listener, router(state)).await;
         });
         Self { base, task }
     }
 
-    fn req(&self, app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn req(
+        &self,
+        app: &TestApp,
+        key: &str,
+        method: Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
         app.client
             .request(method, format!("{}{path}", self.base))
             .header("Authorization", format!("ApiKey {key}"))
     }
 }
 
-fn limits(events: u32, configuration: u32, global: u32) -> ApiOptions {
+pub(crate) fn limits(events: u32, configuration: u32, global: u32) -> ApiOptions {
     ApiOptions {
         rate_limits: RateLimits {
             events,
             configuration,
             global,
+            ..RateLimits::default()
         },
         metrics_token: None,
         ..Default::default()
     }
 }
 
-fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
+pub(crate) fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
     resp.headers()
         .get(name)
         .map(|v| v.to_str().unwrap().to_owned())
@@ -312,7 +328,7 @@ async fn rate_limit_shared_by_instances_on_postgres() {
 }
 
 /// `GET /metrics` of the server at `base`.
-async fn scrape(base: &str, token: Option<&str>) -> String {
+pub(crate) async fn scrape(base: &str, token: Option<&str>) -> String {
     let mut req = reqwest::Client::new().get(format!("{base}/metrics"));
     if let Some(t) = token {
         req = req.bearer_auth(t);
@@ -427,6 +443,8 @@ async fn queue_figures_and_job_counters(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
+    // The queue's figures are read at most once a second: `before`'s are still served until then.
+    tokio::time::sleep(tidings::metrics::QUEUE_FIGURES_TTL).await;
     let text = scrape(&app.base, None).await;
     let jobs = |state: &str| sample(&text, "tidings_jobs", &[("state", state)]);
     assert_eq!(jobs("queued"), 2.0, "{text}");

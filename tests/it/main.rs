@@ -15,6 +15,7 @@ mod erasure_js;
 mod fanout;
 mod hardening_edge;
 mod hardening_engine;
+mod hardening_limits;
 mod hardening_ops;
 mod hardening_secrets;
 mod idempotency;
