@@ -21,6 +21,7 @@ mod idempotency;
 mod inbox;
 mod inbox_instances;
 mod inbox_js;
+mod inbox_sockets;
 mod integrations;
 mod no_silent_drops;
 mod novu_sdk;
