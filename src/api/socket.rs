@@ -1,10 +1,12 @@
 //! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
 //! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
-//! (`?token=`); a socket without a valid one is refused before its upgrade ([`refuse_without_session`]), and
-//! one whose subscriber is gone is disconnected. Each socket joins its subscriber's room (the
-//! subscriber is online while it has a socket here) and the room of its session's context within it: a
-//! socket hears only of the messages whose context keys are exactly its session's, and its counts are of
-//! those (Novu's multi-tenant Inbox).
+//! (`?token=`); a socket without a valid one, from a page of an origin not allowed, or past the process's
+//! cap of sockets is refused before its upgrade ([`refuse_without_session`]), and one whose subscriber is gone
+//! is disconnected. A subscriber's socket past its cap closes its oldest ([`SocketLimits`]), and a socket
+//! ended at the namespace level loses its connection ([`close_transport`]). Each socket joins its
+//! subscriber's room (the subscriber is online while it has a socket here) and the room of its session's
+//! context within it: a socket hears only of the messages whose context keys are exactly its session's, and
+//! its counts are of those (Novu's multi-tenant Inbox).
 //!
 //! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
 //! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
