@@ -105,7 +105,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
     let mut server_options = cfg.server;
-    server_options.max_connections = connection_cap(server_options.max_connections);
+    let mut sockets = cfg.sockets;
+    (server_options.max_connections, sockets.max) =
+        descriptor_caps(server_options.max_connections, sockets.max);
     let shutdown = CancellationToken::new();
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let options = api::ApiOptions {
@@ -114,6 +116,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         limits: cfg.requests,
         inbox_origins: cfg.inbox_origins.clone(),
         trusted_proxies: cfg.trusted_proxies.clone(),
+        sockets,
     };
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
@@ -161,11 +164,11 @@ async fn stop(
     tracing::info!("stopped");
 }
 
-/// The connection cap, within the descriptors the process may open: the soft limit is first raised to
-/// the hard one (as Go's runtime does), and a quarter of it, at least 64, is kept for the database, the
-/// providers and the log.
+/// The connection cap and the socket cap, within the descriptors the process may open: the soft limit is
+/// first raised to the hard one (as Go's runtime does), and a quarter of it, at least 64, is kept for the
+/// database, the providers and the log. Sockets get at most half of the rest, connections the others.
 #[cfg(unix)]
-fn connection_cap(wanted: usize) -> usize {
+fn descriptor_caps(connections: usize, sockets: usize) -> (usize, usize) {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
@@ -174,24 +177,28 @@ fn connection_cap(wanted: usize) -> usize {
         limit = getrlimit(Resource::Nofile);
     }
     let Some(open) = limit.current else {
-        return wanted;
+        return (connections, sockets);
     };
     let reserve = (open / 4).max(64);
-    let room = open.saturating_sub(reserve).max(1) as usize;
-    if room < wanted {
+    let room = open.saturating_sub(reserve).max(2) as usize;
+    let capped = sockets.min(room / 2);
+    let caps = (connections.min(room - capped), capped);
+    if caps != (connections, sockets) {
         tracing::warn!(
-            wanted,
-            cap = room,
+            wanted_connections = connections,
+            wanted_sockets = sockets,
+            connections = caps.0,
+            sockets = caps.1,
             descriptors = open,
-            "TIDINGS_MAX_CONNECTIONS lowered to what the descriptor limit allows"
+            "TIDINGS_MAX_CONNECTIONS and TIDINGS_MAX_SOCKETS lowered to what the descriptor limit allows"
         );
     }
-    wanted.min(room)
+    caps
 }
 
 #[cfg(not(unix))]
-fn connection_cap(wanted: usize) -> usize {
-    wanted
+fn descriptor_caps(connections: usize, sockets: usize) -> (usize, usize) {
+    (connections, sockets)
 }
 
 /// `tidings worker`: runs background work without the HTTP API.

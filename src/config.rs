@@ -178,6 +178,8 @@ pub struct Config {
     pub server: crate::server::ServerOptions,
     /// `TIDINGS_BODY_TIMEOUT`, `TIDINGS_REQUEST_TIMEOUT`.
     pub requests: crate::api::limits::RequestLimits,
+    /// `TIDINGS_MAX_SOCKETS`, `TIDINGS_MAX_SOCKETS_PER_SUBSCRIBER`.
+    pub sockets: crate::api::socket::SocketLimits,
     // Rate limits and metrics.
     /// `TIDINGS_RATE_LIMIT_EVENTS`, `…_CONFIGURATION`, `…_GLOBAL`, `…_INBOX…`, `…_AUTH_FAILURES`.
     pub rate_limits: RateLimits,
@@ -285,6 +287,7 @@ impl std::fmt::Debug for Config {
             .field("workers", &self.workers)
             .field("server", &self.server)
             .field("requests", &self.requests)
+            .field("sockets", &self.sockets)
             .field("rate_limits", &self.rate_limits)
             .field(
                 "metrics_token",
@@ -314,6 +317,7 @@ impl Config {
         };
         let server = crate::server::ServerOptions::default();
         let requests = crate::api::limits::RequestLimits::default();
+        let sockets = crate::api::socket::SocketLimits::default();
         let public_url = non_empty_env("TIDINGS_PUBLIC_URL")
             .map(|v| public_url(&v))
             .transpose()?;
@@ -331,25 +335,20 @@ impl Config {
             encryption_key: non_empty_env("TIDINGS_ENCRYPTION_KEY"),
             workers,
             server: crate::server::ServerOptions {
-                max_connections: match non_empty_env("TIDINGS_MAX_CONNECTIONS") {
-                    Some(v) => v
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| {
-                            anyhow::anyhow!(
-                                "TIDINGS_MAX_CONNECTIONS must be a positive integer, got {v:?}"
-                            )
-                        })?,
-                    None => server.max_connections,
-                },
+                max_connections: positive("TIDINGS_MAX_CONNECTIONS", server.max_connections)?,
                 header_timeout: seconds("TIDINGS_HEADER_TIMEOUT", server.header_timeout)?,
                 shutdown_timeout: seconds("TIDINGS_SHUTDOWN_TIMEOUT", server.shutdown_timeout)?,
             },
             requests: crate::api::limits::RequestLimits {
                 body_timeout: seconds("TIDINGS_BODY_TIMEOUT", requests.body_timeout)?,
                 request_timeout: seconds("TIDINGS_REQUEST_TIMEOUT", requests.request_timeout)?,
+            },
+            sockets: crate::api::socket::SocketLimits {
+                max: positive("TIDINGS_MAX_SOCKETS", sockets.max)?,
+                per_subscriber: positive(
+                    "TIDINGS_MAX_SOCKETS_PER_SUBSCRIBER",
+                    sockets.per_subscriber,
+                )?,
             },
             rate_limits: RateLimits::from_env()?,
             metrics_token: non_empty_env("TIDINGS_METRICS_TOKEN"),
@@ -427,6 +426,18 @@ pub fn public_url(raw: &str) -> anyhow::Result<String> {
         return Err(bad("must not have a query (?…) or a fragment (#…)"));
     }
     Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// A positive count from the environment variable `name`, else `default`.
+fn positive(name: &str, default: usize) -> anyhow::Result<usize> {
+    let Some(v) = non_empty_env(name) else {
+        return Ok(default);
+    };
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| anyhow::anyhow!("{name} must be a positive integer, got {v:?}"))
 }
 
 /// A duration in seconds (fractions allowed) from the environment variable `name`, else `default`.

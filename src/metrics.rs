@@ -21,8 +21,10 @@ use crate::store::Store;
 
 /// Latency of every request, by method, route template and status; its `_count` counts the requests.
 pub const REQUEST_DURATION: &str = "tidings_http_request_duration_seconds";
-/// Connections open now (`server::serve` holds an [`OpenConnection`] for each one).
+/// HTTP connections open now (`server::serve` holds an [`Open`] for each one until it closes or upgrades).
 pub const CONNECTIONS_OPEN: &str = "tidings_connections_open";
+/// The Inbox's sockets open now (upgraded connections: `api::socket` has each hold an [`Open`]).
+pub const SOCKETS_OPEN: &str = "tidings_sockets_open";
 pub const TRIGGERS: &str = "tidings_triggers_total";
 pub const JOBS_FINISHED: &str = "tidings_jobs_finished_total";
 pub const DELIVERIES: &str = "tidings_deliveries_total";
@@ -71,7 +73,11 @@ fn describe() {
         metrics::Unit::Seconds,
         "HTTP requests by method, route template and status: latency, and their count (_count)"
     );
-    describe_gauge!(CONNECTIONS_OPEN, "HTTP connections open");
+    describe_gauge!(
+        CONNECTIONS_OPEN,
+        "HTTP connections open (a connection upgraded to a socket leaves it)"
+    );
+    describe_gauge!(SOCKETS_OPEN, "Inbox sockets open (upgraded connections)");
     describe_counter!(
         TRIGGERS,
         "Trigger events answered, by status (bulk counts each event)"
@@ -220,21 +226,20 @@ pub fn rate_limited(category: &'static str) {
     counter!(RATE_LIMITED, "category" => category).increment(1);
 }
 
-/// Counts an open connection in [`CONNECTIONS_OPEN`] for as long as it lives.
+/// Counts one open thing in a gauge ([`CONNECTIONS_OPEN`], [`SOCKETS_OPEN`]) for as long as it lives.
 #[derive(Debug)]
-pub struct OpenConnection(());
+pub struct Open(&'static str);
 
-impl OpenConnection {
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> Self {
-        gauge!(CONNECTIONS_OPEN).increment(1.0);
-        Self(())
+impl Open {
+    pub fn new(gauge: &'static str) -> Self {
+        gauge!(gauge).increment(1.0);
+        Self(gauge)
     }
 }
 
-impl Drop for OpenConnection {
+impl Drop for Open {
     fn drop(&mut self) {
-        gauge!(CONNECTIONS_OPEN).decrement(1.0);
+        gauge!(self.0).decrement(1.0);
     }
 }
 

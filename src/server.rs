@@ -8,6 +8,10 @@
 //!   of opening or of its previous response, else it is closed: one timer (hyper's) covers a half-sent head
 //!   and a keep-alive connection left idle.
 //! - **Body and request timeouts** are applied per request by the API's limits layer (`api::limits`).
+//! - **Upgrades.** A connection that upgrades (the Inbox's WebSocket) leaves the connection cap: what
+//!   admitted it holds its own slot for as long as the connection lives ([`Upgrade::hold`]), and may close it
+//!   at any time ([`Upgrade::close`]). Each request that asks for an upgrade carries the [`Upgrade`] handle
+//!   of its connection in its extensions.
 //! - **Shutdown.** On the signal the listener closes (new connections are refused) and readiness answers
 //!   503. A request under way finishes and its response says `Connection: close`; a connection without one
 //!   is closed once it has been quiet for [`QUIET_BEFORE_CLOSE`], so a request a client has just written
@@ -17,9 +21,10 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -29,10 +34,11 @@ use axum::response::Response;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
 
 /// How long a connection with no request under way must have been quiet before shutdown closes it.
@@ -206,14 +212,22 @@ async fn connection(
     _slot: OwnedSemaphorePermit,
 ) {
     let (id, activity) = open.add();
-    let _counted = crate::metrics::OpenConnection::new();
+    let _counted = crate::metrics::Open::new(crate::metrics::CONNECTIONS_OPEN);
     let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok().map(ConnectInfo);
+    let upgrade = Upgrade::default();
+    let stream = Closable {
+        io: stream,
+        upgrade: upgrade.clone(),
+        closing: [None, None],
+    };
     let service = ConnectionService {
-        peer: stream.peer_addr().ok().map(ConnectInfo),
+        peer,
         app,
         activity: activity.clone(),
         open: open.clone(),
         drain: drain.clone(),
+        upgrade,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -233,7 +247,7 @@ async fn connection(
 /// Runs `conn` to its end; once `drain` fires, closes it when no request is under way and it has been
 /// quiet for [`QUIET_BEFORE_CLOSE`].
 async fn drained(
-    conn: hyper::server::conn::http1::UpgradeableConnection<TokioIo<TcpStream>, ConnectionService>,
+    conn: hyper::server::conn::http1::UpgradeableConnection<TokioIo<Closable>, ConnectionService>,
     activity: &Activity,
     open: &Open,
     drain: CancellationToken,
@@ -270,6 +284,7 @@ struct ConnectionService {
     activity: Arc<Activity>,
     open: Arc<Open>,
     drain: CancellationToken,
+    upgrade: Upgrade,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
@@ -280,6 +295,10 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
     fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(peer);
+        }
+        if req.headers().contains_key(header::UPGRADE) {
+            self.upgrade.0.asked.store(true, Ordering::Relaxed);
+            req.extensions_mut().insert(self.upgrade.clone());
         }
         let mut app = self.app.clone();
         let drain = self.drain.clone();
@@ -316,5 +335,134 @@ impl Drop for Finished {
             .quiet_since
             .store(self.open.now(), Ordering::SeqCst);
         self.activity.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A connection's handle for what upgrades it (the Inbox's socket), in the extensions of each of its requests
+/// that asks for an upgrade.
+#[derive(Clone, Default)]
+pub struct Upgrade(Arc<UpgradeState>);
+
+#[derive(Default)]
+struct UpgradeState {
+    /// What is kept until the connection closes.
+    held: Mutex<Vec<Box<dyn Send>>>,
+    /// The connection is gone: what is handed to [`Upgrade::hold`] now is dropped at once.
+    gone: AtomicBool,
+    /// Set by [`Upgrade::close`].
+    close: CancellationToken,
+    /// A request asked for an upgrade: from then on the connection's reads and writes watch `close`.
+    asked: AtomicBool,
+}
+
+impl Upgrade {
+    /// Keeps `guard` (a slot of a cap of its own, a gauge's count) until the connection closes.
+    pub fn hold(&self, guard: impl Send + 'static) {
+        let mut held = self.0.held.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.0.gone.load(Ordering::SeqCst) {
+            held.push(Box::new(guard));
+        }
+    }
+
+    /// Closes the connection: its reads and writes fail from now on, so whatever serves it (hyper, or the
+    /// WebSocket it was upgraded to) lets it go, and the descriptor is closed.
+    pub fn close(&self) {
+        self.0.close.cancel();
+    }
+}
+
+/// The connection's stream, which fails its reads and writes once its [`Upgrade`] is closed, and drops what
+/// the handle holds when it is dropped (the connection is closed).
+struct Closable {
+    io: TcpStream,
+    upgrade: Upgrade,
+    /// Watch the close for reads and for writes (each side wakes its own task) once a request asked for an
+    /// upgrade; ordinary connections never make them.
+    closing: [Option<Pin<Box<WaitForCancellationFutureOwned>>>; 2],
+}
+
+const READ: usize = 0;
+const WRITE: usize = 1;
+
+impl Closable {
+    /// An error once the connection was closed through its handle; registers `cx` to be woken by the close.
+    fn closed(&mut self, side: usize, cx: &mut Context<'_>) -> std::io::Result<()> {
+        let state = &self.upgrade.0;
+        if !state.asked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let closing = self.closing[side]
+            .get_or_insert_with(|| Box::pin(state.close.clone().cancelled_owned()));
+        match closing.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "closed by the server",
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl Drop for Closable {
+    fn drop(&mut self) {
+        let state = &self.upgrade.0;
+        let held = {
+            let mut held = state.held.lock().unwrap_or_else(|e| e.into_inner());
+            state.gone.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *held)
+        };
+        drop(held);
+    }
+}
+
+impl AsyncRead for Closable {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if let Err(e) = this.closed(READ, cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Closable {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if let Err(e) = this.closed(WRITE, cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if let Err(e) = this.closed(WRITE, cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }

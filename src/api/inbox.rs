@@ -33,22 +33,39 @@ use crate::service::preferences::{
 use crate::service::subscribers::SubscriberFields;
 use crate::store::messages::MarkAs;
 
+/// The browser origins allowed to call the Inbox (`TIDINGS_INBOX_ORIGINS`, exact, such as
+/// `https://app.example.com`); empty: any.
+#[derive(Clone, Default)]
+pub struct Origins(std::sync::Arc<[axum::http::HeaderValue]>);
+
+impl Origins {
+    pub fn new(origins: &[String]) -> Self {
+        Self(
+            origins
+                .iter()
+                .filter_map(|o| axum::http::HeaderValue::from_str(o).ok())
+                .collect(),
+        )
+    }
+
+    /// Whether a page of `origin` may call the Inbox.
+    pub fn allow(&self, origin: &axum::http::HeaderValue) -> bool {
+        self.0.is_empty() || self.0.contains(origin)
+    }
+}
+
 /// The CORS policy: the Inbox's routes and its socket (paths under `/v1/inbox/` and `/socket.io/`) answer
-/// `origins` (exact, such as `https://app.example.com`), or any origin when empty; other routes, meant for
-/// servers holding an API key, answer no browser. Preflight requests are answered for the methods and
-/// headers `@novu/js` sends. No cookies are involved (the token travels in a header), so credentials are not
-/// allowed.
-pub fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
-    use axum::http::{header, HeaderName, HeaderValue, Method};
+/// `origins`; other routes, meant for servers holding an API key, answer no browser. Preflight requests are
+/// answered for the methods and headers `@novu/js` sends. No cookies are involved (the token travels in a
+/// header), so credentials are not allowed. (A WebSocket is not subject to CORS: the socket refuses the
+/// other origins itself, `socket::refuse_without_session`.)
+pub fn cors(origins: &Origins) -> tower_http::cors::CorsLayer {
+    use axum::http::{header, HeaderName, Method};
     use tower_http::cors::{AllowOrigin, CorsLayer};
-    let origins: Vec<HeaderValue> = origins
-        .iter()
-        .filter_map(|o| HeaderValue::from_str(o).ok())
-        .collect();
+    let origins = origins.clone();
     let allow = AllowOrigin::predicate(move |origin, parts| {
         let path = parts.uri.path();
-        (path.starts_with("/v1/inbox/") || path.starts_with("/socket.io/"))
-            && (origins.is_empty() || origins.contains(origin))
+        (path.starts_with("/v1/inbox/") || path.starts_with("/socket.io/")) && origins.allow(origin)
     });
     CorsLayer::new()
         .allow_origin(allow)

@@ -55,8 +55,13 @@ pub struct Shared {
     pub limits: limits::RequestLimits,
     /// Set when the process begins to shut down: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
-    /// Which browser origins may call the Inbox's routes.
+    /// Which browser origins may call the Inbox's routes and socket.
     pub cors: tower_http::cors::CorsLayer,
+    pub inbox_origins: inbox::Origins,
+    /// The caps on the Inbox's sockets.
+    pub socket_limits: socket::SocketLimits,
+    /// One slot per open socket (the cap of [`socket::SocketLimits::max`]).
+    pub socket_slots: Arc<tokio::sync::Semaphore>,
     /// The Inbox's sockets, once [`router`] made their layer (closed at shutdown: [`socket::close`]).
     pub sockets: std::sync::OnceLock<socketioxide::SocketIo>,
     /// Cancelled when the process stops: ends the socket layer's sweeps (presence, snoozes).
@@ -70,10 +75,12 @@ pub struct ApiOptions {
     pub metrics_token: Option<String>,
     /// Body and request timeouts.
     pub limits: limits::RequestLimits,
-    /// The browser origins the Inbox's routes answer; empty: any.
+    /// The browser origins the Inbox's routes and socket answer; empty: any.
     pub inbox_origins: Vec<String>,
     /// Reverse proxies whose `X-Forwarded-For` names the client (limits by address); empty: none.
     pub trusted_proxies: Vec<ratelimit::Network>,
+    /// The caps on the Inbox's sockets.
+    pub sockets: socket::SocketLimits,
 }
 
 impl AppState {
@@ -84,6 +91,7 @@ impl AppState {
 
     pub fn with_options(store: Store, profile: WireProfile, options: ApiOptions) -> Self {
         let wakeup = crate::engine::Wakeup::default();
+        let origins = inbox::Origins::new(&options.inbox_origins);
         Self(Arc::new(Shared {
             triggers: crate::engine::TriggerWriter::new(store.clone(), wakeup.handoff().clone()),
             limiter: ratelimit::Limiter::new(options.rate_limits, options.trusted_proxies, &store),
@@ -97,7 +105,10 @@ impl AppState {
             wakeup,
             limits: options.limits,
             draining: Arc::default(),
-            cors: inbox::cors(&options.inbox_origins),
+            cors: inbox::cors(&origins),
+            inbox_origins: origins,
+            socket_slots: Arc::new(tokio::sync::Semaphore::new(options.sockets.max)),
+            socket_limits: options.sockets,
             sockets: std::sync::OnceLock::new(),
             background: tokio_util::sync::CancellationToken::new(),
         }))
@@ -328,7 +339,11 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
-    let (sockets, io) = socket::layer(state.store.clone(), state.background.clone());
+    let (sockets, io) = socket::layer(
+        state.store.clone(),
+        state.socket_limits,
+        state.background.clone(),
+    );
     let _ = state.sockets.set(io);
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)

@@ -1,10 +1,12 @@
 //! The Inbox's real-time socket: socket.io (protocol v5, WebSocket transport) at `/socket.io/` on the API's
 //! port, as `@novu/js` dials it with `socketUrl`. A socket brings its session token in the query string
-//! (`?token=`); a socket without a valid one is refused before its upgrade ([`refuse_without_session`]), and
-//! one whose subscriber is gone is disconnected. Each socket joins its subscriber's room (the
-//! subscriber is online while it has a socket here) and the room of its session's context within it: a
-//! socket hears only of the messages whose context keys are exactly its session's, and its counts are of
-//! those (Novu's multi-tenant Inbox).
+//! (`?token=`); a socket without a valid one, from a page of an origin not allowed, or past the process's
+//! cap of sockets is refused before its upgrade ([`refuse_without_session`]), and one whose subscriber is gone
+//! is disconnected. A subscriber's socket past its cap closes its oldest ([`SocketLimits`]), and a socket
+//! ended at the namespace level loses its connection ([`close_transport`]). Each socket joins its
+//! subscriber's room (the subscriber is online while it has a socket here) and the room of its session's
+//! context within it: a socket hears only of the messages whose context keys are exactly its session's, and
+//! its counts are of those (Novu's multi-tenant Inbox).
 //!
 //! [`dispatch`] hears the store's announcements (`store::inbox_events`, from every process) and tells the
 //! rooms this process holds: `notification_received` with the new message, then `unseen_count_changed` and
@@ -25,11 +27,13 @@
 //! by the command line, or lost) closes their sockets within a [`HEARTBEAT`].
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use socketioxide::extract::SocketRef;
 use socketioxide::layer::SocketIoLayer;
+use socketioxide::socket::{DisconnectReason, Sid};
 use socketioxide::{SocketIo, TransportType};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -52,35 +56,112 @@ fn is_socket_path(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Refuses a socket whose session token is missing, forged or expired before its WebSocket upgrade: 401,
-/// and no socket. The signature and expiry are checked without a database read, so sockets with bad tokens
-/// cost neither storage nor a held connection. (A token that verifies but whose subscriber is gone is
-/// refused at connect, with a read.)
+/// The caps on the Inbox's sockets (README "Limits, timeouts and shutdown").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketLimits {
+    /// `TIDINGS_MAX_SOCKETS`: sockets open in this process; one more is refused before its upgrade (503).
+    pub max: usize,
+    /// `TIDINGS_MAX_SOCKETS_PER_SUBSCRIBER`: one subscriber's sockets in this process; a new one past it
+    /// closes the subscriber's oldest.
+    pub per_subscriber: usize,
+}
+
+impl Default for SocketLimits {
+    fn default() -> Self {
+        Self {
+            max: 5_000,
+            per_subscriber: 10,
+        }
+    }
+}
+
+/// Refuses a socket before its WebSocket upgrade, so that a refused socket costs neither storage nor a held
+/// connection: from a browser page of an origin `TIDINGS_INBOX_ORIGINS` does not list (403; no `Origin`, as
+/// from a server, is let through, as on the Inbox's routes); whose session token is missing, forged or
+/// expired (401: the signature and expiry are checked without a database read); and past the cap of open
+/// sockets (503). A socket upgraded holds its slot until its connection closes, counted in
+/// `tidings_sockets_open`. (A token that verifies but whose subscriber is gone is refused at connect, with a
+/// read.)
 pub async fn refuse_without_session(
     axum::extract::State(state): axum::extract::State<super::AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if is_socket_path(req.uri().path()) {
-        let token = token_of(req.uri());
-        let now = crate::domain::Timestamp::now();
-        if crate::domain::session::SessionToken::verify(&token, state.store.cipher(), now).is_none()
-        {
-            // The error's path without the query: it holds the token.
-            let ctx = super::wire::RequestContext {
-                profile: state.profile,
-                path: axum::http::uri::PathAndQuery::from_static(SOCKET_PATH),
-            };
-            return super::wire::within(Some(ctx), || {
-                super::error::error_response(
-                    axum::http::StatusCode::UNAUTHORIZED,
-                    "The socket needs a valid Inbox session token (?token=)",
-                    serde_json::Map::new(),
-                )
-            });
-        }
+    use axum::http::{header, StatusCode};
+    if !is_socket_path(req.uri().path()) {
+        return next.run(req).await;
     }
-    next.run(req).await
+    if req
+        .headers()
+        .get(header::ORIGIN)
+        .is_some_and(|origin| !state.inbox_origins.allow(origin))
+    {
+        return refusal(
+            &state,
+            StatusCode::FORBIDDEN,
+            "The socket's origin is not one of TIDINGS_INBOX_ORIGINS",
+        );
+    }
+    let token = token_of(req.uri());
+    let now = crate::domain::Timestamp::now();
+    if crate::domain::session::SessionToken::verify(&token, state.store.cipher(), now).is_none() {
+        return refusal(
+            &state,
+            StatusCode::UNAUTHORIZED,
+            "The socket needs a valid Inbox session token (?token=)",
+        );
+    }
+    // Served by `server::serve`, a request asking for an upgrade carries its connection's handle.
+    let upgrade = req.extensions().get::<crate::server::Upgrade>().cloned();
+    let slot = match upgrade {
+        Some(_) => match state.socket_slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) => {
+                let refused = REFUSED_AT_CAP.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        max = state.socket_limits.max,
+                        refused,
+                        "socket cap reached (TIDINGS_MAX_SOCKETS); refusing new sockets"
+                    );
+                }
+                return refusal(
+                    &state,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Too many sockets are open on this server; try again later",
+                );
+            }
+        },
+        None => None,
+    };
+    let resp = next.run(req).await;
+    if let (StatusCode::SWITCHING_PROTOCOLS, Some(upgrade), Some(slot)) =
+        (resp.status(), upgrade, slot)
+    {
+        upgrade.hold((
+            slot,
+            crate::metrics::Open::new(crate::metrics::SOCKETS_OPEN),
+        ));
+    }
+    resp
+}
+
+/// Sockets refused at the cap since start (their warning is logged at powers of two).
+static REFUSED_AT_CAP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The error answer of a refused socket; its path is without the query, which holds the token.
+fn refusal(
+    state: &super::AppState,
+    status: axum::http::StatusCode,
+    message: &str,
+) -> axum::response::Response {
+    let ctx = super::wire::RequestContext {
+        profile: state.profile,
+        path: axum::http::uri::PathAndQuery::from_static(SOCKET_PATH),
+    };
+    super::wire::within(Some(ctx), || {
+        super::error::error_response(status, message, serde_json::Map::new())
+    })
 }
 
 /// The `token` query parameter of a socket's request (empty when absent).
@@ -116,19 +197,26 @@ pub async fn close(io: &SocketIo, store: &Store) {
 
 /// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed;
 /// its sweeps run until `stop` is cancelled.
-pub fn layer(store: Store, stop: CancellationToken) -> (SocketIoLayer, SocketIo) {
+pub fn layer(
+    store: Store,
+    limits: SocketLimits,
+    stop: CancellationToken,
+) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
         .ping_interval(Duration::from_secs(25))
         .ping_timeout(Duration::from_secs(20))
-        .connect_timeout(Duration::from_secs(10))
+        // A connection that joins no namespace in time (it asked for another one, or for none) is closed:
+        // `@novu/js` asks as soon as the connection opens.
+        .connect_timeout(CONNECT_TIMEOUT)
         // Clients send nothing but pings: any packet beyond a few bytes is abuse.
         .max_payload(4 * 1024)
         .build_layer();
     let connect_store = store.clone();
-    io.ns("/", move |socket: SocketRef| {
-        let store = connect_store.clone();
-        async move { connect(store, socket).await }
+    let held = Arc::new(Held::default());
+    io.ns("/", move |socket: SocketRef, io: SocketIo| {
+        let (store, held) = (connect_store.clone(), held.clone());
+        async move { connect(store, io, held, limits.per_subscriber, socket).await }
     });
     let (snoozes, presence) = (
         end_snoozes(store.clone()),
@@ -296,18 +384,84 @@ fn contexts_held(io: &SocketIo, subscriber_room: &str) -> Vec<Vec<String>> {
     held
 }
 
-/// Admits a socket whose token names a subscriber (it joins the subscriber's room, which goes online);
-/// disconnects any other.
-async fn connect(store: Store, socket: SocketRef) {
+/// How long a connection has to join the namespace after it opens.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long after a socket ends at the namespace level its connection is closed: time for the client to read
+/// why (`41`: a client told so does not reconnect), none for one that ignores it.
+pub const TRANSPORT_GRACE: Duration = Duration::from_secs(1);
+
+/// The sockets this process holds of each subscriber (by its room), oldest first.
+#[derive(Default)]
+struct Held(Mutex<HashMap<String, Vec<SocketRef>>>);
+
+impl Held {
+    /// Adds a subscriber's new socket. Returns whether it is the subscriber's only one here, and its oldest
+    /// when the subscriber now has more than `cap` (taken out: to be closed).
+    fn add(&self, room: &str, socket: SocketRef, cap: usize) -> (bool, Option<SocketRef>) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let sockets = held.entry(room.to_owned()).or_default();
+        sockets.push(socket);
+        let oldest = (sockets.len() > cap.max(1)).then(|| sockets.remove(0));
+        (sockets.len() == 1, oldest)
+    }
+
+    /// Takes a subscriber's socket out; whether it was the subscriber's last one here.
+    fn remove(&self, room: &str, id: Sid) -> bool {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sockets) = held.get_mut(room) else {
+            return false;
+        };
+        let Some(at) = sockets.iter().position(|s| s.id == id) else {
+            return false;
+        };
+        sockets.remove(at);
+        if !sockets.is_empty() {
+            return false;
+        }
+        held.remove(room);
+        true
+    }
+}
+
+/// Closes the connection of a socket that ended at the namespace level (refused, disconnected by the server,
+/// or left by the client), [`TRANSPORT_GRACE`] later. socket.io keeps a connection open after its namespace
+/// socket ends, for as long as the client answers pings; nothing here needs it.
+fn close_transport(socket: &SocketRef) {
+    let upgrade = socket
+        .req_parts()
+        .extensions
+        .get::<crate::server::Upgrade>()
+        .cloned();
+    if let Some(upgrade) = upgrade {
+        tokio::spawn(async move {
+            tokio::time::sleep(TRANSPORT_GRACE).await;
+            upgrade.close();
+        });
+    }
+}
+
+/// Admits a socket whose token names a subscriber: it joins the subscriber's room, and the subscriber goes
+/// online with its first socket here; past [`SocketLimits::per_subscriber`] its oldest socket here is
+/// closed. Any other socket is disconnected and its connection closed. Opening and closing are logged
+/// (environment, subscriber record and socket id; never the token).
+async fn connect(
+    store: Store,
+    io: SocketIo,
+    held: Arc<Held>,
+    per_subscriber: usize,
+    socket: SocketRef,
+) {
     let token = token_of(&socket.req_parts().uri);
     let who = match inbox_session::authenticate(&store, &token).await {
         Ok(Some(who)) => who,
         Ok(None) => {
+            close_transport(&socket);
             let _ = socket.disconnect();
             return;
         }
         Err(e) => {
             tracing::warn!(error = ?e, "an Inbox socket could not be authenticated");
+            close_transport(&socket);
             let _ = socket.disconnect();
             return;
         }
@@ -315,15 +469,26 @@ async fn connect(store: Store, socket: SocketRef) {
     let (env, subscriber) = (who.tenant.environment_id, who.subscriber_ref);
     let subscriber_room = room(env.as_str(), &subscriber);
     socket.join(context_room(&subscriber_room, &who.context_keys));
-    socket.join(subscriber_room);
-    set_online(&store, &env, &subscriber, true).await;
-    socket.on_disconnect(move |s: SocketRef| {
-        let (store, env, subscriber) = (store.clone(), env.clone(), subscriber.clone());
+    socket.join(subscriber_room.clone());
+    let closing = (
+        store.clone(),
+        held.clone(),
+        env.clone(),
+        subscriber.clone(),
+        subscriber_room.clone(),
+    );
+    socket.on_disconnect(move |s: SocketRef, reason: DisconnectReason| {
+        let (store, held, env, subscriber, room) = closing.clone();
         async move {
+            if matches!(
+                reason,
+                DisconnectReason::ClientNSDisconnect | DisconnectReason::ServerNSDisconnect
+            ) {
+                close_transport(&s);
+            }
+            tracing::info!(env = env.as_str(), subscriber = %subscriber, socket = %s.id, %reason, "Inbox socket closed");
             // Offline when this was its last socket here; other processes holding one say otherwise.
-            let room = room(env.as_str(), &subscriber);
-            let others = s.within(room).sockets();
-            if !others.iter().any(|o| o.id != s.id && o.connected()) {
+            if held.remove(&room, s.id) {
                 set_online(&store, &env, &subscriber, false).await;
                 store
                     .inbox_events()
@@ -331,6 +496,23 @@ async fn connect(store: Store, socket: SocketRef) {
             }
         }
     });
+    let (first, oldest) = held.add(&subscriber_room, socket.clone(), per_subscriber);
+    tracing::info!(env = env.as_str(), subscriber = %subscriber, socket = %socket.id, "Inbox socket opened");
+    if let Some(oldest) = oldest {
+        tracing::info!(env = env.as_str(), subscriber = %subscriber, socket = %oldest.id, cap = per_subscriber, "closing the subscriber's oldest socket: one more than TIDINGS_MAX_SOCKETS_PER_SUBSCRIBER opened");
+        let _ = oldest.disconnect();
+    }
+    // Ended before its handler was set (while it was authenticated, or even before socketioxide marked it
+    // connected, which it then does all the same), so the handler does not run.
+    if !socket.connected() || io.get_socket(socket.id).is_none() {
+        socket.leave_all();
+        held.remove(&subscriber_room, socket.id);
+        close_transport(&socket);
+        return;
+    }
+    if first {
+        set_online(&store, &env, &subscriber, true).await;
+    }
 }
 
 async fn set_online(store: &Store, env: &EnvironmentId, subscriber: &SubscriberRef, online: bool) {

@@ -116,8 +116,20 @@ impl Instance {
         encryption_key: &str,
         api_key: &str,
     ) -> Self {
+        Self::start_with(name, database_url, encryption_key, api_key, &[]).await
+    }
+
+    /// [`Instance::start`] with more variables set.
+    pub(crate) async fn start_with(
+        name: &str,
+        database_url: &str,
+        encryption_key: &str,
+        api_key: &str,
+        vars: &[(&str, &str)],
+    ) -> Self {
         let mut child = KillOnDrop(
             Command::new(env!("CARGO_BIN_EXE_tidings"))
+                .envs(vars.iter().copied())
                 .arg("serve")
                 .env("DATABASE_URL", database_url)
                 .env("TIDINGS_LISTEN", "127.0.0.1:0")

@@ -23,6 +23,7 @@ mod inbox;
 mod inbox_instances;
 mod inbox_js;
 mod inbox_sessions;
+mod inbox_sockets;
 mod integrations;
 mod no_silent_drops;
 mod novu_sdk;
