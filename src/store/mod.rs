@@ -91,6 +91,7 @@ embed_migrations!(
     "20261128235500_subscriber_erasure.sql",
     "20261129000000_one_open_digest.sql",
     "20261129001100_presence_heartbeat.sql",
+    "20261129024000_topic_self_subscription.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -916,33 +916,53 @@ async fn topic_subscriptions(app: TestApp) {
     workflows(&app).await;
     let ann = token(&app, "ann").await;
     let bob = token(&app, "bob").await;
+    // The operator offers the topic to self-subscription.
+    let (status, out) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "launches", "name": "Launches", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
     let path = "/v1/inbox/topics/launches/subscriptions";
     let (status, out) = call(&app, &ann, Method::GET, path, None).await;
     assert_eq!(
         (status, out["data"].clone()),
         (StatusCode::OK, json!([])),
-        "no topic yet"
+        "not subscribed yet"
     );
 
-    // Ann subscribes herself; the topic is created with the name given.
+    // Ann subscribes herself, under the identifier the server assigns (@novu/js sends "" for none).
     let (status, out) = call(
         &app,
         &ann,
         Method::POST,
         path,
-        Some(json!({"topic": {"name": "Launches"}})),
+        Some(json!({"identifier": ""})),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
     let sub = out["data"].clone();
     let identifier = sub["identifier"].as_str().unwrap().to_owned();
+    assert_eq!(identifier, "tk_launches:si_ann");
     assert!(sub["id"].as_str().is_some_and(|id| id.len() == 24), "{sub}");
-    let (_, topic) = app.get("/v2/topics/launches").await;
-    assert_eq!(topic["name"], "Launches", "{topic}");
     let (_, again) = call(&app, &ann, Method::POST, path, Some(json!({}))).await;
     assert_eq!(
         again["data"], sub,
         "subscribing again keeps the subscription"
+    );
+    let (status, again) = call(
+        &app,
+        &ann,
+        Method::POST,
+        path,
+        Some(json!({"identifier": identifier})),
+    )
+    .await;
+    assert_eq!(
+        (status, again["data"].clone()),
+        (StatusCode::CREATED, sub.clone()),
+        "the assigned identifier may be named"
     );
     let (_, listed) = call(&app, &ann, Method::GET, path, None).await;
     assert_eq!(listed["data"], json!([sub]));
@@ -956,23 +976,32 @@ async fn topic_subscriptions(app: TestApp) {
     );
 
     // Bob neither sees nor ends Ann's subscription.
-    let (_, got) = call(&app, &bob, Method::GET, &one, None).await;
-    assert_eq!(got["data"], Value::Null);
+    let (status, got) = call(&app, &bob, Method::GET, &one, None).await;
+    assert_eq!((status, got), (StatusCode::NO_CONTENT, Value::Null));
     let (_, listed) = call(&app, &bob, Method::GET, path, None).await;
     assert_eq!(listed["data"], json!([]));
     let (status, _) = call(&app, &bob, Method::DELETE, &one, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    // What Tidings cannot keep is refused.
+    // What Tidings cannot keep, and what only the operator decides, is refused.
+    for body in [
+        json!({"name": "Mine"}),
+        json!({"preferences": [{"workflowId": "news", "enabled": false}]}),
+        json!({"topic": {"name": "Renamed"}}),
+        json!({"identifier": "mine"}),
+    ] {
+        let (status, out) = call(&app, &ann, Method::POST, path, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {out}");
+    }
     for body in [
         json!({"name": "Mine"}),
         json!({"preferences": [{"workflowId": "news", "enabled": false}]}),
     ] {
-        let (status, out) = call(&app, &ann, Method::POST, path, Some(body.clone())).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {out}");
         let (status, _) = call(&app, &ann, Method::PATCH, &one, Some(body)).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     }
+    let (_, topic) = app.get("/v2/topics/launches").await;
+    assert_eq!(topic["name"], "Launches", "{topic}");
 
     // A trigger to the topic reaches Ann; after she unsubscribes, the next does not.
     let trigger_topic = |tx: &'static str| {
@@ -996,6 +1025,205 @@ async fn topic_subscriptions(app: TestApp) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(inbox_topic_subscriptions, topic_subscriptions);
+
+/// Issue 36: Inbox topic subscriptions are the operator's to offer. Through the Inbox a subscriber can join
+/// neither a topic the operator did not open to self-subscription (here `staff`, whose broadcasts it would
+/// hear) nor a topic that does not exist (it never creates one), and it never chooses its subscription's
+/// identifier (so it cannot take `tk_admins:si_carol`, which the operator's subscribe of carol then needs).
+async fn topic_self_subscription_is_offered(app: TestApp) {
+    workflows(&app).await;
+    let ann = token(&app, "ann").await;
+    let _ = token(&app, "carol").await;
+    let inbox_path = |key: &str| format!("/v1/inbox/topics/{key}/subscriptions");
+
+    // 1. The operator's `staff` topic, closed (the default): Ann cannot join it, nor hear its broadcasts.
+    let (status, staff) = app
+        .post("/v2/topics", json!({"key": "staff", "name": "Staff"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{staff}");
+    assert!(staff.get("allowSelfSubscription").is_none(), "{staff}");
+    let (status, _) = app
+        .post(
+            "/v2/topics/staff/subscriptions",
+            json!({"subscriptions": ["carol"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, out) = call(
+        &app,
+        &ann,
+        Method::POST,
+        &inbox_path("staff"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+    assert_error(&out, 404);
+    let (_, members) = app.get("/v2/topics/staff/subscriptions").await;
+    let members: Vec<&str> = members["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["subscriber"]["subscriberId"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["carol"]);
+    let (status, out) = app
+        .post("/v1/events/trigger", json!({"name": "news", "to": {"type": "Topic", "topicKey": "staff"}, "payload": {"n": 1}, "transactionId": "staff-1"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    settled(&app, "staff-1", 1).await;
+    let (_, page) = call(&app, &ann, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(
+        bodies(&page),
+        Vec::<&str>::new(),
+        "Ann hears nothing of staff"
+    );
+
+    // 2. No topic is created through the Inbox, named or not.
+    for body in [json!({}), json!({"topic": {"name": "Mine"}})] {
+        let (status, out) = call(
+            &app,
+            &ann,
+            Method::POST,
+            &inbox_path("ann-made"),
+            Some(body.clone()),
+        )
+        .await;
+        assert!(
+            status == StatusCode::NOT_FOUND || status == StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {status} {out}"
+        );
+    }
+    let (status, _) = app.get("/v2/topics/ann-made").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the topic was not created");
+
+    // 3. An open topic: Ann's identifier is assigned (hers), never chosen, so the operator's subscribe of
+    // carol gets carol's default identifier.
+    let (status, admins) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "admins", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{admins}");
+    assert_eq!(admins["allowSelfSubscription"], true, "{admins}");
+    let (status, out) = call(
+        &app,
+        &ann,
+        Method::POST,
+        &inbox_path("admins"),
+        Some(json!({"identifier": "tk_admins:si_carol"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    let (status, out) = call(
+        &app,
+        &ann,
+        Method::POST,
+        &inbox_path("admins"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"]["identifier"], "tk_admins:si_ann");
+    let (status, out) = app
+        .post(
+            "/v2/topics/admins/subscriptions",
+            json!({"subscriptions": ["carol"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"][0]["identifier"], "tk_admins:si_carol", "{out}");
+
+    // The operator opens `staff` (the name kept), then closes it again: Ann joins while it is open, keeps
+    // her subscription and may still end it once it is closed, but cannot join again.
+    let (status, opened) = app
+        .patch("/v2/topics/staff", json!({"allowSelfSubscription": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    assert_eq!(
+        (
+            opened["name"].clone(),
+            opened["allowSelfSubscription"].clone()
+        ),
+        (json!("Staff"), json!(true)),
+        "{opened}"
+    );
+    let (status, out) = call(
+        &app,
+        &ann,
+        Method::POST,
+        &inbox_path("staff"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (status, closed) = app
+        .patch("/v2/topics/staff", json!({"allowSelfSubscription": false}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{closed}");
+    assert!(closed.get("allowSelfSubscription").is_none(), "{closed}");
+    assert_eq!(closed["name"], "Staff");
+    let one = format!("{}/tk_staff:si_ann", inbox_path("staff"));
+    let (status, _) = call(&app, &ann, Method::DELETE, &one, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(
+        &app,
+        &ann,
+        Method::POST,
+        &inbox_path("staff"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+db_test!(
+    inbox_topic_self_subscription,
+    topic_self_subscription_is_offered
+);
+
+/// Issue 36 (low): the Inbox's read of a subscription that is not the subscriber's, or of none, answers as
+/// Novu does: 204 without a body (which `@novu/js` reads as "not subscribed"), not `200 {"data": null}`.
+async fn subscription_of_another_or_none_is_no_content(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let bob = token(&app, "bob").await;
+    let (status, _) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "watchers", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let path = "/v1/inbox/topics/watchers/subscriptions";
+    let (status, _) = call(&app, &ann, Method::POST, path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let anns = format!("{path}/tk_watchers:si_ann");
+    let (status, own) = call(&app, &ann, Method::GET, &anns, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(own["data"]["identifier"], "tk_watchers:si_ann");
+    for (who, path) in [
+        (&bob, anns.clone()),
+        (&ann, format!("{path}/tk_watchers:si_bob")),
+        (
+            &ann,
+            "/v1/inbox/topics/none/subscriptions/tk_none:si_ann".to_owned(),
+        ),
+    ] {
+        let resp = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(who)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::NO_CONTENT, "{path}");
+        assert_eq!(resp.bytes().await.unwrap().len(), 0, "{path}: no body");
+    }
+}
+db_test!(
+    inbox_subscription_of_another_is_no_content,
+    subscription_of_another_or_none_is_no_content
+);
 
 /// A snooze that is over is ended by the sweep of the socket layer (every 5 s): the message is listed as not
 /// snoozed and no longer holds the time (the sweep announces it as new to the subscriber's sockets).
