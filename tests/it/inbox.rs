@@ -1026,17 +1026,19 @@ async fn topic_subscriptions(app: TestApp) {
 }
 db_test!(inbox_topic_subscriptions, topic_subscriptions);
 
-/// Issue 36: Inbox topic subscriptions are the operator's to offer. Through the Inbox a subscriber can join
-/// neither a topic the operator did not open to self-subscription (here `staff`, whose broadcasts it would
-/// hear) nor a topic that does not exist (it never creates one), and it never chooses its subscription's
-/// identifier (so it cannot take `tk_admins:si_carol`, which the operator's subscribe of carol then needs).
-async fn topic_self_subscription_is_offered(app: TestApp) {
+/// The Inbox's subscribe path of the topic `key`.
+fn inbox_topic_path(key: &str) -> String {
+    format!("/v1/inbox/topics/{key}/subscriptions")
+}
+
+/// Issue 36: Inbox topic subscriptions are the operator's to offer. A subscriber cannot join, through the
+/// Inbox, a topic the operator did not open to self-subscription (here `staff`, whose broadcasts it would
+/// hear); once the operator opens it, it can, and once closed again it keeps (and may end) its subscription
+/// but cannot join again.
+async fn inbox_joins_only_open_topics(app: TestApp) {
     workflows(&app).await;
     let ann = token(&app, "ann").await;
     let _ = token(&app, "carol").await;
-    let inbox_path = |key: &str| format!("/v1/inbox/topics/{key}/subscriptions");
-
-    // 1. The operator's `staff` topic, closed (the default): Ann cannot join it, nor hear its broadcasts.
     let (status, staff) = app
         .post("/v2/topics", json!({"key": "staff", "name": "Staff"}))
         .await;
@@ -1049,14 +1051,8 @@ async fn topic_self_subscription_is_offered(app: TestApp) {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
-    let (status, out) = call(
-        &app,
-        &ann,
-        Method::POST,
-        &inbox_path("staff"),
-        Some(json!({})),
-    )
-    .await;
+    let path = inbox_topic_path("staff");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
     assert_error(&out, 404);
     let (_, members) = app.get("/v2/topics/staff/subscriptions").await;
@@ -1079,64 +1075,7 @@ async fn topic_self_subscription_is_offered(app: TestApp) {
         "Ann hears nothing of staff"
     );
 
-    // 2. No topic is created through the Inbox, named or not.
-    for body in [json!({}), json!({"topic": {"name": "Mine"}})] {
-        let (status, out) = call(
-            &app,
-            &ann,
-            Method::POST,
-            &inbox_path("ann-made"),
-            Some(body.clone()),
-        )
-        .await;
-        assert!(
-            status == StatusCode::NOT_FOUND || status == StatusCode::UNPROCESSABLE_ENTITY,
-            "{body}: {status} {out}"
-        );
-    }
-    let (status, _) = app.get("/v2/topics/ann-made").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "the topic was not created");
-
-    // 3. An open topic: Ann's identifier is assigned (hers), never chosen, so the operator's subscribe of
-    // carol gets carol's default identifier.
-    let (status, admins) = app
-        .post(
-            "/v2/topics",
-            json!({"key": "admins", "allowSelfSubscription": true}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{admins}");
-    assert_eq!(admins["allowSelfSubscription"], true, "{admins}");
-    let (status, out) = call(
-        &app,
-        &ann,
-        Method::POST,
-        &inbox_path("admins"),
-        Some(json!({"identifier": "tk_admins:si_carol"})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
-    let (status, out) = call(
-        &app,
-        &ann,
-        Method::POST,
-        &inbox_path("admins"),
-        Some(json!({})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{out}");
-    assert_eq!(out["data"]["identifier"], "tk_admins:si_ann");
-    let (status, out) = app
-        .post(
-            "/v2/topics/admins/subscriptions",
-            json!({"subscriptions": ["carol"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{out}");
-    assert_eq!(out["data"][0]["identifier"], "tk_admins:si_carol", "{out}");
-
-    // The operator opens `staff` (the name kept), then closes it again: Ann joins while it is open, keeps
-    // her subscription and may still end it once it is closed, but cannot join again.
+    // The operator opens `staff` (its name kept), then closes it again.
     let (status, opened) = app
         .patch("/v2/topics/staff", json!({"allowSelfSubscription": true}))
         .await;
@@ -1149,14 +1088,7 @@ async fn topic_self_subscription_is_offered(app: TestApp) {
         (json!("Staff"), json!(true)),
         "{opened}"
     );
-    let (status, out) = call(
-        &app,
-        &ann,
-        Method::POST,
-        &inbox_path("staff"),
-        Some(json!({})),
-    )
-    .await;
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
     let (status, closed) = app
         .patch("/v2/topics/staff", json!({"allowSelfSubscription": false}))
@@ -1164,22 +1096,64 @@ async fn topic_self_subscription_is_offered(app: TestApp) {
     assert_eq!(status, StatusCode::OK, "{closed}");
     assert!(closed.get("allowSelfSubscription").is_none(), "{closed}");
     assert_eq!(closed["name"], "Staff");
-    let one = format!("{}/tk_staff:si_ann", inbox_path("staff"));
-    let (status, _) = call(&app, &ann, Method::DELETE, &one, None).await;
+    let mine = format!("{path}/tk_staff:si_ann");
+    let (status, _) = call(&app, &ann, Method::DELETE, &mine, None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = call(
-        &app,
-        &ann,
-        Method::POST,
-        &inbox_path("staff"),
-        Some(json!({})),
-    )
-    .await;
+    let (status, _) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(
-    inbox_topic_self_subscription,
-    topic_self_subscription_is_offered
+    inbox_topic_closed_is_not_joined,
+    inbox_joins_only_open_topics
+);
+
+/// Issue 36: the Inbox never creates a topic, named or not.
+async fn inbox_creates_no_topic(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let path = inbox_topic_path("ann-made");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+    let named = json!({"topic": {"name": "Mine"}});
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(named)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert!(out["errors"].get("topic").is_some(), "{out}");
+    let (status, _) = app.get("/v2/topics/ann-made").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the topic was not created");
+}
+db_test!(inbox_topic_is_never_created, inbox_creates_no_topic);
+
+/// Issue 36: the Inbox never chooses a subscription's identifier: the server assigns the subscriber's own,
+/// so Ann cannot take `tk_admins:si_carol`, which the operator's subscribe of carol then gets.
+async fn inbox_chooses_no_identifier(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let _ = token(&app, "carol").await;
+    let (status, admins) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "admins", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{admins}");
+    let path = inbox_topic_path("admins");
+    let carols = json!({"identifier": "tk_admins:si_carol"});
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(carols)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert!(out["errors"].get("identifier").is_some(), "{out}");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"]["identifier"], "tk_admins:si_ann");
+    let (status, out) = app
+        .post(
+            "/v2/topics/admins/subscriptions",
+            json!({"subscriptions": ["carol"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"][0]["identifier"], "tk_admins:si_carol", "{out}");
+}
+db_test!(
+    inbox_topic_identifier_is_assigned,
+    inbox_chooses_no_identifier
 );
 
 /// Issue 36 (low): the Inbox's read of a subscription that is not the subscriber's, or of none, answers as
