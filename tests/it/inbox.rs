@@ -1641,3 +1641,82 @@ db_test!(
     inbox_socket_refusal,
     sockets_need_a_valid_token_before_the_upgrade
 );
+
+/// Issue 36 (low, schema conformance): the document describes the Inbox's answers as they are sent, under
+/// both profiles: `{data: …}` around single objects and arrays (the notification page and the counts are
+/// `{data, …}` already and stay as they are), and a 204 for a subscription the subscriber does not have.
+async fn the_document_describes_the_inbox_wire(backend: crate::support::Backend) {
+    use tidings::config::WireProfile;
+    for profile in [WireProfile::Spec, WireProfile::Novu] {
+        let app = TestApp::spawn_with(backend, profile).await;
+        let (status, doc) = send(app.client.get(app.url("/openapi.json"))).await;
+        assert_eq!(status, StatusCode::OK);
+        let body = |path: &str, method: &str, status: &str| {
+            doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        let schema = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+        let data = |inner: Value| json!({"type": "object", "required": ["data"], "properties": {"data": inner}});
+        let subscription = "/v1/inbox/topics/{topicKey}/subscriptions";
+        let one = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}";
+        for (path, method, status, inner) in [
+            ("/v1/inbox/session", "post", "201", schema("SessionOut")),
+            (
+                "/v1/inbox/preferences/global",
+                "get",
+                "200",
+                schema("InboxPreferenceOut"),
+            ),
+            (
+                "/v1/inbox/preferences",
+                "patch",
+                "200",
+                schema("InboxPreferenceOut"),
+            ),
+            (
+                "/v1/inbox/notifications/{id}/read",
+                "patch",
+                "200",
+                schema("InboxNotificationOut"),
+            ),
+            (subscription, "post", "201", schema("InboxSubscriptionOut")),
+            (one, "get", "200", schema("InboxSubscriptionOut")),
+            (one, "patch", "200", schema("InboxSubscriptionOut")),
+        ] {
+            assert_eq!(
+                body(path, method, status),
+                data(inner),
+                "{profile:?} {method} {path}"
+            );
+        }
+        for (path, method) in [
+            ("/v1/inbox/preferences", "get"),
+            ("/v1/inbox/preferences/bulk", "patch"),
+            (subscription, "get"),
+        ] {
+            let wrapped = body(path, method, "200");
+            assert_eq!(wrapped["required"], json!(["data"]), "{path}: {wrapped}");
+            assert_eq!(wrapped["properties"]["data"]["type"], "array", "{path}");
+        }
+        for (path, name) in [
+            ("/v1/inbox/notifications", "NotificationsPageOut"),
+            ("/v1/inbox/notifications/count", "CountsOut"),
+        ] {
+            assert_eq!(body(path, "get", "200"), schema(name), "{profile:?} {path}");
+        }
+        let none = &doc["paths"][one]["get"]["responses"]["204"];
+        assert!(none.is_object() && none.get("content").is_none(), "{none}");
+        // The activity's subscriber is one schema (left out when there is none), not a `oneOf` with null.
+        let subscriber = &doc["components"]["schemas"]["ActivityOut"]["properties"]["subscriber"];
+        assert_eq!(
+            subscriber["$ref"],
+            "#/components/schemas/ActivitySubscriberOut"
+        );
+        assert!(subscriber.get("oneOf").is_none(), "{subscriber}");
+    }
+}
+db_test!(
+    inbox_openapi_describes_its_wire,
+    the_document_describes_the_inbox_wire,
+    backend
+);
