@@ -146,7 +146,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             prefix,
         } => {
             let (store, tenant) = seed_target(&cfg, &api_key).await?;
-            let topic = service::topics::upsert(&store, &tenant, &key, None, false)
+            let topic = service::topics::upsert(&store, &tenant, &key, Default::default(), false)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let n = store

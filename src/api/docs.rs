@@ -108,8 +108,8 @@ pub fn for_profile(openapi: &OpenApi, profile: WireProfile) -> String {
         Err(_) => return "{}".to_owned(),
     };
     add_common_responses(&mut doc);
+    envelope_single_bodies(&mut doc, profile);
     if profile == WireProfile::Novu {
-        envelope_single_bodies(&mut doc);
         doc = spell_novu(doc);
     }
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned())
@@ -212,8 +212,10 @@ fn error_body_schema() -> Value {
     })
 }
 
-/// Wraps every success body that is not a page as `{data: …}`, as `wire::Reply` sends it under `novu`.
-fn envelope_single_bodies(doc: &mut Value) {
+/// Wraps as `{data: …}` the success bodies that `wire::Reply` sends so: the Inbox's (`/v1/inbox/…`) under
+/// every profile, every other single body under `novu`. A page (`{data, next, …}`, `{data, hasMore, …}`) is
+/// never wrapped, nor a body that is `{data}` alone (the Inbox's counts).
+fn envelope_single_bodies(doc: &mut Value, profile: WireProfile) {
     let schemas = doc
         .pointer("/components/schemas")
         .cloned()
@@ -221,7 +223,14 @@ fn envelope_single_bodies(doc: &mut Value) {
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
-    for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+    for (path, operation) in paths.iter_mut() {
+        let inbox = path.starts_with("/v1/inbox/");
+        if !inbox && profile != WireProfile::Novu {
+            continue;
+        }
+        let Some(operation) = operation.as_object_mut() else {
+            continue;
+        };
         for op in operation.values_mut() {
             let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
                 continue;
@@ -233,7 +242,11 @@ fn envelope_single_bodies(doc: &mut Value) {
                 let Some(schema) = response.pointer_mut("/content/application~1json/schema") else {
                     continue;
                 };
-                if !is_page(schema, &schemas) {
+                let props = properties(schema, &schemas).and_then(Value::as_object);
+                let has = |name: &str| props.is_some_and(|p| p.contains_key(name));
+                let alone = props.is_some_and(|p| p.len() == 1);
+                let enveloped = has("data") && (alone || has("next") || has("hasMore"));
+                if !enveloped {
                     let inner = schema.take();
                     *schema = json!({
                         "type": "object",
@@ -246,8 +259,8 @@ fn envelope_single_bodies(doc: &mut Value) {
     }
 }
 
-/// A page body: `{data, next, …}` or `{data, hasMore, …}` (following a `$ref` into the components).
-fn is_page(schema: &Value, schemas: &Value) -> bool {
+/// The properties of an object schema (following a `$ref` into the components).
+fn properties<'a>(schema: &'a Value, schemas: &'a Value) -> Option<&'a Value> {
     let resolved = match schema.get("$ref").and_then(Value::as_str) {
         Some(r) => r
             .strip_prefix("#/components/schemas/")
@@ -255,10 +268,7 @@ fn is_page(schema: &Value, schemas: &Value) -> bool {
             .unwrap_or(schema),
         None => schema,
     };
-    let Some(props) = resolved.get("properties") else {
-        return false;
-    };
-    props.get("data").is_some() && (props.get("next").is_some() || props.get("hasMore").is_some())
+    resolved.get("properties")
 }
 
 /// Every identifier spelled as the `novu` profile writes it (property names, enum values, examples): `svc` →

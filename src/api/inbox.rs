@@ -1143,27 +1143,34 @@ pub async fn list_subscriptions(
     Ok(Reply::enveloped(StatusCode::OK, out).into_response())
 }
 
-/// The subscriber's subscription to a topic by its identifier; `null` when it has none.
+/// The subscriber's subscription to a topic by its identifier; 204 without a body when it has none by that
+/// identifier (as Novu answers; `@novu/js` reads it as "not subscribed").
 #[utoipa::path(get, path = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}", tag = "Inbox",
     security(("InboxSession" = [])), params(("topicKey" = String, Path), ("identifier" = String, Path)),
-    responses((status = 200, description = "`{data: subscription or null}`", body = Option<InboxSubscriptionOut>),
+    responses((status = 200, description = "`{data: subscription}`", body = InboxSubscriptionOut),
+        (status = 204, description = "The subscriber has no subscription by this identifier to this topic"),
         (status = 401, description = "No valid session")))]
 pub async fn get_subscription(
     State(state): State<AppState>,
     who: InboxSubscriber,
     AppPath((key, identifier)): AppPath<(String, String)>,
 ) -> ApiResult<Response> {
-    let found = topics::get(&state.store, &who, &key, &identifier).await?;
-    let out: Option<InboxSubscriptionOut> = found.map(Into::into);
-    Ok(Reply::enveloped(StatusCode::OK, out).into_response())
+    Ok(
+        match topics::get(&state.store, &who, &key, &identifier).await? {
+            Some(found) => {
+                Reply::enveloped(StatusCode::OK, InboxSubscriptionOut::from(found)).into_response()
+            }
+            None => no_content(),
+        },
+    )
 }
 
 /// Body of a subscription's creation or update.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct SubscriptionIn {
-    /// The subscription's identifier (by default one made of the topic's key and the subscriber's id).
+    /// Assigned by the server (`tk_<topicKey>:si_<subscriberId>`): empty, or that one.
     pub identifier: Option<String>,
-    /// The topic's name, when the subscription creates it: `{name}`.
+    /// Refused: the Inbox never creates or names a topic (the operator does, with the API key).
     #[schema(value_type = Option<Object>)]
     pub topic: Option<Value>,
     /// Not supported (a subscription has no name of its own): refused.
@@ -1193,13 +1200,15 @@ impl SubscriptionIn {
     }
 }
 
-/// Subscribes the subscriber to a topic (created when missing); a subscriber already subscribed keeps its
-/// subscription.
+/// Subscribes the subscriber to a topic that the operator opened to self-subscription, under the identifier
+/// the server assigns; a subscriber already subscribed keeps its subscription.
 #[utoipa::path(post, path = "/v1/inbox/topics/{topicKey}/subscriptions", tag = "Inbox", security(("InboxSession" = [])),
     params(("topicKey" = String, Path)), request_body = SubscriptionIn,
     responses((status = 201, description = "`{data: subscription}`", body = InboxSubscriptionOut),
-        (status = 401, description = "No valid session"), (status = 409, description = "The identifier is another subscriber's"),
-        (status = 422, description = "Invalid body or topic key")))]
+        (status = 401, description = "No valid session"),
+        (status = 404, description = "No such topic, or one not open to self-subscription"),
+        (status = 409, description = "The assigned identifier is another subscriber's (the operator gave it)"),
+        (status = 422, description = "Invalid body: a topic, an identifier other than the assigned one, a name or preferences")))]
 pub async fn create_subscription(
     State(state): State<AppState>,
     who: InboxSubscriber,
@@ -1208,21 +1217,17 @@ pub async fn create_subscription(
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
     body.refuse_unsupported(&mut v);
-    let topic_name = match &body.topic {
-        None | Some(Value::Null) => None,
-        Some(t) => match t.get("name") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(n)) => Some(n.clone()),
-            Some(other) => {
-                v.add("topic.name", "topic.name must be a string", other.clone());
-                None
-            }
-        },
-    };
+    if let Some(topic) = body.topic.filter(|t| !t.is_null()) {
+        v.add(
+            "topic",
+            "the Inbox subscribes to topics that exist; only the operator creates or names a topic",
+            topic,
+        );
+    }
     v.finish()?;
     // `@novu/js` sends `""` when its caller names no identifier.
     let identifier = body.identifier.filter(|i| !i.is_empty());
-    let s = topics::create(&state.store, &who, &key, identifier, topic_name).await?;
+    let s = topics::create(&state.store, &who, &key, identifier).await?;
     Ok(Reply::enveloped(StatusCode::CREATED, InboxSubscriptionOut::from(s)).into_response())
 }
 

@@ -19,6 +19,9 @@ pub struct Topic {
     pub environment_id: String,
     pub key: String,
     pub name: Option<String>,
+    /// The operator opened the topic to self-subscription: a subscriber may subscribe itself to it through
+    /// the Inbox (off by default: the Inbox never joins a topic the operator did not offer).
+    pub allow_self_subscription: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

@@ -30,21 +30,58 @@ pub struct Upserted {
     pub refused: bool,
 }
 
-/// Creates the topic `key`, or, when it exists, sets its name (if one is given; with `fail_if_exists`,
+/// What a create or an update sets on a topic; a field left `None` is unchanged (on a create: unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicChange {
+    /// `Some(None)` clears the name.
+    pub name: Option<Option<String>>,
+    /// Whether a subscriber may subscribe itself to the topic through the Inbox.
+    pub allow_self_subscription: Option<bool>,
+}
+
+impl TopicChange {
+    /// Sets the name when one is given.
+    pub fn named(name: Option<String>) -> Self {
+        Self {
+            name: name.map(Some),
+            ..Self::default()
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let mut v = Validation::new();
+        if let Some(Some(n)) = &self.name {
+            validate_name(&mut v, "name", n);
+        }
+        v.finish()
+    }
+
+    /// The topic with this change applied, or `None` when it changes nothing.
+    fn apply(&self, topic: &Topic) -> Option<Topic> {
+        let mut changed = topic.clone();
+        if let Some(name) = &self.name {
+            changed.name.clone_from(name);
+        }
+        if let Some(allow) = self.allow_self_subscription {
+            changed.allow_self_subscription = allow;
+        }
+        (changed != *topic).then_some(changed)
+    }
+}
+
+/// Creates the topic `key` with `change`, or, when it exists, applies `change` to it (with `fail_if_exists`,
 /// leaves it alone and says so).
 pub async fn upsert(
     store: &Store,
     tenant: &Tenant,
     key: &str,
-    name: Option<String>,
+    change: TopicChange,
     fail_if_exists: bool,
 ) -> Result<Upserted> {
     let mut v = Validation::new();
     validate_key(&mut v, "key", key);
-    if let Some(n) = &name {
-        validate_name(&mut v, "name", n);
-    }
     v.finish()?;
+    change.validate()?;
     for _ in 0..2 {
         if let Some(topic) = store.get_topic(&tenant.environment_id, key).await? {
             if fail_if_exists {
@@ -54,11 +91,9 @@ pub async fn upsert(
                     refused: true,
                 });
             }
-            let topic = match name.clone() {
-                Some(n) if topic.name.as_deref() != Some(n.as_str()) => {
-                    rename_stored(store, topic, Some(n)).await?
-                }
-                _ => topic,
+            let topic = match change.apply(&topic) {
+                Some(changed) => store_change(store, changed).await?,
+                None => topic,
             };
             return Ok(Upserted {
                 topic,
@@ -72,7 +107,8 @@ pub async fn upsert(
             organization_id: tenant.organization_id.0.clone(),
             environment_id: tenant.environment_id.0.clone(),
             key: key.to_owned(),
-            name: name.clone(),
+            name: change.name.clone().flatten(),
+            allow_self_subscription: change.allow_self_subscription.unwrap_or(false),
             created_at: now,
             updated_at: now,
         };
@@ -125,24 +161,22 @@ pub async fn list_by_offset(
         .await
 }
 
-/// Sets (or, with `None`, clears) a topic's name.
-pub async fn rename(
+/// Applies `change` to the topic `key` (its name, its self-subscription flag).
+pub async fn update(
     store: &Store,
     tenant: &Tenant,
     key: &str,
-    name: Option<String>,
+    change: TopicChange,
 ) -> Result<Topic> {
-    if let Some(n) = &name {
-        let mut v = Validation::new();
-        validate_name(&mut v, "name", n);
-        v.finish()?;
-    }
+    change.validate()?;
     let topic = get(store, tenant, key).await?;
-    rename_stored(store, topic, name).await
+    match change.apply(&topic) {
+        Some(changed) => store_change(store, changed).await,
+        None => Ok(topic),
+    }
 }
 
-async fn rename_stored(store: &Store, mut topic: Topic, name: Option<String>) -> Result<Topic> {
-    topic.name = name;
+async fn store_change(store: &Store, mut topic: Topic) -> Result<Topic> {
     topic.updated_at = Timestamp::now().max(Timestamp(topic.updated_at.0 + 1));
     if !store.update_topic(&topic).await? {
         return Err(topic_not_found(&topic.key));
@@ -231,6 +265,14 @@ fn check_entries(v: &mut Validation, field: &str, entries: &[SubscriptionRequest
     }
 }
 
+/// The topic a subscribe adds to.
+enum Target<'a> {
+    /// The topic `key`, created (named `name`) when missing.
+    Key { key: &'a str, name: Option<String> },
+    /// This topic, which exists: nothing is created.
+    Existing(Topic),
+}
+
 /// Subscribes subscribers to the topic `key`, creating the topic (named `topic_name`) if needed. A
 /// subscriber already subscribed keeps its subscription. Unknown subscribers fail alone; when all fail,
 /// nothing is written (not even the topic) and the outcome has nothing done: the answer is a 400.
@@ -244,15 +286,42 @@ pub async fn subscribe(
 ) -> Result<SubscriptionOutcome> {
     let mut v = Validation::new();
     validate_key(&mut v, "topicKey", key);
+    if let Some(n) = &topic_name {
+        validate_name(&mut v, "name", n);
+    }
+    let target = Target::Key {
+        key,
+        name: topic_name,
+    };
+    subscribe_to(store, tenant, target, field, entries, v).await
+}
+
+/// Subscribes subscribers to `topic`, which exists (never creating one), as [`subscribe`] does.
+pub async fn subscribe_existing(
+    store: &Store,
+    tenant: &Tenant,
+    topic: Topic,
+    field: &str,
+    entries: Vec<SubscriptionRequest>,
+) -> Result<SubscriptionOutcome> {
+    let target = Target::Existing(topic);
+    subscribe_to(store, tenant, target, field, entries, Validation::new()).await
+}
+
+async fn subscribe_to(
+    store: &Store,
+    tenant: &Tenant,
+    target: Target<'_>,
+    field: &str,
+    entries: Vec<SubscriptionRequest>,
+    mut v: Validation,
+) -> Result<SubscriptionOutcome> {
     check_entries(&mut v, field, &entries);
     for (i, e) in entries.iter().enumerate() {
         if e.subscriber_id.is_none() {
             let at = format!("{field}[{i}].subscriberId");
             v.add(&at, format!("{at} is required"), serde_json::Value::Null);
         }
-    }
-    if let Some(n) = &topic_name {
-        validate_name(&mut v, "name", n);
     }
     v.finish()?;
 
@@ -290,7 +359,10 @@ pub async fn subscribe(
         });
     }
 
-    let topic = upsert_for_subscribe(store, tenant, key, topic_name).await?;
+    let topic = match target {
+        Target::Key { key, name } => upsert_for_subscribe(store, tenant, key, name).await?,
+        Target::Existing(topic) => topic,
+    };
     let now = Timestamp::now();
     let rows: Vec<TopicSubscription> = wanted
         .iter()
@@ -353,7 +425,9 @@ async fn upsert_for_subscribe(
     if let Some(topic) = store.get_topic(&tenant.environment_id, key).await? {
         return Ok(topic);
     }
-    Ok(upsert(store, tenant, key, name, false).await?.topic)
+    Ok(upsert(store, tenant, key, TopicChange::named(name), false)
+        .await?
+        .topic)
 }
 
 /// Unsubscribes subscribers (named by subscriberId or by their subscription's identifier) from the topic

@@ -94,6 +94,7 @@ embed_migrations!(
     "20261129001100_presence_heartbeat.sql",
     "20261129021000_inbox_sessions.sql",
     "20261129022000_sealed_secrets.sql",
+    "20261129024000_topic_self_subscription.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

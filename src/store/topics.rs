@@ -15,6 +15,7 @@ table! {
         environment_id: String,
         key: String,
         name: Option<String>,
+        allow_self_subscription: bool,
         created_at: i64,
         updated_at: i64,
     }
@@ -129,11 +130,13 @@ impl Store {
         self.rows(Cost::Point, q).await
     }
 
-    /// Sets a topic's name; false when the topic is gone.
+    /// Sets a topic's name and its self-subscription flag; false when the topic is gone.
     pub async fn update_topic(&self, t: &Topic) -> Result<bool> {
         let n = on_db!(self.w(), p => sqlx::query(
-            "update topics set name = $1, updated_at = $2 where environment_id = $3 and id = $4")
-            .bind(t.name.as_deref()).bind(t.updated_at.0).bind(&t.environment_id).bind(t.id.as_str())
+            "update topics set name = $1, allow_self_subscription = $2, updated_at = $3 \
+             where environment_id = $4 and id = $5")
+            .bind(t.name.as_deref()).bind(t.allow_self_subscription).bind(t.updated_at.0)
+            .bind(&t.environment_id).bind(t.id.as_str())
             .execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }

@@ -916,33 +916,53 @@ async fn topic_subscriptions(app: TestApp) {
     workflows(&app).await;
     let ann = token(&app, "ann").await;
     let bob = token(&app, "bob").await;
+    // The operator offers the topic to self-subscription.
+    let (status, out) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "launches", "name": "Launches", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
     let path = "/v1/inbox/topics/launches/subscriptions";
     let (status, out) = call(&app, &ann, Method::GET, path, None).await;
     assert_eq!(
         (status, out["data"].clone()),
         (StatusCode::OK, json!([])),
-        "no topic yet"
+        "not subscribed yet"
     );
 
-    // Ann subscribes herself; the topic is created with the name given.
+    // Ann subscribes herself, under the identifier the server assigns (@novu/js sends "" for none).
     let (status, out) = call(
         &app,
         &ann,
         Method::POST,
         path,
-        Some(json!({"topic": {"name": "Launches"}})),
+        Some(json!({"identifier": ""})),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
     let sub = out["data"].clone();
     let identifier = sub["identifier"].as_str().unwrap().to_owned();
+    assert_eq!(identifier, "tk_launches:si_ann");
     assert!(sub["id"].as_str().is_some_and(|id| id.len() == 24), "{sub}");
-    let (_, topic) = app.get("/v2/topics/launches").await;
-    assert_eq!(topic["name"], "Launches", "{topic}");
     let (_, again) = call(&app, &ann, Method::POST, path, Some(json!({}))).await;
     assert_eq!(
         again["data"], sub,
         "subscribing again keeps the subscription"
+    );
+    let (status, again) = call(
+        &app,
+        &ann,
+        Method::POST,
+        path,
+        Some(json!({"identifier": identifier})),
+    )
+    .await;
+    assert_eq!(
+        (status, again["data"].clone()),
+        (StatusCode::CREATED, sub.clone()),
+        "the assigned identifier may be named"
     );
     let (_, listed) = call(&app, &ann, Method::GET, path, None).await;
     assert_eq!(listed["data"], json!([sub]));
@@ -956,23 +976,32 @@ async fn topic_subscriptions(app: TestApp) {
     );
 
     // Bob neither sees nor ends Ann's subscription.
-    let (_, got) = call(&app, &bob, Method::GET, &one, None).await;
-    assert_eq!(got["data"], Value::Null);
+    let (status, got) = call(&app, &bob, Method::GET, &one, None).await;
+    assert_eq!((status, got), (StatusCode::NO_CONTENT, Value::Null));
     let (_, listed) = call(&app, &bob, Method::GET, path, None).await;
     assert_eq!(listed["data"], json!([]));
     let (status, _) = call(&app, &bob, Method::DELETE, &one, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    // What Tidings cannot keep is refused.
+    // What Tidings cannot keep, and what only the operator decides, is refused.
+    for body in [
+        json!({"name": "Mine"}),
+        json!({"preferences": [{"workflowId": "news", "enabled": false}]}),
+        json!({"topic": {"name": "Renamed"}}),
+        json!({"identifier": "mine"}),
+    ] {
+        let (status, out) = call(&app, &ann, Method::POST, path, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {out}");
+    }
     for body in [
         json!({"name": "Mine"}),
         json!({"preferences": [{"workflowId": "news", "enabled": false}]}),
     ] {
-        let (status, out) = call(&app, &ann, Method::POST, path, Some(body.clone())).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {out}");
         let (status, _) = call(&app, &ann, Method::PATCH, &one, Some(body)).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     }
+    let (_, topic) = app.get("/v2/topics/launches").await;
+    assert_eq!(topic["name"], "Launches", "{topic}");
 
     // A trigger to the topic reaches Ann; after she unsubscribes, the next does not.
     let trigger_topic = |tx: &'static str| {
@@ -996,6 +1025,179 @@ async fn topic_subscriptions(app: TestApp) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 db_test!(inbox_topic_subscriptions, topic_subscriptions);
+
+/// The Inbox's subscribe path of the topic `key`.
+fn inbox_topic_path(key: &str) -> String {
+    format!("/v1/inbox/topics/{key}/subscriptions")
+}
+
+/// Issue 36: Inbox topic subscriptions are the operator's to offer. A subscriber cannot join, through the
+/// Inbox, a topic the operator did not open to self-subscription (here `staff`, whose broadcasts it would
+/// hear); once the operator opens it, it can, and once closed again it keeps (and may end) its subscription
+/// but cannot join again.
+async fn inbox_joins_only_open_topics(app: TestApp) {
+    workflows(&app).await;
+    let ann = token(&app, "ann").await;
+    let _ = token(&app, "carol").await;
+    let (status, staff) = app
+        .post("/v2/topics", json!({"key": "staff", "name": "Staff"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{staff}");
+    assert!(staff.get("allowSelfSubscription").is_none(), "{staff}");
+    let (status, _) = app
+        .post(
+            "/v2/topics/staff/subscriptions",
+            json!({"subscriptions": ["carol"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let path = inbox_topic_path("staff");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+    assert_error(&out, 404);
+    let (_, members) = app.get("/v2/topics/staff/subscriptions").await;
+    let members: Vec<&str> = members["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["subscriber"]["subscriberId"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["carol"]);
+    let (status, out) = app
+        .post("/v1/events/trigger", json!({"name": "news", "to": {"type": "Topic", "topicKey": "staff"}, "payload": {"n": 1}, "transactionId": "staff-1"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    settled(&app, "staff-1", 1).await;
+    let (_, page) = call(&app, &ann, Method::GET, "/v1/inbox/notifications", None).await;
+    assert_eq!(
+        bodies(&page),
+        Vec::<&str>::new(),
+        "Ann hears nothing of staff"
+    );
+
+    // The operator opens `staff` (its name kept), then closes it again.
+    let (status, opened) = app
+        .patch("/v2/topics/staff", json!({"allowSelfSubscription": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    assert_eq!(
+        (
+            opened["name"].clone(),
+            opened["allowSelfSubscription"].clone()
+        ),
+        (json!("Staff"), json!(true)),
+        "{opened}"
+    );
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (status, closed) = app
+        .patch("/v2/topics/staff", json!({"allowSelfSubscription": false}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{closed}");
+    assert!(closed.get("allowSelfSubscription").is_none(), "{closed}");
+    assert_eq!(closed["name"], "Staff");
+    let mine = format!("{path}/tk_staff:si_ann");
+    let (status, _) = call(&app, &ann, Method::DELETE, &mine, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+db_test!(
+    inbox_topic_closed_is_not_joined,
+    inbox_joins_only_open_topics
+);
+
+/// Issue 36: the Inbox never creates a topic, named or not.
+async fn inbox_creates_no_topic(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let path = inbox_topic_path("ann-made");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+    let named = json!({"topic": {"name": "Mine"}});
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(named)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert!(out["errors"].get("topic").is_some(), "{out}");
+    let (status, _) = app.get("/v2/topics/ann-made").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the topic was not created");
+}
+db_test!(inbox_topic_is_never_created, inbox_creates_no_topic);
+
+/// Issue 36: the Inbox never chooses a subscription's identifier: the server assigns the subscriber's own,
+/// so Ann cannot take `tk_admins:si_carol`, which the operator's subscribe of carol then gets.
+async fn inbox_chooses_no_identifier(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let _ = token(&app, "carol").await;
+    let (status, admins) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "admins", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{admins}");
+    let path = inbox_topic_path("admins");
+    let carols = json!({"identifier": "tk_admins:si_carol"});
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(carols)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert!(out["errors"].get("identifier").is_some(), "{out}");
+    let (status, out) = call(&app, &ann, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"]["identifier"], "tk_admins:si_ann");
+    let (status, out) = app
+        .post(
+            "/v2/topics/admins/subscriptions",
+            json!({"subscriptions": ["carol"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["data"][0]["identifier"], "tk_admins:si_carol", "{out}");
+}
+db_test!(
+    inbox_topic_identifier_is_assigned,
+    inbox_chooses_no_identifier
+);
+
+/// Issue 36 (low): the Inbox's read of a subscription that is not the subscriber's, or of none, answers as
+/// Novu does: 204 without a body (which `@novu/js` reads as "not subscribed"), not `200 {"data": null}`.
+async fn subscription_of_another_or_none_is_no_content(app: TestApp) {
+    let ann = token(&app, "ann").await;
+    let bob = token(&app, "bob").await;
+    let (status, _) = app
+        .post(
+            "/v2/topics",
+            json!({"key": "watchers", "allowSelfSubscription": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let path = "/v1/inbox/topics/watchers/subscriptions";
+    let (status, _) = call(&app, &ann, Method::POST, path, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let anns = format!("{path}/tk_watchers:si_ann");
+    let (status, own) = call(&app, &ann, Method::GET, &anns, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(own["data"]["identifier"], "tk_watchers:si_ann");
+    for (who, path) in [
+        (&bob, anns.clone()),
+        (&ann, format!("{path}/tk_watchers:si_bob")),
+        (
+            &ann,
+            "/v1/inbox/topics/none/subscriptions/tk_none:si_ann".to_owned(),
+        ),
+    ] {
+        let resp = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(who)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::NO_CONTENT, "{path}");
+        assert_eq!(resp.bytes().await.unwrap().len(), 0, "{path}: no body");
+    }
+}
+db_test!(
+    inbox_subscription_of_another_is_no_content,
+    subscription_of_another_or_none_is_no_content
+);
 
 /// A snooze that is over is ended by the sweep of the socket layer (every 5 s): the message is listed as not
 /// snoozed and no longer holds the time (the sweep announces it as new to the subscriber's sockets).
@@ -1438,4 +1640,83 @@ async fn sockets_need_a_valid_token_before_the_upgrade(app: TestApp) {
 db_test!(
     inbox_socket_refusal,
     sockets_need_a_valid_token_before_the_upgrade
+);
+
+/// Issue 36 (low, schema conformance): the document describes the Inbox's answers as they are sent, under
+/// both profiles: `{data: …}` around single objects and arrays (the notification page and the counts are
+/// `{data, …}` already and stay as they are), and a 204 for a subscription the subscriber does not have.
+async fn the_document_describes_the_inbox_wire(backend: crate::support::Backend) {
+    use tidings::config::WireProfile;
+    for profile in [WireProfile::Spec, WireProfile::Novu] {
+        let app = TestApp::spawn_with(backend, profile).await;
+        let (status, doc) = send(app.client.get(app.url("/openapi.json"))).await;
+        assert_eq!(status, StatusCode::OK);
+        let body = |path: &str, method: &str, status: &str| {
+            doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        let schema = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+        let data = |inner: Value| json!({"type": "object", "required": ["data"], "properties": {"data": inner}});
+        let subscription = "/v1/inbox/topics/{topicKey}/subscriptions";
+        let one = "/v1/inbox/topics/{topicKey}/subscriptions/{identifier}";
+        for (path, method, status, inner) in [
+            ("/v1/inbox/session", "post", "201", schema("SessionOut")),
+            (
+                "/v1/inbox/preferences/global",
+                "get",
+                "200",
+                schema("InboxPreferenceOut"),
+            ),
+            (
+                "/v1/inbox/preferences",
+                "patch",
+                "200",
+                schema("InboxPreferenceOut"),
+            ),
+            (
+                "/v1/inbox/notifications/{id}/read",
+                "patch",
+                "200",
+                schema("InboxNotificationOut"),
+            ),
+            (subscription, "post", "201", schema("InboxSubscriptionOut")),
+            (one, "get", "200", schema("InboxSubscriptionOut")),
+            (one, "patch", "200", schema("InboxSubscriptionOut")),
+        ] {
+            assert_eq!(
+                body(path, method, status),
+                data(inner),
+                "{profile:?} {method} {path}"
+            );
+        }
+        for (path, method) in [
+            ("/v1/inbox/preferences", "get"),
+            ("/v1/inbox/preferences/bulk", "patch"),
+            (subscription, "get"),
+        ] {
+            let wrapped = body(path, method, "200");
+            assert_eq!(wrapped["required"], json!(["data"]), "{path}: {wrapped}");
+            assert_eq!(wrapped["properties"]["data"]["type"], "array", "{path}");
+        }
+        for (path, name) in [
+            ("/v1/inbox/notifications", "NotificationsPageOut"),
+            ("/v1/inbox/notifications/count", "CountsOut"),
+        ] {
+            assert_eq!(body(path, "get", "200"), schema(name), "{profile:?} {path}");
+        }
+        let none = &doc["paths"][one]["get"]["responses"]["204"];
+        assert!(none.is_object() && none.get("content").is_none(), "{none}");
+        // The activity's subscriber is one schema (left out when there is none), not a `oneOf` with null.
+        let subscriber = &doc["components"]["schemas"]["ActivityOut"]["properties"]["subscriber"];
+        assert_eq!(
+            subscriber["$ref"],
+            "#/components/schemas/ActivitySubscriberOut"
+        );
+        assert!(subscriber.get("oneOf").is_none(), "{subscriber}");
+    }
+}
+db_test!(
+    inbox_openapi_describes_its_wire,
+    the_document_describes_the_inbox_wire,
+    backend
 );

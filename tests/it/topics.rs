@@ -541,10 +541,16 @@ async fn subscribe_after_delete(app: TestApp) {
 
     let live = app.subscriber("still-here", json!({})).await;
     let gone = app.subscriber("gone", json!({})).await;
-    let topic = tidings::service::topics::upsert(&app.store, &app.tenant, "racy", None, false)
-        .await
-        .unwrap()
-        .topic;
+    let topic = tidings::service::topics::upsert(
+        &app.store,
+        &app.tenant,
+        "racy",
+        Default::default(),
+        false,
+    )
+    .await
+    .unwrap()
+    .topic;
     let (status, _) = app.delete("/v2/subscribers/gone").await;
     assert_eq!(status, StatusCode::OK);
     let row = |s: &Value| TopicSubscription {

@@ -744,6 +744,9 @@ async function main() {
     await expectError(() => topics.get("tp-none"), errors.ErrorDto, 404, "unknown topic");
     const v = await expectError(() => topics.create({ key: "bad key" }), errors.ValidationErrorDto, 422, "bad key");
     eq(Object.keys(v.errors ?? {}), ["key"], "the 422 names the key");
+    // Tidings' extension field (a topic open to self-subscription through the Inbox) is parsed past.
+    await rawOk("POST", "/v2/topics", { key: "tp-open", allowSelfSubscription: true }, 201);
+    eq((await topics.get("tp-open")).result.key, "tp-open", "a topic with allowSelfSubscription parses");
   });
 
   await group("topics: subscriptions create (partial, all failed), list, get, update, delete; subscriber's list; v1 membership", async () => {

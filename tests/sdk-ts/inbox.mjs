@@ -803,10 +803,18 @@ async function topicGroups() {
   await group("topics: subscribe, list, get and unsubscribe through @novu/js; a trigger to the topic reaches the subscriber", async () => {
     const { novu } = await inbox("tp-ann");
     const topicKey = `tp-launches-${RUN}`;
+    // Only a topic the operator opened to self-subscription can be joined from the Inbox.
+    refused(await novu.subscriptions.create({ topicKey }), 404, "no such topic: none is created");
+    await rawOk("POST", "/v2/topics", { key: topicKey, name: "Launches" }, 201);
+    refused(await novu.subscriptions.create({ topicKey }), 404, "a topic closed to self-subscription");
+    await rawOk("PATCH", `/v2/topics/${topicKey}`, { allowSelfSubscription: true });
     eq(ok(await novu.subscriptions.list({ topicKey }), "list before").length, 0, "no subscription before");
-    const created = ok(await novu.subscriptions.create({ topicKey, topicName: "Launches" }), "create");
-    check(created.id && created.identifier, `create: ${JSON.stringify(created)}`);
-    eq((await rawOk("GET", `/v2/topics/${topicKey}`)).name, "Launches", "the topic, created with its name");
+    refused(await novu.subscriptions.create({ topicKey, topicName: "Mine" }), 422, "the Inbox names no topic");
+    refused(await novu.subscriptions.create({ topicKey, identifier: "chosen" }), 422, "the identifier is assigned");
+    const created = ok(await novu.subscriptions.create({ topicKey }), "create");
+    eq(created.identifier, `tk_${topicKey}:si_tp-ann`, "the assigned identifier");
+    check(created.id, `create: ${JSON.stringify(created)}`);
+    eq((await rawOk("GET", `/v2/topics/${topicKey}`)).name, "Launches", "the topic keeps its name");
     eq(ok(await novu.subscriptions.list({ topicKey }), "list").map((s) => s.identifier), [created.identifier], "list");
     eq(ok(await novu.subscriptions.get({ topicKey, identifier: created.identifier }), "get")?.id, created.id, "get");
     const transactionId = `tp-1-${RUN}`;

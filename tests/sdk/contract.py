@@ -934,6 +934,11 @@ def main():
         expect_error(lambda: topics.get(topic_key="tp-none"), models.ErrorDto, 404, "unknown topic")
         e = expect_error(lambda: topics.create(create_update_topic_request_dto={"key": "bad key"}), models.ValidationErrorDto, 422, "bad key")
         eq(sorted(e.data.errors), ["key"], "the 422 names the key")
+        # Tidings' extension field (a topic open to self-subscription through the Inbox) is parsed past.
+        raw_ok("POST", "/v2/topics", {"key": "tp-open", "allowSelfSubscription": True}, 201)
+        opened, wire = sdk("topics.get open", lambda: topics.get(topic_key="tp-open"))
+        eq((opened.key if opened else None, (wire or {}).get("allowSelfSubscription")), ("tp-open", True),
+           "a topic with allowSelfSubscription parses")
     group("topics: create (201, then 200), get, update, list, 404, 422", topics_crud)
 
     def topic_subscriptions():

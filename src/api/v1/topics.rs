@@ -154,7 +154,14 @@ pub async fn create_topic(
     tenant: Tenant,
     AppJson(body): AppJson<TopicV1In>,
 ) -> ApiResult<Response> {
-    let done = service::upsert(&state.store, &tenant, &body.key, body.name, true).await?;
+    let done = service::upsert(
+        &state.store,
+        &tenant,
+        &body.key,
+        service::TopicChange::named(body.name),
+        true,
+    )
+    .await?;
     if done.refused {
         return Err(Error::Conflict(format!("Topic \"{}\" already exists", body.key)).into());
     }
@@ -213,7 +220,11 @@ pub async fn rename_topic(
     AppPath(key): AppPath<String>,
     AppJson(body): AppJson<TopicRenameV1In>,
 ) -> ApiResult<Response> {
-    let topic = service::rename(&state.store, &tenant, &key, body.name).await?;
+    let change = service::TopicChange {
+        name: Some(body.name),
+        ..Default::default()
+    };
+    let topic = service::update(&state.store, &tenant, &key, change).await?;
     Ok(Reply::ok(TopicV1Out::from(topic)).into_response())
 }
 

@@ -18,7 +18,7 @@ use crate::domain::topic::Topic;
 use crate::domain::Tenant;
 use crate::error::{Error, Validation};
 use crate::service::topics::{
-    self as service, SubscriptionOutcome, SubscriptionRequest, SubscriptionView,
+    self as service, SubscriptionOutcome, SubscriptionRequest, SubscriptionView, TopicChange,
 };
 use crate::store::topics::{TopicFilter, TopicOrder};
 
@@ -32,6 +32,10 @@ pub struct TopicOut {
     /// Absent when the topic has none (the SDKs' models refuse a `null` name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Tidings' extension: present (`true`) when a subscriber may subscribe itself to the topic through
+    /// the Inbox; absent when it may not (the default).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_self_subscription: bool,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
 }
@@ -42,6 +46,7 @@ impl From<Topic> for TopicOut {
             id: t.id.into(),
             key: t.key,
             name: t.name,
+            allow_self_subscription: t.allow_self_subscription,
             created_at: t.created_at.into(),
             updated_at: t.updated_at.into(),
         }
@@ -183,15 +188,24 @@ const ORDER_BY: &[(&str, TopicOrder)] = &[
 
 /// Body of `POST /v2/topics`.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct TopicIn {
     pub key: String,
     pub name: Option<String>,
+    /// Tidings' extension: whether a subscriber may subscribe itself to the topic through the Inbox
+    /// (default `false`; on an existing topic, unchanged when absent).
+    pub allow_self_subscription: Option<bool>,
 }
 
-/// Body of `PATCH /v2/topics/{topicKey}`.
+/// Body of `PATCH /v2/topics/{topicKey}`: an absent field is unchanged, a `null` name clears it.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct TopicPatchIn {
-    pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::api::v2::subscribers::present")]
+    #[schema(value_type = Option<String>)]
+    pub name: Option<Option<String>>,
+    /// Tidings' extension: whether a subscriber may subscribe itself to the topic through the Inbox.
+    pub allow_self_subscription: Option<bool>,
 }
 
 /// Body of `DELETE /v2/topics/{topicKey}`.
@@ -243,7 +257,11 @@ pub async fn upsert_topic(
     let mut v = Validation::new();
     let fail_if_exists = q.bool(&mut v, "failIfExists").unwrap_or(false);
     v.finish()?;
-    let done = service::upsert(&state.store, &tenant, &body.key, body.name, fail_if_exists).await?;
+    let change = TopicChange {
+        name: body.name.map(Some),
+        allow_self_subscription: body.allow_self_subscription,
+    };
+    let done = service::upsert(&state.store, &tenant, &body.key, change, fail_if_exists).await?;
     let out = TopicOut::from(done.topic);
     if done.refused {
         // The SDKs read the existing topic from the 409's body.
@@ -272,7 +290,7 @@ pub async fn get_topic(
     Ok(Reply::ok(TopicOut::from(topic)).into_response())
 }
 
-/// Rename a topic.
+/// Rename a topic, or open or close it to self-subscription through the Inbox.
 #[utoipa::path(patch, path = "/v2/topics/{topicKey}", tag = "Topics", request_body = TopicPatchIn,
     params(("topicKey" = String, Path)),
     responses((status = 200, body = TopicOut), (status = 404, description = "Unknown topic"),
@@ -283,7 +301,11 @@ pub async fn patch_topic(
     AppPath(key): AppPath<String>,
     AppJson(body): AppJson<TopicPatchIn>,
 ) -> ApiResult<Response> {
-    let topic = service::rename(&state.store, &tenant, &key, body.name).await?;
+    let change = TopicChange {
+        name: body.name,
+        allow_self_subscription: body.allow_self_subscription,
+    };
+    let topic = service::update(&state.store, &tenant, &key, change).await?;
     Ok(Reply::ok(TopicOut::from(topic)).into_response())
 }
 
