@@ -358,16 +358,16 @@ async fn sockets_are_capped(backend: Backend) {
             .await
             .is_none());
     }
-    let log = server.log();
-    let opened = log
-        .lines()
-        .filter(|l| l.contains("Inbox socket opened"))
-        .count();
-    let closed = log
-        .lines()
-        .filter(|l| l.contains("Inbox socket closed"))
-        .count();
-    assert_eq!((opened, closed), (5, 2), "{log}");
+    // The log thread writes lines as they come: wait for the last close's line.
+    let counts = |log: &str| {
+        let lines = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+        (lines("Inbox socket opened"), lines("Inbox socket closed"))
+    };
+    let log = eventually(|| async {
+        let log = server.log();
+        (counts(&log) == (5, 2)).then_some(log)
+    })
+    .await;
     assert!(log.contains("subscriber="), "{log}");
     assert!(!log.contains(&ann) && !log.contains(&bob), "{log}");
 }
