@@ -19,6 +19,8 @@ use crate::support;
 
 /// Prefix of the databases this test creates (those left by a run that crashed are dropped after an hour).
 const PREFIX: &str = "tidings_inst_";
+/// Tells apart the databases one test process creates within the same second.
+static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A database created for one run, dropped (with its connections) when this is dropped.
 pub(crate) struct FreshDatabase {
@@ -34,9 +36,10 @@ impl FreshDatabase {
             .expect("connect to TIDINGS_TEST_POSTGRES_URL");
         drop_stale_databases(&admin).await;
         let name = format!(
-            "{PREFIX}{}_{}",
+            "{PREFIX}{}_{}_{}",
             chrono::Utc::now().timestamp(),
-            std::process::id()
+            std::process::id(),
+            CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         sqlx::query(&format!("create database \"{name}\""))
             .execute(&admin)
