@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::db_test;
 use crate::support::receiver::{Receiver, Reply};
-use crate::support::{deliver_one, TestApp};
+use crate::support::{deliver_one, last_detail, TestApp};
 
 const SECRET: &str = "whsec-0123456789abcdef";
 
@@ -46,15 +46,6 @@ fn attempts(job: &Value) -> Vec<(String, bool)> {
             )
         })
         .collect()
-}
-
-fn last_detail(job: &Value) -> Value {
-    job["executionDetails"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone()
 }
 
 async fn delivered_and_signed(app: TestApp) {

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::db_test;
 use crate::support::receiver::{Receiver, Reply};
-use crate::support::{deliver_one, settled, worker_options, Backend, TestApp};
+use crate::support::{deliver_one, last_detail, settled, worker_options, Backend, TestApp};
 
 /// An app whose workers refuse private addresses, as `tidings serve` runs by default.
 async fn guarded(backend: Backend) -> TestApp {
@@ -36,15 +36,6 @@ async fn call(app: &TestApp, controls: Value) -> Value {
         .await;
     assert_eq!(status, reqwest::StatusCode::CREATED, "{out}");
     settled(app, &id, 1).await[0]["jobs"][0].clone()
-}
-
-fn last_detail(job: &Value) -> Value {
-    job["executionDetails"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone()
 }
 
 /// The loopback receiver, by address and by name: neither is called, and the step fails saying why.

@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 use crate::db_test;
 use crate::support::receiver::{Received, Receiver, Reply};
 use crate::support::smtp::SmtpServer;
-use crate::support::{deliver_one, only_post, replying_always, replying_once, TestApp};
+use crate::support::{
+    deliver_one, last_detail, only_post, replying_always, replying_once, TestApp,
+};
 
 const API_KEY: &str = "key-0123456789abcdef";
 
@@ -88,11 +90,6 @@ fn assert_json(req: &Received, expected: Value) {
 /// The job's execution details.
 fn details(job: &Value) -> &Vec<Value> {
     job["executionDetails"].as_array().unwrap()
-}
-
-/// The execution detail of the provider call (the last one).
-fn last_detail(job: &Value) -> Value {
-    details(job).last().unwrap().clone()
 }
 
 /// The job completed through `provider` (with `id` reported) and the message is recorded as sent.

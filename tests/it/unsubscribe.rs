@@ -12,7 +12,7 @@ use tidings::domain::{EnvironmentId, SubscriberRef, WorkflowRef};
 
 use crate::db_test;
 use crate::support::smtp::{Mail, SmtpServer};
-use crate::support::{settled, worker_options, Backend, TestApp};
+use crate::support::{last_detail, settled, worker_options, Backend, TestApp};
 
 /// An app whose workers put unsubscribe links under its own address, given as an operator would write
 /// `TIDINGS_PUBLIC_URL` (a trailing slash), and an SMTP integration at a test receiver.
@@ -63,11 +63,6 @@ async fn trigger(app: &TestApp, workflow: &str, overrides: Value) -> Value {
     assert_eq!(status, StatusCode::CREATED, "{out}");
     let items = settled(app, &transaction_id, 1).await;
     items[0]["jobs"][0].clone()
-}
-
-/// The job's last execution detail.
-fn last_detail(job: &Value) -> &Value {
-    job["executionDetails"].as_array().unwrap().last().unwrap()
 }
 
 /// The lines of the mail's top-level head that set `name`.

@@ -523,6 +523,11 @@ pub async fn deliver_one(
     (job, message)
 }
 
+/// A job's last execution detail (a settled job's: what its step came to).
+pub fn last_detail(job: &Value) -> &Value {
+    job["executionDetails"].as_array().unwrap().last().unwrap()
+}
+
 /// A receiver answering every request with `reply`.
 pub async fn replying_always(reply: receiver::Reply) -> receiver::Receiver {
     let r = receiver::Receiver::start().await;
