@@ -15,7 +15,7 @@ use super::{JobId, MessageId, NotificationId, SubscriberRef, Timestamp, Workflow
 /// `shouldStopOnFail`), or `merged` (a digest job whose event joined another job's digest).
 ///
 /// Stored and written on the wire as [`JobStatus::as_str`] (the serde form is the same). `Default` only lets
-/// a [`JobOutcome`](crate::store::jobs::JobOutcome) be built with `..Default::default()`.
+/// the store's job outcome be built with `..Default::default()`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
@@ -202,7 +202,7 @@ pub struct NotificationView<'a> {
     pub updated_at: Timestamp,
 }
 
-/// A job's state as [`Store::jobs_of`](crate::store::Store::jobs_of) reads it.
+/// A job's state as the store's `jobs_of` reads it.
 #[derive(Debug, Clone)]
 pub struct JobSummary {
     pub id: JobId,

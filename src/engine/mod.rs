@@ -30,7 +30,7 @@ use crate::domain::{
     new_object_id, EnvironmentId, JobId, NotificationId, SubscriberRef, Timestamp, WorkflowRef,
 };
 use crate::store::inbox_events::InboxEvent;
-use crate::store::jobs::JobOutcome;
+use crate::store::jobs::{Claimed, JobOutcome};
 use crate::store::Store;
 
 /// How long a claimed job is reserved for its worker. A process renews the leases of all the jobs it holds
@@ -736,10 +736,14 @@ impl Claimer {
             self.reclaimed_at = Some(std::time::Instant::now());
         }
         let lease_ms = self.claims.lease.as_millis() as i64;
-        let claimed = self
+        let Claimed {
+            jobs: claimed,
+            reclaimed,
+        } = self
             .store
             .claim_jobs(&self.claims.worker, most, lease_ms, reclaim)
             .await?;
+        crate::metrics::lease_expiries(reclaimed);
         self.claims.held.add(claimed.iter().map(|j| j.id.clone()));
         let keys: Vec<(String, NotificationId)> = claimed
             .iter()

@@ -14,6 +14,14 @@ use crate::domain::workflow::Step;
 use crate::domain::{EnvironmentId, JobId, NotificationId, Timestamp};
 use crate::error::Result;
 
+/// What [`Store::claim_jobs`] leased: the jobs, the first `reclaimed` of them claimed again after their lease
+/// expired (the engine records those as lease expiries; the store records no metrics).
+#[derive(Debug)]
+pub struct Claimed {
+    pub jobs: Vec<Job>,
+    pub reclaimed: usize,
+}
+
 table! {
     Job => "jobs" {
         id: String,
@@ -101,14 +109,14 @@ impl Store {
     }
 
     /// Claims up to `limit` due jobs for `worker` with a lease. With `reclaim_expired`, jobs whose lease
-    /// expired (their worker died) are claimed again, before due ones.
+    /// expired (their worker died) are claimed again, before due ones; the claim says how many.
     pub async fn claim_jobs(
         &self,
         worker: &str,
         limit: i64,
         lease_ms: i64,
         reclaim_expired: bool,
-    ) -> Result<Vec<Job>> {
+    ) -> Result<Claimed> {
         let now = Timestamp::now().0;
         // Two statements, each served by the `jobs_due (status, run_at)` index in order and stopping after
         // `limit` rows. One statement with `(queued and due) or (running and expired) order by run_at` would
@@ -125,8 +133,8 @@ impl Store {
         } else {
             Vec::new()
         };
-        crate::metrics::lease_expiries(expired.len());
-        let left = limit - expired.len() as i64;
+        let reclaimed = expired.len();
+        let left = limit - reclaimed as i64;
         let mut jobs = expired;
         if left > 0 {
             jobs.extend(
@@ -140,7 +148,7 @@ impl Store {
                 .await?,
             );
         }
-        Ok(jobs)
+        Ok(Claimed { jobs, reclaimed })
     }
 
     async fn claim_where(

@@ -637,13 +637,15 @@ async fn lease_expiry(backend: Backend) {
         .store
         .claim_jobs("dead-worker", 10, 300, true)
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 1);
     assert!(
         app.store
             .claim_jobs("other", 10, 300, true)
             .await
             .unwrap()
+            .jobs
             .is_empty(),
         "the lease holds"
     );
@@ -675,6 +677,7 @@ async fn lease_expiry(backend: Backend) {
             .claim_jobs("other", 10, 300, false)
             .await
             .unwrap()
+            .jobs
             .is_empty(),
         "a claim that does not look for expired leases leaves the job alone"
     );
@@ -743,7 +746,12 @@ async fn a_cancel_while_a_step_runs_stops_the_chain(backend: Backend) {
         json!({"name": "ping", "to": "cal", "payload": {"i": 1}, "transactionId": "t-race"}),
     )
     .await;
-    let claimed = app.store.claim_jobs("w1", 10, 60_000, true).await.unwrap();
+    let claimed = app
+        .store
+        .claim_jobs("w1", 10, 60_000, true)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 1);
     let runner = tidings::engine::steps::Runner::new(
         app.store.clone(),
@@ -775,6 +783,7 @@ async fn a_cancel_while_a_step_runs_stops_the_chain(backend: Backend) {
         .claim_jobs("w1", 10, 60_000, true)
         .await
         .unwrap()
+        .jobs
         .is_empty());
 }
 db_test!(
@@ -1435,6 +1444,7 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
             .claim_jobs("other", 10, 300, true)
             .await
             .unwrap()
+            .jobs
             .is_empty(),
         "a handed job is leased in the database"
     );
@@ -1444,7 +1454,12 @@ async fn handed_jobs_are_released_or_reclaimed(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(released, 1);
-    let claimed = app.store.claim_jobs("other", 10, 300, false).await.unwrap();
+    let claimed = app
+        .store
+        .claim_jobs("other", 10, 300, false)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 1);
     assert_eq!(
         (claimed[0].id.as_str(), claimed[0].attempts),

@@ -255,7 +255,8 @@ async fn a_dead_workers_jobs_are_taken_over_within_the_lease(backend: Backend) {
         .store
         .claim_jobs("dead-worker", 100, lease, false)
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     let leased_at = Instant::now();
     assert_eq!(claimed.len(), 10);
     app.start_workers();

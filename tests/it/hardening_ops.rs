@@ -441,7 +441,8 @@ async fn queue_figures_and_job_counters(backend: Backend) {
         .store
         .claim_jobs("dead-worker", 1, 1, false)
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 1);
     // The queue's figures are read at most once a second: `before`'s are still served until then.
     tokio::time::sleep(tidings::metrics::QUEUE_FIGURES_TTL).await;
