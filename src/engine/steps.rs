@@ -9,7 +9,7 @@ use crate::domain::job::{DetailStatus, Job, JobStatus, Message, Notification};
 use crate::domain::preference::{Effective, Source, SubscriberPreference, WorkflowDefaults};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::unsubscribe::UnsubscribeToken;
-use crate::domain::workflow::{duration_ms, StepType, Workflow};
+use crate::domain::workflow::{StepType, Workflow};
 use crate::domain::{skip, Channel, EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::Result;
 use crate::render::inputs::{
@@ -19,9 +19,6 @@ use crate::render::inputs::{
 use crate::render::{sanitization_disabled, sanitize_in_app, Renderer};
 use crate::store::jobs::JobOutcome;
 use crate::store::Store;
-
-/// How much of a response body an execution detail keeps.
-const RAW_LIMIT: usize = 4096;
 
 /// Attempts before a job that keeps failing on infrastructure errors is given up.
 const MAX_ATTEMPTS: i64 = 5;
@@ -226,26 +223,48 @@ impl Runner {
             }
         }
 
-        if !job.step.issues.is_empty() {
-            // Saved with issues (as Novu keeps such workflows): say why instead of failing to render.
-            let d = detail(
-                job,
-                DetailStatus::Failed,
-                "Internal",
-                format!(
-                    "The step cannot run: its controls have issues ({}). Fix the workflow and trigger again",
-                    job.step.issues.summary()
-                ),
-                None,
-            );
-            let chain = Chain::after_failure(job);
-            let mut outcome = finished(JobStatus::Failed, vec![d]);
-            self.chain(&mut outcome, chain, job, notification).await?;
+        if let Some(outcome) = self.issues(job, notification).await? {
             return Ok(outcome);
         }
 
-        let (mut outcome, chain) = match job.step.step_type {
-            StepType::InApp => self.in_app(job, notification, &vars)?,
+        let (mut outcome, chain) = self.act(job, notification, subscriber, &vars, &env).await?;
+        self.chain(&mut outcome, chain, job, notification).await?;
+        Ok(outcome)
+    }
+
+    /// A step saved with issues (as Novu keeps such workflows): `None` when it has none, else the failed
+    /// outcome saying why instead of failing to render.
+    async fn issues(&self, job: &Job, notification: &Notification) -> Result<Option<JobOutcome>> {
+        if job.step.issues.is_empty() {
+            return Ok(None);
+        }
+        let d = detail(
+            job,
+            DetailStatus::Failed,
+            "Internal",
+            format!(
+                "The step cannot run: its controls have issues ({}). Fix the workflow and trigger again",
+                job.step.issues.summary()
+            ),
+            None,
+        );
+        let chain = Chain::after_failure(job);
+        let mut outcome = finished(JobStatus::Failed, vec![d]);
+        self.chain(&mut outcome, chain, job, notification).await?;
+        Ok(Some(outcome))
+    }
+
+    /// What the step itself does, by its type; the chain goes on after it or stops.
+    async fn act(
+        &self,
+        job: &Job,
+        notification: &Notification,
+        subscriber: Option<&Subscriber>,
+        vars: &Value,
+        env: &EnvironmentId,
+    ) -> Result<(JobOutcome, Chain)> {
+        Ok(match job.step.step_type {
+            StepType::InApp => self.in_app(job, notification, vars)?,
             StepType::Delay => {
                 let d = detail(
                     job,
@@ -284,12 +303,10 @@ impl Runner {
                 (finished(JobStatus::Completed, vec![d]), Chain::Continue)
             }
             StepType::Email | StepType::Sms | StepType::Chat | StepType::Push => {
-                self.channel(job, notification, subscriber, &vars).await?
+                self.channel(job, notification, subscriber, vars).await?
             }
-            StepType::HttpRequest => self.http_request(job, &env, &vars).await?,
-        };
-        self.chain(&mut outcome, chain, job, notification).await?;
-        Ok(outcome)
+            StepType::HttpRequest => self.http_request(job, env, vars).await?,
+        })
     }
 
     /// The subscriber's preferences (`domain::preference`), decided when the step runs: `None` when the
@@ -671,147 +688,6 @@ impl Runner {
         outcome.message = Some(message);
         Ok((outcome, Chain::Continue))
     }
-
-    /// Calls the step's URL with the rendered headers and body, signed with `svc-signature`.
-    async fn http_request(
-        &self,
-        job: &Job,
-        env: &EnvironmentId,
-        vars: &Value,
-    ) -> Result<(JobOutcome, Chain)> {
-        let stop_or_go = Chain::after_failure(job);
-        let fail = |text: String, raw: Option<String>| {
-            let d = detail(job, DetailStatus::Failed, "Webhook", text, raw);
-            Ok((
-                finished(JobStatus::Failed, vec![d]),
-                Chain::after_failure(job),
-            ))
-        };
-        let controls = template_controls(&job.step.control_values);
-        let rendered = match self.renderer.render_value(&controls, vars) {
-            Ok(v) => v,
-            Err(e) => return fail(format!("The request could not be rendered: {e}"), None),
-        };
-        let method = rendered
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or("POST")
-            .to_ascii_uppercase();
-        let Some(url) = rendered
-            .get("url")
-            .and_then(Value::as_str)
-            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-        else {
-            return fail("The step has no absolute http(s) url".to_owned(), None);
-        };
-        let body = request_body(&method, rendered.get("body"));
-        let body_json = serde_json::to_string(&body)?;
-        let Some(key) = self.store.first_api_key(env).await? else {
-            return fail(
-                "The environment has no API key to sign the request with".to_owned(),
-                None,
-            );
-        };
-        let signature = crate::crypto::svc_signature(&key, Timestamp::now().0, &body_json);
-        let header = match self.profile {
-            WireProfile::Spec => "svc-signature",
-            WireProfile::Novu => "novu-signature",
-        };
-        let parsed =
-            reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
-        let mut req = self
-            .http
-            .request(parsed.clone(), url)
-            .header(header, signature);
-        let headers = request_headers(rendered.get("headers"));
-        let echoed = authorization_values(&headers);
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        if !matches!(
-            parsed,
-            reqwest::Method::GET
-                | reqwest::Method::HEAD
-                | reqwest::Method::DELETE
-                | reqwest::Method::OPTIONS
-        ) {
-            req = req
-                .header("content-type", "application/json")
-                .body(body_json);
-        }
-        match req.send().await {
-            Err(e) => {
-                let why = crate::outbound::refusal(&e).unwrap_or_else(|| e.to_string());
-                fail(format!("{method} {url} failed: {why}"), None)
-            }
-            Ok(resp) => {
-                let code = resp.status();
-                let text = resp.text().await.unwrap_or_default();
-                // A service that echoes the request (httpbin's /anything, a debug endpoint) must not
-                // put the step's credentials into the execution details.
-                let text = crate::providers::redact(&text, &echoed);
-                let text = crate::providers::http::truncate(&text, RAW_LIMIT).to_owned();
-                let raw = Some(json!({"status": code.as_u16(), "body": text}).to_string());
-                if code.is_success() {
-                    let d = detail(
-                        job,
-                        DetailStatus::Success,
-                        "Webhook",
-                        format!("{method} {url} answered {code}"),
-                        raw,
-                    );
-                    Ok((finished(JobStatus::Completed, vec![d]), Chain::Continue))
-                } else {
-                    let d = detail(
-                        job,
-                        DetailStatus::Failed,
-                        "Webhook",
-                        format!("{method} {url} answered {code}"),
-                        raw,
-                    );
-                    Ok((finished(JobStatus::Failed, vec![d]), stop_or_go))
-                }
-            }
-        }
-    }
-
-    async fn throttle(&self, job: &Job) -> Result<(JobOutcome, Chain)> {
-        let c = &job.step.control_values;
-        let amount = c.get("amount").and_then(Value::as_f64).unwrap_or(1.0);
-        let unit = c.get("unit").and_then(Value::as_str).unwrap_or("minutes");
-        let threshold = c.get("threshold").and_then(Value::as_i64).unwrap_or(1);
-        let window = duration_ms(amount, unit).unwrap_or(60_000);
-        // Per subscriber (its record, as digests), workflow and step; decided under the key's lock.
-        let key = format!(
-            "{}|{}|{}|{}",
-            job.environment_id, job.subscriber_ref, job.workflow_ref, job.step.step_id
-        );
-        let (passed, recent) = self
-            .store
-            .pass_throttle(&key, &job.id, Timestamp::now().0 - window, threshold)
-            .await?;
-        if !passed {
-            let d = detail(
-                job,
-                DetailStatus::Warning,
-                "Internal",
-                format!(
-                    "Throttled: {recent} runs in the window reached the threshold of {threshold}"
-                ),
-                None,
-            );
-            Ok((finished(JobStatus::Skipped, vec![d]), Chain::Stop))
-        } else {
-            let d = detail(
-                job,
-                DetailStatus::Success,
-                "Internal",
-                format!("Within the throttle limit ({recent} of {threshold})"),
-                None,
-            );
-            Ok((finished(JobStatus::Completed, vec![d]), Chain::Continue))
-        }
-    }
 }
 
 /// The JSON body an `http_request` step sends (and signs): the rendered body as an object — given as an
@@ -834,40 +710,6 @@ pub fn request_body(method: &str, body: Option<&Value>) -> Value {
                 .collect(),
         ),
         _ => json!({}),
-    }
-}
-
-/// Header pairs from `{name: value}` or `[{key, value}]`.
-/// The secrets among a step's headers: each `Authorization` value, whole and without its scheme.
-fn authorization_values(headers: &[(String, String)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (_, value) in headers
-        .iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-    {
-        out.push(value.clone());
-        if let Some((_, credential)) = value.split_once(' ') {
-            out.push(credential.trim().to_owned());
-        }
-    }
-    // Too short to tell from ordinary text (a generic `Bearer …` is redacted whatever its length).
-    out.retain(|v| v.len() >= 6);
-    out
-}
-
-fn request_headers(headers: Option<&Value>) -> Vec<(String, String)> {
-    let text = |v: &Value| {
-        v.as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| v.to_string())
-    };
-    match headers {
-        Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), text(v))).collect(),
-        Some(Value::Array(pairs)) => pairs
-            .iter()
-            .filter_map(|p| Some((p.get("key")?.as_str()?.to_owned(), text(p.get("value")?))))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
