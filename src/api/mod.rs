@@ -174,7 +174,13 @@ impl Routes {
 
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
-    Routes::new(ApiDoc::openapi(), Some(auth::GateLayer::new(state.clone())))
+    let routes = Routes::new(ApiDoc::openapi(), Some(auth::GateLayer::new(state.clone())));
+    delivery_routes(subscriber_routes(routes)).router
+}
+
+/// Subscribers, topics, environments, preferences and subscriber credentials.
+fn subscriber_routes(routes: Routes) -> Routes {
+    routes
         .routes(routes!(
             v2::subscribers::search_subscribers,
             v2::subscribers::create_subscriber
@@ -230,6 +236,11 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
             v1::subscriber_credentials::patch_credentials
         ))
         .routes(routes!(v1::subscriber_credentials::delete_credentials))
+}
+
+/// Integrations, events, notifications, messages, workflows, the step preview and channels.
+fn delivery_routes(routes: Routes) -> Routes {
+    routes
         .routes(routes!(
             v1::integrations::list_integrations,
             v1::integrations::create_integration
@@ -281,7 +292,6 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
             v1::channels::patch_channel_endpoint,
             v1::channels::delete_channel_endpoint
         ))
-        .router
 }
 
 /// The Inbox's routes (see [`inbox`]): the session is public, the others behind [`inbox::require_session`],

@@ -298,41 +298,8 @@ impl Eval<'_> {
 
     fn operation(&self, op: &str, args: Vec<&Value>) -> Result<Value, String> {
         // The lazy ones first: their operands are evaluated only as far as needed.
-        match op {
-            "and" => {
-                let mut last = Value::Null;
-                for a in args {
-                    last = self.node(a)?;
-                    if !truthy(&last) {
-                        break;
-                    }
-                }
-                return Ok(last);
-            }
-            "or" => {
-                let mut last = Value::Null;
-                for a in args {
-                    last = self.node(a)?;
-                    if truthy(&last) {
-                        break;
-                    }
-                }
-                return Ok(last);
-            }
-            "if" | "?:" => {
-                let mut i = 0;
-                while i + 1 < args.len() {
-                    if truthy(&self.node(args[i])?) {
-                        return self.node(args[i + 1]);
-                    }
-                    i += 2;
-                }
-                return match args.get(i) {
-                    Some(otherwise) if i + 1 == args.len() => self.node(otherwise),
-                    _ => Ok(Value::Null),
-                };
-            }
-            _ => {}
+        if let Some(value) = self.lazy(op, &args)? {
+            return Ok(value);
         }
         let v: Vec<Value> = args
             .iter()
@@ -412,6 +379,47 @@ impl Eval<'_> {
             other => return Err(format!("Unknown operator \"{other}\"")),
         };
         Ok(Value::Bool(out))
+    }
+
+    /// The lazy operators (`and`, `or`, `if`): their operands are evaluated only as far as needed. `None`
+    /// for the others.
+    fn lazy(&self, op: &str, args: &[&Value]) -> Result<Option<Value>, String> {
+        match op {
+            "and" => {
+                let mut last = Value::Null;
+                for a in args {
+                    last = self.node(a)?;
+                    if !truthy(&last) {
+                        break;
+                    }
+                }
+                Ok(Some(last))
+            }
+            "or" => {
+                let mut last = Value::Null;
+                for a in args {
+                    last = self.node(a)?;
+                    if truthy(&last) {
+                        break;
+                    }
+                }
+                Ok(Some(last))
+            }
+            "if" | "?:" => {
+                let mut i = 0;
+                while i + 1 < args.len() {
+                    if truthy(&self.node(args[i])?) {
+                        return self.node(args[i + 1]).map(Some);
+                    }
+                    i += 2;
+                }
+                match args.get(i) {
+                    Some(otherwise) if i + 1 == args.len() => self.node(otherwise).map(Some),
+                    _ => Ok(Some(Value::Null)),
+                }
+            }
+            _ => Ok(None),
+        }
     }
 
     /// json-logic-js `var`: the value at a dotted path (`""` or null: all the data), else `default`.

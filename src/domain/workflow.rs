@@ -555,31 +555,7 @@ pub fn validate_controls(
                 check_string(v, field, controls, k);
             }
         }
-        StepType::InApp => {
-            for k in ["subject", "body", "avatar"] {
-                check_string(v, field, controls, k);
-            }
-            check_action(v, field, controls, "primaryAction");
-            check_action(v, field, controls, "secondaryAction");
-            if let Some(r) = controls.get("redirect").filter(|r| !r.is_null()) {
-                if !r.get("url").is_some_and(Value::is_string) {
-                    v.add(
-                        &format!("{field}.redirect"),
-                        "redirect needs a url string",
-                        r.clone(),
-                    );
-                }
-            }
-            if let Some(d) = controls.get("data").filter(|d| !d.is_null()) {
-                if !d.is_object() {
-                    v.add(
-                        &format!("{field}.data"),
-                        "data must be an object",
-                        d.clone(),
-                    );
-                }
-            }
-        }
+        StepType::InApp => check_in_app(v, field, controls),
         StepType::Sms | StepType::Chat => check_string(v, field, controls, "body"),
         StepType::Push => {
             check_string(v, field, controls, "subject");
@@ -638,33 +614,63 @@ pub fn validate_controls(
                 }
             }
         }
-        StepType::HttpRequest => {
-            check_string(v, field, controls, "url");
-            if let Some(m) = controls.get("method") {
-                if !m
-                    .as_str()
-                    .is_some_and(|m| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE"))
-                {
-                    v.add(
-                        &format!("{field}.method"),
-                        "method must be GET, POST, PUT, PATCH or DELETE",
-                        m.clone(),
-                    );
-                }
-            }
-            for k in ["headers", "body"] {
-                if let Some(x) = controls.get(k).filter(|x| !x.is_null()) {
-                    if !x.is_object() && !x.is_array() && !x.is_string() {
-                        v.add(
-                            &format!("{field}.{k}"),
-                            format!("{k} must be an object"),
-                            x.clone(),
-                        );
-                    }
-                }
+        StepType::HttpRequest => check_http_request(v, field, controls),
+        StepType::Custom => {}
+    }
+}
+
+/// The in-app step's controls: texts, actions, `redirect.url` and `data`.
+fn check_in_app(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
+    for k in ["subject", "body", "avatar"] {
+        check_string(v, field, controls, k);
+    }
+    check_action(v, field, controls, "primaryAction");
+    check_action(v, field, controls, "secondaryAction");
+    if let Some(r) = controls.get("redirect").filter(|r| !r.is_null()) {
+        if !r.get("url").is_some_and(Value::is_string) {
+            v.add(
+                &format!("{field}.redirect"),
+                "redirect needs a url string",
+                r.clone(),
+            );
+        }
+    }
+    if let Some(d) = controls.get("data").filter(|d| !d.is_null()) {
+        if !d.is_object() {
+            v.add(
+                &format!("{field}.data"),
+                "data must be an object",
+                d.clone(),
+            );
+        }
+    }
+}
+
+/// The `http_request` step's controls: `url`, `method`, and `headers` and `body` as objects.
+fn check_http_request(v: &mut Validation, field: &str, controls: &Map<String, Value>) {
+    check_string(v, field, controls, "url");
+    if let Some(m) = controls.get("method") {
+        if !m
+            .as_str()
+            .is_some_and(|m| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE"))
+        {
+            v.add(
+                &format!("{field}.method"),
+                "method must be GET, POST, PUT, PATCH or DELETE",
+                m.clone(),
+            );
+        }
+    }
+    for k in ["headers", "body"] {
+        if let Some(x) = controls.get(k).filter(|x| !x.is_null()) {
+            if !x.is_object() && !x.is_array() && !x.is_string() {
+                v.add(
+                    &format!("{field}.{k}"),
+                    format!("{k} must be an object"),
+                    x.clone(),
+                );
             }
         }
-        StepType::Custom => {}
     }
 }
 

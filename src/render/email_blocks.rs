@@ -344,24 +344,7 @@ impl Compiler {
                 "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\">\
                  <tr><td style=\"padding:16px 0\"><hr style=\"border:none;border-top:1px solid #e5e7eb;margin:0\"></td></tr></table>",
             ),
-            "spacer" => {
-                let height = match attr(node, "height") {
-                    Some(Value::String(s)) if s == "sm" => 8,
-                    Some(Value::String(s)) if s == "md" => 16,
-                    Some(Value::String(s)) if s == "lg" => 32,
-                    Some(Value::String(s)) if s == "xl" => 64,
-                    Some(v) => css_len(Some(v))
-                        .and_then(|l| l.trim_end_matches("px").parse::<i64>().ok())
-                        .unwrap_or(16)
-                        .clamp(0, 400),
-                    None => 16,
-                };
-                let _ = write!(
-                    self.out,
-                    "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\">\
-                     <tr><td style=\"height:{height}px;line-height:{height}px;font-size:1px\">&nbsp;</td></tr></table>"
-                );
-            }
+            "spacer" => self.spacer(node),
             "bulletList" | "orderedList" => {
                 let tag = if kind == "bulletList" { "ul" } else { "ol" };
                 let _ = write!(self.out, "<{tag} style=\"margin:0 0 16px 0;padding-left:24px\">");
@@ -380,33 +363,8 @@ impl Compiler {
                 self.children(node, depth)?;
                 self.out.push_str("</blockquote>");
             }
-            "repeat" | "for" => {
-                let each = attr_str(node, "each").unwrap_or("");
-                let path = self.resolve(each)?;
-                let var = format!("item{}", if self.loops.is_empty() { String::new() } else { self.loops.len().to_string() });
-                let _ = write!(self.out, "{{% for {var} in {path} %}}");
-                self.loops.push((each.trim().to_owned(), var));
-                let result = self.children(node, depth);
-                self.loops.pop();
-                result?;
-                self.out.push_str("{% endfor %}");
-            }
-            "section" => {
-                let bg = css_color(attr_str(node, "backgroundColor"))
-                    .map(|c| format!("background-color:{c};"))
-                    .unwrap_or_default();
-                let radius = css_len(attr(node, "borderRadius"))
-                    .map(|r| format!("border-radius:{r};"))
-                    .unwrap_or_default();
-                let a = align(attr_str(node, "align"));
-                let _ = write!(
-                    self.out,
-                    "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\" style=\"margin:0 0 16px 0\">\
-                     <tr><td align=\"{a}\" style=\"padding:16px;{bg}{radius}\">"
-                );
-                self.children(node, depth)?;
-                self.out.push_str("</td></tr></table>");
-            }
+            "repeat" | "for" => self.repeat(node, depth)?,
+            "section" => self.section(node, depth)?,
             "columns" => {
                 self.out.push_str(
                     "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\"><tr>",
@@ -441,6 +399,66 @@ impl Compiler {
             }
             _ => self.children(node, depth)?,
         }
+        Ok(())
+    }
+
+    /// A spacer: an empty row of the named (`sm` … `xl`) or given height.
+    fn spacer(&mut self, node: &Value) {
+        let height = match attr(node, "height") {
+            Some(Value::String(s)) if s == "sm" => 8,
+            Some(Value::String(s)) if s == "md" => 16,
+            Some(Value::String(s)) if s == "lg" => 32,
+            Some(Value::String(s)) if s == "xl" => 64,
+            Some(v) => css_len(Some(v))
+                .and_then(|l| l.trim_end_matches("px").parse::<i64>().ok())
+                .unwrap_or(16)
+                .clamp(0, 400),
+            None => 16,
+        };
+        let _ = write!(
+            self.out,
+            "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\">\
+             <tr><td style=\"height:{height}px;line-height:{height}px;font-size:1px\">&nbsp;</td></tr></table>"
+        );
+    }
+
+    /// A loop over the array at `each`: its children once per item, as `item`, `item1` … when nested.
+    fn repeat(&mut self, node: &Value, depth: usize) -> Result<(), BlockError> {
+        let each = attr_str(node, "each").unwrap_or("");
+        let path = self.resolve(each)?;
+        let var = format!(
+            "item{}",
+            if self.loops.is_empty() {
+                String::new()
+            } else {
+                self.loops.len().to_string()
+            }
+        );
+        let _ = write!(self.out, "{{% for {var} in {path} %}}");
+        self.loops.push((each.trim().to_owned(), var));
+        let result = self.children(node, depth);
+        self.loops.pop();
+        result?;
+        self.out.push_str("{% endfor %}");
+        Ok(())
+    }
+
+    /// A section: a full-width table cell with its background, radius and alignment.
+    fn section(&mut self, node: &Value, depth: usize) -> Result<(), BlockError> {
+        let bg = css_color(attr_str(node, "backgroundColor"))
+            .map(|c| format!("background-color:{c};"))
+            .unwrap_or_default();
+        let radius = css_len(attr(node, "borderRadius"))
+            .map(|r| format!("border-radius:{r};"))
+            .unwrap_or_default();
+        let a = align(attr_str(node, "align"));
+        let _ = write!(
+            self.out,
+            "<table role=\"presentation\" width=\"100%\" cellpadding=\"0\" cellspacing=\"0\" border=\"0\" style=\"margin:0 0 16px 0\">\
+             <tr><td align=\"{a}\" style=\"padding:16px;{bg}{radius}\">"
+        );
+        self.children(node, depth)?;
+        self.out.push_str("</td></tr></table>");
         Ok(())
     }
 

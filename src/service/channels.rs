@@ -197,30 +197,41 @@ pub async fn create_connection(
     };
     match store.insert_connection(&connection).await? {
         Inserted::Yes => Ok(connection),
-        Inserted::Duplicate => {
-            // Which unique index refused it: the one-per-resource slot or the identifier.
-            let existing = store
-                .find_connection_for_resource(
-                    &tenant.environment_id,
-                    &connection.integration_identifier,
-                    connection.subscriber_id.as_deref(),
-                    &connection.context_keys,
-                )
-                .await?;
-            Err(match existing {
-                Some(e) => Error::Conflict(format!(
-                    "A channel connection already exists for integration \"{}\" with {}. Connection ID: {}",
-                    connection.integration_identifier,
-                    describe_resource(connection.subscriber_id.as_deref(), &connection.context_keys),
-                    e.identifier
-                )),
-                None => Error::Conflict(format!(
-                    "Channel connection with identifier \"{}\" already exists in environment \"{}\"",
-                    connection.identifier, tenant.environment_id
-                )),
-            })
-        }
+        Inserted::Duplicate => Err(duplicate(store, tenant, &connection).await?),
     }
+}
+
+/// The error of a connection refused as a duplicate: the existing connection of its resource, or its
+/// identifier taken.
+async fn duplicate(
+    store: &Store,
+    tenant: &Tenant,
+    connection: &ChannelConnection,
+) -> Result<Error> {
+    // Which unique index refused it: the one-per-resource slot or the identifier.
+    let existing = store
+        .find_connection_for_resource(
+            &tenant.environment_id,
+            &connection.integration_identifier,
+            connection.subscriber_id.as_deref(),
+            &connection.context_keys,
+        )
+        .await?;
+    let Some(e) = existing else {
+        return Ok(Error::Conflict(format!(
+            "Channel connection with identifier \"{}\" already exists in environment \"{}\"",
+            connection.identifier, tenant.environment_id
+        )));
+    };
+    Ok(Error::Conflict(format!(
+        "A channel connection already exists for integration \"{}\" with {}. Connection ID: {}",
+        connection.integration_identifier,
+        describe_resource(
+            connection.subscriber_id.as_deref(),
+            &connection.context_keys
+        ),
+        e.identifier
+    )))
 }
 
 fn connection_not_found(identifier: &str) -> Error {

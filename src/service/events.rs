@@ -445,24 +445,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         .ensure_contexts(&tenant.environment_id, &contexts)
         .await?;
     let now = Timestamp::now();
-    let template = Template {
-        workflow_ref: workflow.id.clone(),
-        workflow_identifier: workflow.workflow_id.clone(),
-        providers: step_providers(store, tenant, &workflow.steps).await?,
-        steps: workflow.steps.clone(),
-        channels: workflow
-            .steps
-            .iter()
-            .map(|s| s.step_type.as_str().to_owned())
-            .collect(),
-        payload: payload_for(&workflow, &input)?,
-        overrides: input.overrides.clone().filter(|o| o.is_object()),
-        actor: input.actor.clone(),
-        tags: workflow.tags.clone(),
-        severity: workflow.severity.as_str().to_owned(),
-        critical: workflow.critical,
-        context_keys: context_keys(&contexts),
-    };
+    let template = template_for(store, tenant, &workflow, &input, &contexts).await?;
     let mut batch = Vec::with_capacity(recipients.len());
     for ((i, r), given) in recipients.iter().zip(&recipient_channels) {
         // A bulk request prepares up to 10,000 recipients in this task, and SQLite point reads answer
@@ -506,6 +489,34 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         advance: None,
         ran: Vec::new(),
     }))
+}
+
+/// What every notification of a trigger of `workflow` shares (one per recipient is made from it).
+async fn template_for(
+    store: &Store,
+    tenant: &Tenant,
+    workflow: &Workflow,
+    input: &TriggerInput,
+    contexts: &[ContextEntry],
+) -> Result<Template> {
+    Ok(Template {
+        workflow_ref: workflow.id.clone(),
+        workflow_identifier: workflow.workflow_id.clone(),
+        providers: step_providers(store, tenant, &workflow.steps).await?,
+        steps: workflow.steps.clone(),
+        channels: workflow
+            .steps
+            .iter()
+            .map(|s| s.step_type.as_str().to_owned())
+            .collect(),
+        payload: payload_for(workflow, input)?,
+        overrides: input.overrides.clone().filter(|o| o.is_object()),
+        actor: input.actor.clone(),
+        tags: workflow.tags.clone(),
+        severity: workflow.severity.as_str().to_owned(),
+        critical: workflow.critical,
+        context_keys: context_keys(contexts),
+    })
 }
 
 /// The fan-out of a trigger to topics (in the order `to` names them; unknown topics reach no one) or of a

@@ -200,6 +200,68 @@ pub async fn create(
     tenant: &Tenant,
     mut input: NewIntegration,
 ) -> Result<Integration> {
+    let (provider, channel, kind) = validated(&mut input)?;
+
+    if channel == Some(Channel::InApp)
+        && store
+            .count_channel_integrations(&tenant.environment_id, Channel::InApp)
+            .await?
+            > 0
+    {
+        return Err(Error::bad_request(
+            "An environment can have only one in-app integration",
+        ));
+    }
+    let name = input
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| provider.as_str().to_owned());
+    let identifier = input
+        .identifier
+        .unwrap_or_else(|| generated_identifier(&name));
+    let active = input.active.unwrap_or(false);
+    // The first active integration of a channel becomes its primary.
+    let primary = match channel {
+        Some(c) if active && c != Channel::InApp => !store
+            .list_integrations(&tenant.environment_id, true)
+            .await?
+            .iter()
+            .any(|i| i.channel == Some(c) && i.primary),
+        _ => false,
+    };
+    let now = Timestamp::now();
+    let integration = Integration {
+        id: IntegrationId::new(),
+        organization_id: tenant.organization_id.0.clone(),
+        environment_id: tenant.environment_id.0.clone(),
+        name,
+        identifier,
+        provider_id: provider,
+        channel,
+        kind,
+        credentials_sealed: seal(store, input.credentials.as_ref())?,
+        configurations: input.configurations,
+        conditions: input.conditions,
+        active,
+        primary,
+        priority: 0,
+        deleted: false,
+        deleted_at: None,
+        deleted_by: None,
+        version: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    store
+        .insert_integration(&integration)
+        .await
+        .map_err(|e| identifier_taken(e, &integration.identifier))?;
+    apply_inbox_hmac(store, tenant, &integration, input.credentials.as_ref()).await?;
+    Ok(integration)
+}
+
+/// Checks a new integration's fields (every problem in one answer): its provider, channel and kind.
+fn validated(input: &mut NewIntegration) -> Result<(ProviderId, Option<Channel>, IntegrationKind)> {
     let mut v = Validation::new();
     let provider = ProviderId::parse(&input.provider_id);
     if provider.is_none() {
@@ -258,64 +320,7 @@ pub async fn create(
         validate_identifier(&mut v, i);
     }
     v.finish()?;
-    let provider = provider.expect("validated above");
-
-    if channel == Some(Channel::InApp)
-        && store
-            .count_channel_integrations(&tenant.environment_id, Channel::InApp)
-            .await?
-            > 0
-    {
-        return Err(Error::bad_request(
-            "An environment can have only one in-app integration",
-        ));
-    }
-    let name = input
-        .name
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| provider.as_str().to_owned());
-    let identifier = input
-        .identifier
-        .unwrap_or_else(|| generated_identifier(&name));
-    let active = input.active.unwrap_or(false);
-    // The first active integration of a channel becomes its primary.
-    let primary = match channel {
-        Some(c) if active && c != Channel::InApp => !store
-            .list_integrations(&tenant.environment_id, true)
-            .await?
-            .iter()
-            .any(|i| i.channel == Some(c) && i.primary),
-        _ => false,
-    };
-    let now = Timestamp::now();
-    let integration = Integration {
-        id: IntegrationId::new(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
-        name,
-        identifier,
-        provider_id: provider,
-        channel,
-        kind,
-        credentials_sealed: seal(store, input.credentials.as_ref())?,
-        configurations: input.configurations,
-        conditions: input.conditions,
-        active,
-        primary,
-        priority: 0,
-        deleted: false,
-        deleted_at: None,
-        deleted_by: None,
-        version: 0,
-        created_at: now,
-        updated_at: now,
-    };
-    store
-        .insert_integration(&integration)
-        .await
-        .map_err(|e| identifier_taken(e, &integration.identifier))?;
-    apply_inbox_hmac(store, tenant, &integration, input.credentials.as_ref()).await?;
-    Ok(integration)
+    Ok((provider.expect("validated above"), channel, kind))
 }
 
 /// The in-app integration's `credentials.hmac`, when given as `true` or `false`, is how Novu's wire turns the

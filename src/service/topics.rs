@@ -325,14 +325,7 @@ async fn subscribe_to(
     }
     v.finish()?;
 
-    // One entry per subscriber: the first one names its identifier.
-    let mut wanted: Vec<(String, Option<String>)> = Vec::with_capacity(entries.len());
-    for e in entries {
-        let id = e.subscriber_id.unwrap_or_default().trim().to_owned();
-        if !wanted.iter().any(|(w, _)| *w == id) {
-            wanted.push((id, e.identifier));
-        }
-    }
+    let wanted = one_per_subscriber(entries);
     let ids: Vec<String> = wanted.iter().map(|(id, _)| id.clone()).collect();
     let found = store
         .subscribers_by_ids(&tenant.environment_id, &ids)
@@ -363,27 +356,7 @@ async fn subscribe_to(
         Target::Key { key, name } => upsert_for_subscribe(store, tenant, key, name).await?,
         Target::Existing(topic) => topic,
     };
-    let now = Timestamp::now();
-    let rows: Vec<TopicSubscription> = wanted
-        .iter()
-        .filter_map(|(id, identifier)| {
-            let s = by_id.get(id)?;
-            Some(TopicSubscription {
-                id: SubscriptionId::new(),
-                organization_id: tenant.organization_id.0.clone(),
-                environment_id: tenant.environment_id.0.clone(),
-                topic_id: topic.id.clone(),
-                topic_key: topic.key.clone(),
-                subscriber_ref: s.id.clone(),
-                subscriber_id: s.subscriber_id.clone(),
-                identifier: identifier
-                    .clone()
-                    .unwrap_or_else(|| default_identifier(&topic.key, id)),
-                created_at: now,
-                updated_at: now,
-            })
-        })
-        .collect();
+    let rows = subscription_rows(tenant, &topic, &wanted, &by_id);
     let stored = match store.subscribe(&rows).await {
         Err(Error::Duplicate) => {
             return Err(Error::Conflict(
@@ -413,6 +386,48 @@ async fn subscribe_to(
         failed,
         total: ids.len(),
     })
+}
+
+/// One entry per subscriber: the first one names its identifier.
+fn one_per_subscriber(entries: Vec<SubscriptionRequest>) -> Vec<(String, Option<String>)> {
+    let mut wanted: Vec<(String, Option<String>)> = Vec::with_capacity(entries.len());
+    for e in entries {
+        let id = e.subscriber_id.unwrap_or_default().trim().to_owned();
+        if !wanted.iter().any(|(w, _)| *w == id) {
+            wanted.push((id, e.identifier));
+        }
+    }
+    wanted
+}
+
+/// The subscriptions to `topic` of the `wanted` subscribers that exist (`by_id`).
+fn subscription_rows(
+    tenant: &Tenant,
+    topic: &Topic,
+    wanted: &[(String, Option<String>)],
+    by_id: &HashMap<String, Subscriber>,
+) -> Vec<TopicSubscription> {
+    let now = Timestamp::now();
+    wanted
+        .iter()
+        .filter_map(|(id, identifier)| {
+            let s = by_id.get(id)?;
+            Some(TopicSubscription {
+                id: SubscriptionId::new(),
+                organization_id: tenant.organization_id.0.clone(),
+                environment_id: tenant.environment_id.0.clone(),
+                topic_id: topic.id.clone(),
+                topic_key: topic.key.clone(),
+                subscriber_ref: s.id.clone(),
+                subscriber_id: s.subscriber_id.clone(),
+                identifier: identifier
+                    .clone()
+                    .unwrap_or_else(|| default_identifier(&topic.key, id)),
+                created_at: now,
+                updated_at: now,
+            })
+        })
+        .collect()
 }
 
 /// The topic a subscribe adds to: the existing one (its name kept), or a new one.

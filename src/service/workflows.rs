@@ -103,84 +103,91 @@ fn build(
     let mut steps = Vec::with_capacity(input.steps.len());
     for (i, s) in input.steps.iter().enumerate() {
         let field = format!("steps[{i}]");
-        let Some(step_type) = StepType::parse(&s.step_type) else {
-            v.add(&format!("{field}.type"), "type must be one of in_app, email, sms, chat, push, delay, digest, throttle, custom, http_request", s.step_type.as_str());
-            continue;
-        };
-        let name = s
-            .name
-            .clone()
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| step_type.as_str().to_owned());
-        let step_id = s.step_id.clone().unwrap_or_else(|| slugify(&name));
-        if !is_identifier(&step_id) {
-            v.add(
-                &format!("{field}.stepId"),
-                "stepId must be 1 to 100 of letters, digits, '-', '_' and '.'",
-                step_id.as_str(),
-            );
-        } else if !seen.insert(step_id.clone()) {
-            v.add(
-                &format!("{field}.stepId"),
-                format!("stepId \"{step_id}\" is used by another step"),
-                step_id.as_str(),
-            );
-        }
-        let controls: Map<String, Value> = match &s.control_values {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m.clone(),
-            Some(other) => {
-                v.add(
-                    &format!("{field}.controlValues"),
-                    "controlValues must be an object",
-                    other.clone(),
-                );
-                Map::new()
-            }
-        };
-        validate_controls(
-            &mut v,
-            &format!("{field}.controlValues"),
-            step_type,
-            &controls,
-        );
-        let filters = match &s.filters {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                let at = format!("{field}.filters");
-                if super::over_cap(&mut v, &at, items.len(), super::limits::FILTERS) {
-                    Vec::new()
-                } else {
-                    filters::normalize(&mut v, &at, items)
-                }
-            }
-            Some(other) => {
-                v.add(
-                    &format!("{field}.filters"),
-                    "filters must be an array of step filters",
-                    other.clone(),
-                );
-                Vec::new()
-            }
-        };
-        let existing = previous.and_then(|w| {
-            s.id.as_deref()
-                .and_then(|id| w.steps.iter().find(|x| x.id == id))
-                .or_else(|| w.step(&step_id))
-        });
-        steps.push(Step {
-            id: existing.map(|x| x.id.clone()).unwrap_or_else(new_object_id),
-            step_id,
-            name,
-            step_type,
-            issues: step_issues(step_type, &controls),
-            control_values: controls,
-            filters,
-            should_stop_on_fail: s.should_stop_on_fail.unwrap_or(false),
-        });
+        steps.extend(build_step(&mut v, &mut seen, &field, s, previous));
     }
     v.finish()?;
     Ok((workflow_id, severity, steps))
+}
+
+/// Validates step `s` (at `field`, its `stepId` not among `seen`) and builds it, keeping its `_id` when it
+/// exists in `previous`; `None` when its type is unknown.
+fn build_step(
+    v: &mut Validation,
+    seen: &mut HashSet<String>,
+    field: &str,
+    s: &StepInput,
+    previous: Option<&Workflow>,
+) -> Option<Step> {
+    let Some(step_type) = StepType::parse(&s.step_type) else {
+        v.add(&format!("{field}.type"), "type must be one of in_app, email, sms, chat, push, delay, digest, throttle, custom, http_request", s.step_type.as_str());
+        return None;
+    };
+    let name = s
+        .name
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| step_type.as_str().to_owned());
+    let step_id = s.step_id.clone().unwrap_or_else(|| slugify(&name));
+    if !is_identifier(&step_id) {
+        v.add(
+            &format!("{field}.stepId"),
+            "stepId must be 1 to 100 of letters, digits, '-', '_' and '.'",
+            step_id.as_str(),
+        );
+    } else if !seen.insert(step_id.clone()) {
+        v.add(
+            &format!("{field}.stepId"),
+            format!("stepId \"{step_id}\" is used by another step"),
+            step_id.as_str(),
+        );
+    }
+    let controls: Map<String, Value> = match &s.control_values {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(other) => {
+            v.add(
+                &format!("{field}.controlValues"),
+                "controlValues must be an object",
+                other.clone(),
+            );
+            Map::new()
+        }
+    };
+    validate_controls(v, &format!("{field}.controlValues"), step_type, &controls);
+    let filters = match &s.filters {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let at = format!("{field}.filters");
+            if super::over_cap(v, &at, items.len(), super::limits::FILTERS) {
+                Vec::new()
+            } else {
+                filters::normalize(v, &at, items)
+            }
+        }
+        Some(other) => {
+            v.add(
+                &format!("{field}.filters"),
+                "filters must be an array of step filters",
+                other.clone(),
+            );
+            Vec::new()
+        }
+    };
+    let existing = previous.and_then(|w| {
+        s.id.as_deref()
+            .and_then(|id| w.steps.iter().find(|x| x.id == id))
+            .or_else(|| w.step(&step_id))
+    });
+    Some(Step {
+        id: existing.map(|x| x.id.clone()).unwrap_or_else(new_object_id),
+        step_id,
+        name,
+        step_type,
+        issues: step_issues(step_type, &controls),
+        control_values: controls,
+        filters,
+        should_stop_on_fail: s.should_stop_on_fail.unwrap_or(false),
+    })
 }
 
 /// The issues of a step's controls: every string that the renderer used by delivery and preview cannot
