@@ -40,6 +40,7 @@ mod reads;
 mod rendering;
 mod secrets_at_rest;
 mod server;
+mod structure;
 mod subscribers;
 mod topics;
 mod unsubscribe;
