@@ -818,12 +818,7 @@ db_test!(
 );
 
 /// Two `tidings serve` processes on one PostgreSQL database share the queue; no job is done twice.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_share_the_queue_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
+async fn two_processes_share_the_queue() {
     let app = TestApp::spawn_without_workers(Backend::Postgres).await;
     one_step_workflow(&app).await;
     let schema = app.pg_schema.clone().unwrap();
@@ -920,6 +915,10 @@ async fn two_processes_share_the_queue_postgres() {
         "both processes took jobs (saw {workers} workers)"
     );
 }
+crate::postgres_test!(
+    two_processes_share_the_queue_postgres,
+    two_processes_share_the_queue()
+);
 
 /// A local HTTP receiver recording every request (headers and body); answers `status`.
 async fn receiver(

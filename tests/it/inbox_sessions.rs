@@ -541,16 +541,10 @@ async fn session_body_is_json(app: TestApp) {
 db_test!(inbox_session_body_is_json, session_body_is_json);
 
 /// Two `tidings serve` processes on one PostgreSQL database: a socket held by instance A is closed when
-/// the API key deletes its subscriber, or ends the environment's sessions, through instance B (named
-/// `postgres`: CI's PostgreSQL pass selects tests by that name).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_instances_postgres() {
+/// the API key deletes its subscriber, or ends the environment's sessions, through instance B.
+async fn two_instances() {
     use crate::inbox_instances::{FreshDatabase, Instance};
-    let Some(admin_url) = crate::support::postgres_url() else {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    };
-    let db = FreshDatabase::create(&admin_url).await;
+    let db = FreshDatabase::create(&crate::support::postgres_url()).await;
     let encryption_key = tidings::crypto::Cipher::generate_base64();
     let key = format!("sk_inst_{}", tidings::domain::new_object_id());
     let a = Instance::start("A", &db.url, &encryption_key, &key).await;
@@ -611,3 +605,4 @@ async fn two_instances_postgres() {
         a.log()
     );
 }
+crate::postgres_test!(two_instances_postgres, two_instances());

@@ -261,7 +261,7 @@ async fn sockets_are_capped(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let fresh = match backend {
         Backend::Sqlite => None,
-        Backend::Postgres => Some(FreshDatabase::create(&support::postgres_url().unwrap()).await),
+        Backend::Postgres => Some(FreshDatabase::create(&support::postgres_url()).await),
     };
     let database_url = match &fresh {
         Some(db) => db.url.clone(),
