@@ -273,6 +273,20 @@ impl TestApp {
         self.workers = tokio_util::sync::CancellationToken::new();
     }
 
+    /// Waits until nothing is left to run in this app's database (every environment's) — no job queued or
+    /// running, no fan-out still expanding — so that a test can then assert what did not happen, where a
+    /// pause would only be long enough on an idle machine. Not for jobs that wait on a delay or a digest.
+    pub async fn nothing_left_to_run(&self) {
+        eventually(|| async {
+            let sql = "select count(*) from jobs where status in ('queued', $1)";
+            let jobs = count(self, sql, "running").await;
+            let sql = "select count(*) from fanouts where status = $1";
+            let fanouts = count(self, sql, "running").await;
+            (jobs + fanouts == 0).then_some(())
+        })
+        .await;
+    }
+
     /// Stops the HTTP server and starts a new one (fresh in-memory state) on the same database,
     /// as a process restart would.
     pub async fn restart(&mut self) {
