@@ -275,21 +275,22 @@ async fn connection_cap(app: TestApp) {
     for (n, oldest) in idle.iter_mut().enumerate() {
         let mut s = TcpStream::connect(server.addr).await.unwrap();
         assert!(closed_within(oldest, GENEROUS).await, "{n}");
-        // A request under way (its body not yet sent) keeps the connection busy.
+        // A request under way (its body not yet sent) keeps the connection busy: its `100 Continue` says
+        // the server has it.
         s.write_all(
             head(
                 "POST",
                 "/v2/subscribers",
                 &app.key,
-                "Content-Length: 30\r\n",
+                "Expect: 100-continue\r\nContent-Length: 30\r\n",
             )
             .as_bytes(),
         )
         .await
         .unwrap();
+        assert_eq!(response(&mut s).await.unwrap().0, 100, "{n}");
         busy.push(s);
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let mut over = TcpStream::connect(server.addr).await.unwrap();
     assert!(closed_within(&mut over, GENEROUS).await);
     // The busy ones are untouched: they finish.
@@ -317,9 +318,11 @@ async fn graceful_shutdown(app: TestApp) {
         "POST",
         "/v2/subscribers",
         &app.key,
-        &format!("Content-Length: {}\r\n", body.len()),
+        &format!("Expect: 100-continue\r\nContent-Length: {}\r\n", body.len()),
     );
     in_flight.write_all(h.as_bytes()).await.unwrap();
+    // Its `100 Continue` says the request is under way.
+    assert_eq!(response(&mut in_flight).await.unwrap().0, 100);
     in_flight.write_all(&body.as_bytes()[..5]).await.unwrap();
     let mut ready = TcpStream::connect(server.addr).await.unwrap();
     ready
