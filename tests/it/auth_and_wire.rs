@@ -289,12 +289,7 @@ async fn wire_profiles_sqlite() {
     spec_profile(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wire_profiles_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
+crate::postgres_test!(wire_profiles_postgres, async {
     novu_profile(Backend::Postgres).await;
     spec_profile(Backend::Postgres).await;
-}
+});

@@ -182,7 +182,7 @@ db_test!(
     after_the_retries_it_fails_over_to_the_next_integration
 );
 
-async fn a_permanent_4xx_is_not_retried(app: TestApp) {
+async fn a_permanent_4xx_is_not_retried(mut app: TestApp) {
     let r = Receiver::start().await;
     r.always(Reply::json(
         400,
@@ -192,8 +192,9 @@ async fn a_permanent_4xx_is_not_retried(app: TestApp) {
     let (job, message) =
         deliver_one(&app, "email", mail(), json!({"to": ann(), "payload": {}})).await;
     assert_eq!(job["status"], "failed", "{job}");
-    // Give a wrongly scheduled retry the time to show up.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // No retry is left: none waits in the queue, and the workers, stopped, finished what they held.
+    app.nothing_left_to_run().await;
+    app.stop_workers().await;
     assert_eq!(r.requests().len(), 1);
     assert_eq!(
         attempts(&job)

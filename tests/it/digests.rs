@@ -294,15 +294,10 @@ async fn parallel_triggers_meet_an_exact_throttle(app: TestApp) {
 db_test!(throttle_parallel, parallel_triggers_meet_an_exact_throttle);
 
 /// Two `tidings serve` processes on one PostgreSQL database, fifty triggers sent at once to both: five
-/// digests of ten events (named `postgres`: CI's PostgreSQL pass selects tests by that name).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_postgres() {
+/// digests of ten events.
+async fn two_processes() {
     use crate::inbox_instances::{FreshDatabase, Instance};
-    let Some(admin_url) = support::postgres_url() else {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    };
-    let db = FreshDatabase::create(&admin_url).await;
+    let db = FreshDatabase::create(&support::postgres_url()).await;
     let encryption_key = tidings::crypto::Cipher::generate_base64();
     let api_key = format!("sk_digests_{}", tidings::domain::new_object_id());
     let (a, b) = tokio::join!(
@@ -382,3 +377,4 @@ async fn two_processes_postgres() {
     }
     pool.close().await;
 }
+crate::postgres_test!(two_processes_postgres, two_processes());

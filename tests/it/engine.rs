@@ -98,7 +98,7 @@ async fn trigger_creates_in_app_message(app: TestApp) {
         .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(out["status"], "error");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.nothing_left_to_run().await;
     assert_eq!(messages_of(&app, "reader").await.len(), 1);
 
     // Unknown workflow and bad bodies.
@@ -351,7 +351,6 @@ async fn backoff_digest_sends_the_first_event_at_once(app: TestApp) {
         ]}),
     )
     .await;
-    let started = std::time::Instant::now();
     app.post(
         "/v1/events/trigger",
         json!({"name": "backoff", "to": "bo", "payload": {}, "transactionId": "b1"}),
@@ -359,10 +358,16 @@ async fn backoff_digest_sends_the_first_event_at_once(app: TestApp) {
     .await;
     let first = messages_of(&app, "bo").await;
     assert_eq!(first[0].content, "1 event(s)");
-    assert!(
-        started.elapsed() < Duration::from_millis(1500),
-        "no event in the look-back window: no digest window either"
-    );
+    // No event in the look-back window: no digest window either, the digest ran when it was created (a
+    // window would have set it to run 2 s later).
+    let items = settled(&app, "b1", 1).await;
+    let digest = &items[0]["jobs"][0];
+    let at = |field: &str| {
+        chrono::DateTime::parse_from_rfc3339(digest[field].as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    assert!(at("runAt") - at("createdAt") < 2_000, "{digest}");
     // Within the look-back window, the next events open a window and collapse.
     for t in ["b2", "b3"] {
         app.post(
@@ -796,7 +801,7 @@ db_test!(
 /// so the process's other claim loop (polling at least every second) never takes the job over and calls the
 /// slow endpoint a second time.
 async fn slow_steps_keep_their_lease(backend: Backend) {
-    let app = TestApp::spawn_without_workers(backend).await;
+    let mut app = TestApp::spawn_without_workers(backend).await;
     let slow = crate::support::receiver::Receiver::start().await;
     slow.delay(Duration::from_millis(2_000));
     workflow(
@@ -816,7 +821,8 @@ async fn slow_steps_keep_their_lease(backend: Backend) {
     .await;
     let items = settled(&app, "slow-1", 1).await;
     assert_eq!(items[0]["jobs"][0]["status"], "completed", "{items:?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A claim loop that took the job over would still hold it: the workers, stopped, finish what they hold.
+    app.stop_workers().await;
     assert_eq!(slow.requests().len(), 1, "the slow step ran once");
 }
 
@@ -827,12 +833,7 @@ db_test!(
 );
 
 /// Two `tidings serve` processes on one PostgreSQL database share the queue; no job is done twice.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_share_the_queue_postgres() {
-    if crate::support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
+async fn two_processes_share_the_queue() {
     let app = TestApp::spawn_without_workers(Backend::Postgres).await;
     one_step_workflow(&app).await;
     let schema = app.pg_schema.clone().unwrap();
@@ -929,6 +930,10 @@ async fn two_processes_share_the_queue_postgres() {
         "both processes took jobs (saw {workers} workers)"
     );
 }
+crate::postgres_test!(
+    two_processes_share_the_queue_postgres,
+    two_processes_share_the_queue()
+);
 
 /// A local HTTP receiver recording every request (headers and body); answers `status`.
 async fn receiver(

@@ -7,10 +7,6 @@ use tidings::config::WireProfile;
 use crate::support::{self, Backend, TestApp};
 
 async fn run(backend: Backend) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     if let Err(out) = support::sdk::run_node(&app, "erasure.mjs", &[]).await {
         panic!("{out}");
@@ -22,7 +18,4 @@ async fn sqlite() {
     run(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    run(Backend::Postgres).await;
-}
+crate::postgres_test!(postgres, run(Backend::Postgres));

@@ -575,7 +575,7 @@ async fn tenants(app: TestApp) {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.nothing_left_to_run().await;
     assert_eq!(notifications_of(&app, "other-1").await, 0);
     assert_eq!(notifications_of(&app, "other-2").await, 0);
 }

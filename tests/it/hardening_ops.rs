@@ -9,7 +9,7 @@ use tidings::config::RateLimits;
 
 use crate::db_test;
 use crate::support::receiver::{Receiver, Reply};
-use crate::support::{assert_error, deliver_one, eventually, postgres_url, send, Backend, TestApp};
+use crate::support::{assert_error, deliver_one, eventually, send, Backend, TestApp};
 
 /// Another server on `app`'s database (another instance), with its own settings and rate-limit state.
 pub(crate) struct Server {
@@ -307,12 +307,7 @@ async fn zero_turns_a_category_off(app: TestApp) {
 db_test!(rate_limit_zero_disables, zero_turns_a_category_off);
 
 /// On PostgreSQL two instances spend one bucket.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rate_limit_shared_by_instances_on_postgres() {
-    if postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
+async fn rate_limit_shared_by_instances() {
     let app = TestApp::spawn(Backend::Postgres).await;
     let a = Server::start(&app, limits(6000, 2000, 1)).await;
     let b = Server::start(&app, limits(6000, 2000, 1)).await;
@@ -326,6 +321,10 @@ async fn rate_limit_shared_by_instances_on_postgres() {
     let c = Server::start(&app, limits(6000, 2000, 1)).await;
     assert_eq!(status_of(get(&c)).await, StatusCode::TOO_MANY_REQUESTS);
 }
+crate::postgres_test!(
+    rate_limit_shared_by_instances_on_postgres,
+    rate_limit_shared_by_instances()
+);
 
 /// `GET /metrics` of the server at `base`.
 pub(crate) async fn scrape(base: &str, token: Option<&str>) -> String {

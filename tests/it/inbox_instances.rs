@@ -196,16 +196,10 @@ impl Instance {
     }
 }
 
-/// A socket on one instance hears what the API does on the other (named `postgres`: CI's PostgreSQL pass
-/// selects tests by that name).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let Some(admin_url) = support::postgres_url() else {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    };
+/// A socket on one instance hears what the API does on the other.
+async fn two_instances() {
     // Dropped last: the instances (declared after) stop first.
-    let db = FreshDatabase::create(&admin_url).await;
+    let db = FreshDatabase::create(&support::postgres_url()).await;
     let encryption_key = Cipher::generate_base64();
     let api_key = format!("sk_inst_{}", tidings::domain::new_object_id());
     // Both at once on the empty database: they migrate and bootstrap one after the other (an advisory lock
@@ -253,3 +247,4 @@ async fn postgres() {
         b.log()
     );
 }
+crate::postgres_test!(postgres, two_instances());

@@ -10,10 +10,6 @@ use crate::support::{self, Backend, TestApp};
 
 /// Spawns a `novu`-profile app on `backend` with a second environment and runs `inbox.mjs` against it.
 async fn run(backend: Backend) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     let key_b = app.second_environment("Production").await;
     if let Err(out) = support::sdk::run_node(&app, "inbox.mjs", &[("TIDINGS_KEY_B", key_b)]).await {
@@ -26,7 +22,4 @@ async fn sqlite() {
     run(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    run(Backend::Postgres).await;
-}
+crate::postgres_test!(postgres, run(Backend::Postgres));

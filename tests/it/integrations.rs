@@ -1445,15 +1445,10 @@ mod novu_profile {
         .await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres() {
-        if support::postgres_url().is_none() {
-            eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-            return;
-        }
+    crate::postgres_test!(
+        postgres,
         novu_profile_spells_novu_and_wraps(
             TestApp::spawn_with(Backend::Postgres, WireProfile::Novu).await,
         )
-        .await;
-    }
+    );
 }

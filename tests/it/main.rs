@@ -1,5 +1,6 @@
 //! The one integration-test binary: every test drives the real HTTP API on SQLite, and again on
-//! PostgreSQL when `TIDINGS_TEST_POSTGRES_URL` is set.
+//! PostgreSQL in a case of its own, ignored unless asked for (`postgres_test!`): run them with
+//! `TIDINGS_TEST_POSTGRES_URL` set and `-- --include-ignored` (or `--ignored` for those alone).
 
 mod support;
 

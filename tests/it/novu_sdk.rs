@@ -13,10 +13,6 @@ use crate::support::{self, Backend, TestApp};
 
 /// Spawns a `novu`-profile app on `backend` and runs `tests/sdk/<script>` against it.
 async fn run(backend: Backend, script: &str) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     support::sdk::run_script(&app, script).await;
 }
@@ -32,10 +28,7 @@ macro_rules! sdk_test {
                 run(Backend::Sqlite, $script).await;
             }
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run(Backend::Postgres, $script).await;
-            }
+            crate::postgres_test!(postgres, run(Backend::Postgres, $script));
         }
     };
 }
@@ -58,10 +51,6 @@ enum Sdk {
 /// mail (the successful email), a port nobody listens on (the failed one), and a receiver standing in for
 /// the SMS, chat and push providers and the `http_request` step's endpoint.
 async fn contract(backend: Backend, sdk: Sdk) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     let smtp = SmtpServer::start().await;
     let receiver = Receiver::start().await;
@@ -101,10 +90,6 @@ async fn contract(backend: Backend, sdk: Sdk) {
 /// Runs the v1 preference routes' scenario (`tests/sdk/preferences_v1.py`, `tests/sdk-ts/preferences_v1.mjs`)
 /// with the last release of `sdk` that has methods for them (novu-py 0.3.4, @novu/api 0.0.1), on `backend`.
 async fn preferences_v1(backend: Backend, sdk: Sdk) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     let script = match sdk {
         Sdk::Python => support::sdk::run_python_legacy(&app, "preferences_v1.py", &[]).await,
@@ -118,10 +103,6 @@ async fn preferences_v1(backend: Backend, sdk: Sdk) {
 /// Runs the v1 topic routes' scenario (`tests/sdk/topics_v1.py`, `tests/sdk-ts/topics_v1.mjs`) with the last
 /// release of `sdk` that has methods for them (novu-py 0.3.4, @novu/api 0.0.1), on `backend`.
 async fn topics_v1(backend: Backend, sdk: Sdk) {
-    if backend == Backend::Postgres && support::postgres_url().is_none() {
-        eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-        return;
-    }
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     let script = match sdk {
         Sdk::Python => support::sdk::run_python_legacy(&app, "topics_v1.py", &[]).await,
@@ -143,10 +124,7 @@ macro_rules! scenario_test {
                 $run(Backend::Sqlite, $sdk).await;
             }
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                $run(Backend::Postgres, $sdk).await;
-            }
+            crate::postgres_test!(postgres, $run(Backend::Postgres, $sdk));
         }
     };
 }

@@ -44,9 +44,9 @@ impl Write for Sink {
     }
 }
 
-/// The one captured line containing `needle` (waits a little: engine lines come from worker tasks).
+/// The one captured line containing `needle` (waits up to 20 s: engine lines come from worker tasks).
 pub(crate) async fn log_line(logs: &Arc<Mutex<Vec<u8>>>, needle: &str) -> String {
-    for _ in 0..50 {
+    for _ in 0..200 {
         let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
         let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
         match lines.as_slice() {

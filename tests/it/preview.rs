@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tidings::config::WireProfile;
 
 use crate::db_test;
-use crate::support::{assert_error, postgres_url, Backend, TestApp};
+use crate::support::{assert_error, Backend, TestApp};
 
 async fn workflow(app: &TestApp, body: Value) -> Value {
     let (status, out) = app.post("/v2/workflows", body).await;
@@ -870,12 +870,8 @@ mod novu_signature {
         novu_profile(TestApp::spawn_with(Backend::Sqlite, WireProfile::Novu).await).await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres() {
-        if postgres_url().is_none() {
-            eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-            return;
-        }
-        novu_profile(TestApp::spawn_with(Backend::Postgres, WireProfile::Novu).await).await;
-    }
+    crate::postgres_test!(
+        postgres,
+        novu_profile(TestApp::spawn_with(Backend::Postgres, WireProfile::Novu).await)
+    );
 }

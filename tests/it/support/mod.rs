@@ -25,15 +25,37 @@ pub enum Backend {
     Postgres,
 }
 
-pub fn postgres_url() -> Option<String> {
+/// The PostgreSQL server the PostgreSQL cases use (`TIDINGS_TEST_POSTGRES_URL`). A PostgreSQL case is
+/// ignored unless asked for ([`postgres_test!`]); asked for without the variable, it fails here rather than
+/// pass without having run.
+pub fn postgres_url() -> String {
     std::env::var("TIDINGS_TEST_POSTGRES_URL")
         .ok()
         .filter(|s| !s.is_empty())
+        .expect(
+            "a PostgreSQL case needs TIDINGS_TEST_POSTGRES_URL \
+             (e.g. postgres://postgres@127.0.0.1:5432/test)",
+        )
+}
+
+/// A test that runs on PostgreSQL: `postgres_test!(name, future)` awaits `future`. It is ignored (libtest's
+/// "skipped") unless run with `--ignored` or `--include-ignored`, which `.ci/run` does with
+/// `TIDINGS_TEST_POSTGRES_URL` set, failing if any is left out; run without the variable, it fails.
+#[macro_export]
+macro_rules! postgres_test {
+    ($name:ident, $run:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "PostgreSQL: set TIDINGS_TEST_POSTGRES_URL and run with --include-ignored"]
+        async fn $name() {
+            $crate::support::postgres_url();
+            $run.await;
+        }
+    };
 }
 
 /// Runs `case` on SQLite and on PostgreSQL: `db_test!(name, case)` hands it a fresh app on each backend,
-/// `db_test!(name, case, backend)` hands it the backend (for cases that start their apps themselves). A
-/// PostgreSQL case is skipped (with a note) without `TIDINGS_TEST_POSTGRES_URL`. `.ci/run` always sets it.
+/// `db_test!(name, case, backend)` hands it the backend (for cases that start their apps themselves). The
+/// PostgreSQL case is a [`postgres_test!`].
 #[macro_export]
 macro_rules! db_test {
     ($name:ident, $case:path) => {
@@ -51,14 +73,7 @@ macro_rules! db_test {
             async fn sqlite() {
                 ($run)($crate::support::Backend::Sqlite).await;
             }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if $crate::support::postgres_url().is_none() {
-                    eprintln!("skipped: TIDINGS_TEST_POSTGRES_URL is not set");
-                    return;
-                }
-                ($run)($crate::support::Backend::Postgres).await;
-            }
+            $crate::postgres_test!(postgres, ($run)($crate::support::Backend::Postgres));
         }
     };
 }
@@ -170,7 +185,7 @@ impl TestApp {
                 (opts, Some(dir))
             }
             Backend::Postgres => {
-                let url = postgres_url().expect("TIDINGS_TEST_POSTGRES_URL");
+                let url = postgres_url();
                 PG_CLEANUP.get_or_init(|| cleanup_old_schemas(&url)).await;
                 let schema = format!(
                     "tidings_t_{}_{}_{}",
@@ -256,6 +271,20 @@ impl TestApp {
             let _ = task.await;
         }
         self.workers = tokio_util::sync::CancellationToken::new();
+    }
+
+    /// Waits until nothing is left to run in this app's database (every environment's) — no job queued or
+    /// running, no fan-out still expanding — so that a test can then assert what did not happen, where a
+    /// pause would only be long enough on an idle machine. Not for jobs that wait on a delay or a digest.
+    pub async fn nothing_left_to_run(&self) {
+        eventually(|| async {
+            let sql = "select count(*) from jobs where status in ('queued', $1)";
+            let jobs = count(self, sql, "running").await;
+            let sql = "select count(*) from fanouts where status = $1";
+            let fanouts = count(self, sql, "running").await;
+            (jobs + fanouts == 0).then_some(())
+        })
+        .await;
     }
 
     /// Stops the HTTP server and starts a new one (fresh in-memory state) on the same database,
