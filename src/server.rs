@@ -44,23 +44,8 @@ use tower::Service;
 /// How long a connection with no request under way must have been quiet before shutdown closes it.
 pub const QUIET_BEFORE_CLOSE: Duration = Duration::from_millis(500);
 
-/// The server's connection settings (README "Limits and timeouts").
-#[derive(Debug, Clone, Copy)]
-pub struct ServerOptions {
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-    pub shutdown_timeout: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            max_connections: 10_000,
-            header_timeout: Duration::from_secs(10),
-            shutdown_timeout: Duration::from_secs(20),
-        }
-    }
-}
+/// The server's connection settings, declared with the other settings (`TIDINGS_MAX_CONNECTIONS`, …).
+pub use crate::config::ServerOptions;
 
 /// Serves `app` on `listener` until `signal` resolves, then drains (see the module's comment). `draining` is
 /// set when the signal arrives, before the listener closes (readiness reads it).

@@ -20,23 +20,8 @@ use super::error::error_response;
 /// The largest request body, in bytes (2 MiB).
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
 
-/// How long a request may take (README "Limits and timeouts").
-#[derive(Debug, Clone, Copy)]
-pub struct RequestLimits {
-    /// From the end of the request head to the end of its body.
-    pub body_timeout: Duration,
-    /// From the end of the request head to the response.
-    pub request_timeout: Duration,
-}
-
-impl Default for RequestLimits {
-    fn default() -> Self {
-        Self {
-            body_timeout: Duration::from_secs(15),
-            request_timeout: Duration::from_secs(30),
-        }
-    }
-}
+/// How long a request may take, declared with the other settings (`TIDINGS_BODY_TIMEOUT`, …).
+pub use crate::config::RequestLimits;
 
 /// Applies [`RequestLimits`] and [`MAX_BODY`] (inside the wire context: refusals are ordinary error bodies).
 #[derive(Debug, Clone, Copy)]
