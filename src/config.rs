@@ -982,6 +982,95 @@ mod tests {
         std::env::remove_var(VAR);
     }
 
+    /// Each argument with a variable, in the command tree: (variable, flag, default or `None`).
+    fn declared(cmd: &clap::Command) -> Vec<(String, String, Option<String>)> {
+        let mut out: Vec<_> = cmd
+            .get_arguments()
+            .filter_map(|arg| {
+                let var = arg.get_env()?.to_string_lossy().into_owned();
+                let flag = format!("--{}", arg.get_long()?);
+                let defaults = arg.get_default_values();
+                let default = (!defaults.is_empty()).then(|| {
+                    let all: Vec<_> = defaults.iter().map(|d| d.to_string_lossy()).collect();
+                    all.join(",")
+                });
+                Some((var, flag, default))
+            })
+            .collect();
+        for sub in cmd.get_subcommands() {
+            out.extend(declared(sub));
+        }
+        out
+    }
+
+    /// README's configuration table: one row per setting, `--flag` / `VARIABLE` in the second column, and
+    /// the third starting with the default in backticks, or with "unset" when there is none.
+    #[test]
+    fn readme_table_matches_the_declarations() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let section = readme
+            .split("\n## Configuration\n")
+            .nth(1)
+            .expect("README has a Configuration section");
+        let spans = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut documented = Vec::new();
+        for line in section
+            .lines()
+            .skip_while(|l| !l.starts_with("| setting |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+        {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 3, "a row of three cells: {line}");
+            let named = spans(cells[1]);
+            let flag = named
+                .iter()
+                .find_map(|s| s.split(' ').find(|w| w.starts_with("--")))
+                .unwrap_or_else(|| panic!("no `--flag` in: {line}"));
+            let var = named
+                .iter()
+                .find(|s| s.len() > 1 && s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+                .unwrap_or_else(|| panic!("no `VARIABLE` in: {line}"));
+            let default = match cells[2].trim_start().strip_prefix('`') {
+                Some(rest) => Some(rest.split('`').next().unwrap_or_default().to_owned()),
+                None => {
+                    assert!(
+                        cells[2].trim_start().starts_with("unset"),
+                        "the default of {var} is `…` or unset: {line}"
+                    );
+                    None
+                }
+            };
+            documented.push((var.clone(), flag.to_owned(), default));
+        }
+        let mut declared = declared(&Cli::command());
+        declared.sort();
+        documented.sort();
+        let rows = |v: &[(String, String, Option<String>)]| {
+            v.iter()
+                .map(|(var, flag, default)| {
+                    let default = default
+                        .as_ref()
+                        .map_or("unset".into(), |d| format!("`{d}`"));
+                    format!("`{flag}` / `{var}` | {default}")
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            rows(&documented),
+            rows(&declared),
+            "README's configuration table (left) and the declared settings (right) differ"
+        );
+    }
+
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
