@@ -3,7 +3,8 @@
 //! figures read from the database at that moment.
 //!
 //! Recording costs a registry lookup and an atomic add (a histogram adds a lock-free append, drained into its
-//! buckets at each scrape and every [`UPKEEP_EVERY`]). A process without the recorder (`tidings worker`)
+//! buckets at each scrape and every [`UPKEEP_EVERY`]); request latencies skip the lookup ([`Route`] keeps
+//! their handles). A process without the recorder (`tidings worker`)
 //! records nothing.
 
 use std::fmt::Write as _;
@@ -11,7 +12,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::domain::job::Job;
@@ -105,58 +108,103 @@ fn describe() {
     );
 }
 
-/// One answered request.
-pub fn request(method: &Method, route: &'static str, status: u16, elapsed: Duration) {
-    let method = match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
-    };
-    histogram!(REQUEST_DURATION, "method" => method, "route" => route, "status" => status_label(status))
-        .record(elapsed.as_secs_f64());
+/// The methods a request is labelled with (anything else is `other`).
+const METHODS: [&str; 8] = [
+    "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other",
+];
+
+/// The statuses a request is labelled with: those Tidings answers, else the status's class.
+const STATUSES: [&str; 27] = [
+    "200", "201", "204", "301", "302", "304", "400", "401", "402", "403", "404", "405", "408",
+    "409", "413", "415", "422", "429", "500", "502", "503", "504", "1xx", "2xx", "3xx", "4xx",
+    "5xx",
+];
+
+/// One route's latency histograms, one per method and status it answered, each looked up in the recorder's
+/// registry once: recording a request then costs two array indexes, an atomic load and the histogram's
+/// lock-free append (no label vector built, hashed and looked up under the registry's lock per request).
+/// The handles of a route are allocated when it answers its first request.
+#[derive(Debug)]
+pub struct Route {
+    template: &'static str,
+    histograms: OnceLock<Box<[OnceLock<Histogram>]>>,
 }
 
-/// The status as a label without allocating, for the statuses Tidings answers.
-fn status_label(status: u16) -> &'static str {
-    let exact = match status {
-        200 => "200",
-        201 => "201",
-        204 => "204",
-        301 => "301",
-        302 => "302",
-        304 => "304",
-        400 => "400",
-        401 => "401",
-        402 => "402",
-        403 => "403",
-        404 => "404",
-        405 => "405",
-        408 => "408",
-        409 => "409",
-        413 => "413",
-        415 => "415",
-        422 => "422",
-        429 => "429",
-        500 => "500",
-        502 => "502",
-        503 => "503",
-        504 => "504",
-        _ => "",
-    };
-    if !exact.is_empty() {
-        return exact;
+impl Route {
+    pub const fn new(template: &'static str) -> Self {
+        Self {
+            template,
+            histograms: OnceLock::new(),
+        }
     }
-    match status / 100 {
-        1 => "1xx",
-        2 => "2xx",
-        3 => "3xx",
-        4 => "4xx",
-        _ => "5xx",
+
+    /// The route's template (`/v2/subscribers/{subscriberId}`).
+    pub fn template(&self) -> &'static str {
+        self.template
+    }
+
+    /// One answered request. The recorder must be installed before the first ([`install`]: the router
+    /// does it when it is built), else the handles are no-ops for good.
+    pub fn request(&self, method: &Method, status: u16, elapsed: Duration) {
+        let m = method_index(method);
+        let s = status_index(status);
+        let histograms = self.histograms.get_or_init(|| {
+            (0..METHODS.len() * STATUSES.len())
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        histograms[m * STATUSES.len() + s]
+            .get_or_init(|| {
+                histogram!(REQUEST_DURATION, "method" => METHODS[m], "route" => self.template,
+                    "status" => STATUSES[s])
+            })
+            .record(elapsed.as_secs_f64());
+    }
+}
+
+fn method_index(method: &Method) -> usize {
+    match *method {
+        Method::GET => 0,
+        Method::POST => 1,
+        Method::PUT => 2,
+        Method::PATCH => 3,
+        Method::DELETE => 4,
+        Method::HEAD => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
+    }
+}
+
+/// The index in [`STATUSES`] of the status's label.
+fn status_index(status: u16) -> usize {
+    match status {
+        200 => 0,
+        201 => 1,
+        204 => 2,
+        301 => 3,
+        302 => 4,
+        304 => 5,
+        400 => 6,
+        401 => 7,
+        402 => 8,
+        403 => 9,
+        404 => 10,
+        405 => 11,
+        408 => 12,
+        409 => 13,
+        413 => 14,
+        415 => 15,
+        422 => 16,
+        429 => 17,
+        500 => 18,
+        502 => 19,
+        503 => 20,
+        504 => 21,
+        100..=199 => 22,
+        200..=299 => 23,
+        300..=399 => 24,
+        400..=499 => 25,
+        _ => 26,
     }
 }
 
@@ -306,10 +354,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_are_labelled_without_allocating() {
-        assert_eq!(status_label(201), "201");
-        assert_eq!(status_label(429), "429");
-        assert_eq!(status_label(418), "4xx");
-        assert_eq!(status_label(599), "5xx");
+    fn statuses_and_methods_are_labelled_from_fixed_tables() {
+        let label = |status| STATUSES[status_index(status)];
+        assert_eq!(label(200), "200");
+        assert_eq!(label(201), "201");
+        assert_eq!(label(429), "429");
+        assert_eq!(label(504), "504");
+        assert_eq!(label(418), "4xx");
+        assert_eq!(label(206), "2xx");
+        assert_eq!(label(101), "1xx");
+        assert_eq!(label(599), "5xx");
+        // Every exact label is the status it is the index of.
+        for (i, l) in STATUSES.iter().enumerate().take(22) {
+            assert_eq!(status_index(l.parse().unwrap()), i);
+        }
+        assert_eq!(METHODS[method_index(&Method::DELETE)], "DELETE");
+        assert_eq!(METHODS[method_index(&Method::TRACE)], "other");
     }
 }
