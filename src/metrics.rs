@@ -177,35 +177,38 @@ fn method_index(method: &Method) -> usize {
 
 /// The index in [`STATUSES`] of the status's label.
 fn status_index(status: u16) -> usize {
-    match status {
-        200 => 0,
-        201 => 1,
-        204 => 2,
-        301 => 3,
-        302 => 4,
-        304 => 5,
-        400 => 6,
-        401 => 7,
-        402 => 8,
-        403 => 9,
-        404 => 10,
-        405 => 11,
-        408 => 12,
-        409 => 13,
-        413 => 14,
-        415 => 15,
-        422 => 16,
-        429 => 17,
-        500 => 18,
-        502 => 19,
-        503 => 20,
-        504 => 21,
-        100..=199 => 22,
-        200..=299 => 23,
-        300..=399 => 24,
-        400..=499 => 25,
+    let exact = match status {
+        200 => Some(0),
+        201 => Some(1),
+        204 => Some(2),
+        301 => Some(3),
+        302 => Some(4),
+        304 => Some(5),
+        400 => Some(6),
+        401 => Some(7),
+        402 => Some(8),
+        403 => Some(9),
+        404 => Some(10),
+        405 => Some(11),
+        408 => Some(12),
+        409 => Some(13),
+        413 => Some(14),
+        415 => Some(15),
+        422 => Some(16),
+        429 => Some(17),
+        500 => Some(18),
+        502 => Some(19),
+        503 => Some(20),
+        504 => Some(21),
+        _ => None,
+    };
+    exact.unwrap_or(match status / 100 {
+        1 => 22,
+        2 => 23,
+        3 => 24,
+        4 => 25,
         _ => 26,
-    }
+    })
 }
 
 /// `n` trigger events answered with `status` (`processed`, `trigger_not_active`, …).
