@@ -72,7 +72,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 
 pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
     let cipher = resolve_cipher(cfg)?;
-    let mut opts = StoreOptions::new(&cfg.database_url);
+    let mut opts = StoreOptions::new(&*cfg.database_url);
     opts.max_connections = (cfg.workers as u32).clamp(4, 32);
     let store = Store::open(&opts, cipher)
         .await
@@ -112,9 +112,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let background = spawn_maintenance(store.clone(), shutdown.clone());
     let options = api::ApiOptions {
         rate_limits: cfg.rate_limits,
-        metrics_token: cfg.metrics_token.clone(),
+        metrics_token: cfg.metrics_token.as_deref().map(str::to_owned),
         limits: cfg.requests,
-        inbox_origins: cfg.inbox_origins.clone(),
+        inbox_origins: cfg.inbox_origins.0.clone(),
         trusted_proxies: cfg.trusted_proxies.clone(),
         sockets,
     };

@@ -1,7 +1,6 @@
 //! The `tidings` binary: parses the command line and hands over to `tidings::app`.
 
-use clap::Parser;
-use tidings::config::{Cli, Command, Config, EnvironmentsCommand};
+use tidings::config::{Cli, Command, Config, EnvironmentsCommand, LogFormat};
 use tidings::{app, service};
 
 /// Every request allocates many small, short-lived values (rows, strings, JSON); mimalloc's per-thread
@@ -9,14 +8,14 @@ use tidings::{app, service};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with `TIDINGS_LOG=json`.
+/// Logs to stderr, filtered by `RUST_LOG` (default `info,sqlx=warn`), as JSON with `--log json`.
 /// Lines are queued to a thread of their own (`tracing-appender`), which writes them through a buffer and
 /// flushes whenever its queue is empty, so a busy server, which logs every request, makes no `write(2)` per
 /// request; the returned guard writes what is left when `main` ends. No line is dropped: past 128k queued
 /// lines (stderr stalled) logging waits, as a direct write to stderr would.
 /// Colours only when both stdout and stderr are terminals and `NO_COLOR` is unset: a log redirected to a file
 /// or a collector stays plain text.
-fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
+fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter =
@@ -32,19 +31,18 @@ fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
         .with_env_filter(filter)
         .with_ansi(colour)
         .with_writer(writer);
-    if std::env::var("TIDINGS_LOG").is_ok_and(|v| v == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
     }
     guard
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let logs = init_tracing();
-    let cli = Cli::parse();
-    let result = run(cli).await;
+    let cli = Cli::parse_env();
+    let logs = init_tracing(cli.config.log);
+    let result = run(cli.config(), cli.command).await;
     drop(logs);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -55,9 +53,8 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let cfg = Config::from_cli(&cli)?;
-    match cli.command {
+async fn run(cfg: Config, command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Serve => app::serve(cfg).await,
         Command::Worker { .. } => app::worker(cfg).await,
         Command::Migrate => {
@@ -127,25 +124,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(&rules)?);
             Ok(())
         }
-        Command::SeedSubscribers {
-            api_key,
-            count,
-            prefix,
-        } => {
-            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+        Command::SeedSubscribers { count, prefix } => {
+            let (store, tenant) = seed_target(&cfg).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
             store.after_bulk_load(&["subscribers"]).await?;
             store.close().await;
             eprintln!("inserted {n} subscribers");
             Ok(())
         }
-        Command::SeedTopic {
-            api_key,
-            key,
-            count,
-            prefix,
-        } => {
-            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+        Command::SeedTopic { key, count, prefix } => {
+            let (store, tenant) = seed_target(&cfg).await?;
             let topic = service::topics::upsert(&store, &tenant, &key, Default::default(), false)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -160,14 +148,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::SeedChannelEndpoints {
-            api_key,
             count,
             subscribers,
             contexts,
             prefix,
             integration_identifier,
         } => {
-            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+            let (store, tenant) = seed_target(&cfg).await?;
             let n = store
                 .seed_channel_endpoints(
                     &tenant,
@@ -184,12 +171,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::SeedNotifications {
-            api_key,
             count,
             subscribers,
             prefix,
         } => {
-            let (store, tenant) = seed_target(&cfg, &api_key).await?;
+            let (store, tenant) = seed_target(&cfg).await?;
             let workflow = match store
                 .get_workflow(&tenant.environment_id, "bench-notice")
                 .await?
@@ -228,11 +214,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Opens and migrates the store and resolves the API key's environment, for the seed helpers.
+/// Opens and migrates the store and resolves the environment of `--api-key`, for the seed helpers.
 async fn seed_target(
     cfg: &Config,
-    api_key: &str,
 ) -> anyhow::Result<(tidings::store::Store, tidings::domain::Tenant)> {
+    let api_key = cfg
+        .api_key
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("the seed helpers need --api-key (TIDINGS_API_KEY)"))?;
     let store = app::open_store(cfg).await?;
     store.migrate().await?;
     let tenant = store

@@ -3,7 +3,8 @@
 //! figures read from the database at that moment.
 //!
 //! Recording costs a registry lookup and an atomic add (a histogram adds a lock-free append, drained into its
-//! buckets at each scrape and every [`UPKEEP_EVERY`]). A process without the recorder (`tidings worker`)
+//! buckets at each scrape and every [`UPKEEP_EVERY`]); request latencies skip the lookup ([`Route`] keeps
+//! their handles). A process without the recorder (`tidings worker`)
 //! records nothing.
 
 use std::fmt::Write as _;
@@ -11,7 +12,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::domain::job::Job;
@@ -105,59 +108,107 @@ fn describe() {
     );
 }
 
-/// One answered request.
-pub fn request(method: &Method, route: &'static str, status: u16, elapsed: Duration) {
-    let method = match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
-    };
-    histogram!(REQUEST_DURATION, "method" => method, "route" => route, "status" => status_label(status))
-        .record(elapsed.as_secs_f64());
+/// The methods a request is labelled with (anything else is `other`).
+const METHODS: [&str; 8] = [
+    "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other",
+];
+
+/// The statuses a request is labelled with: those Tidings answers, else the status's class.
+const STATUSES: [&str; 27] = [
+    "200", "201", "204", "301", "302", "304", "400", "401", "402", "403", "404", "405", "408",
+    "409", "413", "415", "422", "429", "500", "502", "503", "504", "1xx", "2xx", "3xx", "4xx",
+    "5xx",
+];
+
+/// One route's latency histograms, one per method and status it answered, each looked up in the recorder's
+/// registry once: recording a request then costs two array indexes, an atomic load and the histogram's
+/// lock-free append (no label vector built, hashed and looked up under the registry's lock per request).
+/// The handles of a route are allocated when it answers its first request.
+#[derive(Debug)]
+pub struct Route {
+    template: &'static str,
+    histograms: OnceLock<Box<[OnceLock<Histogram>]>>,
 }
 
-/// The status as a label without allocating, for the statuses Tidings answers.
-fn status_label(status: u16) -> &'static str {
+impl Route {
+    pub const fn new(template: &'static str) -> Self {
+        Self {
+            template,
+            histograms: OnceLock::new(),
+        }
+    }
+
+    /// The route's template (`/v2/subscribers/{subscriberId}`).
+    pub fn template(&self) -> &'static str {
+        self.template
+    }
+
+    /// One answered request. The recorder must be installed before the first ([`install`]: the router
+    /// does it when it is built), else the handles are no-ops for good.
+    pub fn request(&self, method: &Method, status: u16, elapsed: Duration) {
+        let m = method_index(method);
+        let s = status_index(status);
+        let histograms = self.histograms.get_or_init(|| {
+            (0..METHODS.len() * STATUSES.len())
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        histograms[m * STATUSES.len() + s]
+            .get_or_init(|| {
+                histogram!(REQUEST_DURATION, "method" => METHODS[m], "route" => self.template,
+                    "status" => STATUSES[s])
+            })
+            .record(elapsed.as_secs_f64());
+    }
+}
+
+fn method_index(method: &Method) -> usize {
+    match *method {
+        Method::GET => 0,
+        Method::POST => 1,
+        Method::PUT => 2,
+        Method::PATCH => 3,
+        Method::DELETE => 4,
+        Method::HEAD => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
+    }
+}
+
+/// The index in [`STATUSES`] of the status's label.
+fn status_index(status: u16) -> usize {
     let exact = match status {
-        200 => "200",
-        201 => "201",
-        204 => "204",
-        301 => "301",
-        302 => "302",
-        304 => "304",
-        400 => "400",
-        401 => "401",
-        402 => "402",
-        403 => "403",
-        404 => "404",
-        405 => "405",
-        408 => "408",
-        409 => "409",
-        413 => "413",
-        415 => "415",
-        422 => "422",
-        429 => "429",
-        500 => "500",
-        502 => "502",
-        503 => "503",
-        504 => "504",
-        _ => "",
+        200 => Some(0),
+        201 => Some(1),
+        204 => Some(2),
+        301 => Some(3),
+        302 => Some(4),
+        304 => Some(5),
+        400 => Some(6),
+        401 => Some(7),
+        402 => Some(8),
+        403 => Some(9),
+        404 => Some(10),
+        405 => Some(11),
+        408 => Some(12),
+        409 => Some(13),
+        413 => Some(14),
+        415 => Some(15),
+        422 => Some(16),
+        429 => Some(17),
+        500 => Some(18),
+        502 => Some(19),
+        503 => Some(20),
+        504 => Some(21),
+        _ => None,
     };
-    if !exact.is_empty() {
-        return exact;
-    }
-    match status / 100 {
-        1 => "1xx",
-        2 => "2xx",
-        3 => "3xx",
-        4 => "4xx",
-        _ => "5xx",
-    }
+    exact.unwrap_or(match status / 100 {
+        1 => 22,
+        2 => 23,
+        3 => 24,
+        4 => 25,
+        _ => 26,
+    })
 }
 
 /// `n` trigger events answered with `status` (`processed`, `trigger_not_active`, …).
@@ -306,10 +357,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_are_labelled_without_allocating() {
-        assert_eq!(status_label(201), "201");
-        assert_eq!(status_label(429), "429");
-        assert_eq!(status_label(418), "4xx");
-        assert_eq!(status_label(599), "5xx");
+    fn statuses_and_methods_are_labelled_from_fixed_tables() {
+        let label = |status| STATUSES[status_index(status)];
+        assert_eq!(label(200), "200");
+        assert_eq!(label(201), "201");
+        assert_eq!(label(429), "429");
+        assert_eq!(label(504), "504");
+        assert_eq!(label(418), "4xx");
+        assert_eq!(label(206), "2xx");
+        assert_eq!(label(101), "1xx");
+        assert_eq!(label(599), "5xx");
+        // Every exact label is the status it is the index of.
+        for (i, l) in STATUSES.iter().enumerate().take(22) {
+            assert_eq!(status_index(l.parse().unwrap()), i);
+        }
+        assert_eq!(METHODS[method_index(&Method::DELETE)], "DELETE");
+        assert_eq!(METHODS[method_index(&Method::TRACE)], "other");
     }
 }

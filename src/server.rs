@@ -17,6 +17,7 @@
 //!   is closed once it has been quiet for [`QUIET_BEFORE_CLOSE`], so a request a client has just written
 //!   still gets its answer. Whatever is left at `shutdown_timeout` is dropped.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
@@ -44,23 +45,8 @@ use tower::Service;
 /// How long a connection with no request under way must have been quiet before shutdown closes it.
 pub const QUIET_BEFORE_CLOSE: Duration = Duration::from_millis(500);
 
-/// The server's connection settings (README "Limits and timeouts").
-#[derive(Debug, Clone, Copy)]
-pub struct ServerOptions {
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-    pub shutdown_timeout: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            max_connections: 10_000,
-            header_timeout: Duration::from_secs(10),
-            shutdown_timeout: Duration::from_secs(20),
-        }
-    }
-}
+/// The server's connection settings, declared with the other settings (`TIDINGS_MAX_CONNECTIONS`, …).
+pub use crate::config::ServerOptions;
 
 /// Serves `app` on `listener` until `signal` resolves, then drains (see the module's comment). `draining` is
 /// set when the signal arrives, before the listener closes (readiness reads it).
@@ -223,7 +209,7 @@ async fn connection(
     };
     let service = ConnectionService {
         peer,
-        app,
+        app: RefCell::new(app),
         activity: activity.clone(),
         open: open.clone(),
         drain: drain.clone(),
@@ -277,10 +263,11 @@ async fn drained(
 
 /// The router, counting the requests under way on one connection; once `drain` fires, its answers close
 /// the connection. Each request carries the client's address (`ConnectInfo`, for limits by address).
-#[derive(Clone)]
 struct ConnectionService {
     peer: Option<ConnectInfo<SocketAddr>>,
-    app: Router,
+    /// The connection's own handle on the router: hyper calls with `&self` one request at a time (HTTP/1),
+    /// so a request borrows it for the call instead of cloning the router (a shared reference count).
+    app: RefCell<Router>,
     activity: Arc<Activity>,
     open: Arc<Open>,
     drain: CancellationToken,
@@ -290,9 +277,9 @@ struct ConnectionService {
 impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
     type Response = Response;
     type Error = Infallible;
-    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Served;
 
-    fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: hyper::Request<Incoming>) -> Served {
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(peer);
         }
@@ -300,26 +287,43 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnectionService {
             self.upgrade.0.asked.store(true, Ordering::Relaxed);
             req.extensions_mut().insert(self.upgrade.clone());
         }
-        let mut app = self.app.clone();
-        let drain = self.drain.clone();
         self.activity.busy.fetch_add(1, Ordering::SeqCst);
-        let done = Finished {
+        let finished = Finished {
             activity: self.activity.clone(),
             open: self.open.clone(),
         };
-        Box::pin(async move {
-            // Moved into the future: the request ends when the future completes or is dropped.
-            let _finished = done;
-            let mut resp = match app.call(req.map(Body::new)).await {
-                Ok(resp) => resp,
-                Err(never) => match never {},
-            };
-            if drain.is_cancelled() {
-                resp.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            Ok(resp)
-        })
+        Served {
+            inner: self.app.borrow_mut().call(req.map(Body::new)),
+            drain: self.drain.clone(),
+            _finished: finished,
+        }
+    }
+}
+
+/// A request's answer on its way (a named future: no allocation per request): the router's, with
+/// `Connection: close` once the server drains. The request ends when it completes or is dropped.
+struct Served {
+    inner: axum::routing::future::RouteFuture<Infallible>,
+    drain: CancellationToken,
+    _finished: Finished,
+}
+
+impl Future for Served {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Poll::Ready(result) = Pin::new(&mut self.inner).poll(cx) else {
+            return Poll::Pending;
+        };
+        let mut resp = match result {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+        if self.drain.is_cancelled() {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        Poll::Ready(Ok(resp))
     }
 }
 

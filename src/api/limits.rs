@@ -1,6 +1,7 @@
 //! Per-request limits, applied in one place before any handler, extractor or idempotency record sees the
 //! request: the body limit ([`MAX_BODY`]: 413, and no more than that is ever kept), the body-read timeout
-//! (408) and the request timeout (503).
+//! (408) and the request timeout (503). The timeouts apply where a request can wait: on its body, or on a
+//! write (any method but `GET`, `HEAD` and `OPTIONS`); a read without a body runs as it is.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::response::Response;
 use http_body_util::BodyExt;
 use serde_json::Map;
@@ -20,23 +21,8 @@ use super::error::error_response;
 /// The largest request body, in bytes (2 MiB).
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
 
-/// How long a request may take (README "Limits and timeouts").
-#[derive(Debug, Clone, Copy)]
-pub struct RequestLimits {
-    /// From the end of the request head to the end of its body.
-    pub body_timeout: Duration,
-    /// From the end of the request head to the response.
-    pub request_timeout: Duration,
-}
-
-impl Default for RequestLimits {
-    fn default() -> Self {
-        Self {
-            body_timeout: Duration::from_secs(15),
-            request_timeout: Duration::from_secs(30),
-        }
-    }
-}
+/// How long a request may take, declared with the other settings (`TIDINGS_BODY_TIMEOUT`, …).
+pub use crate::config::RequestLimits;
 
 /// Applies [`RequestLimits`] and [`MAX_BODY`] (inside the wire context: refusals are ordinary error bodies).
 #[derive(Debug, Clone, Copy)]
@@ -63,22 +49,27 @@ pub struct WithLimits<S> {
 impl<S> tower::Service<Request> for WithLimits<S>
 where
     S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S::Future: Send + Unpin + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Limited<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
+        // A read without a body cannot wait on its client, nor on a write: it goes straight on, without a
+        // timer or an allocation (the database's own timeouts bound it).
+        if is_read(&req) && has_no_body(&req) {
+            return Limited::Direct(self.inner.call(req));
+        }
         // The clone is the ready one's twin; the ready one goes into the future (tower's usual swap).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.limits;
-        Box::pin(async move {
+        Limited::Timed(Box::pin(async move {
             let within = tokio::time::timeout(limits.request_timeout, async move {
                 match read_body(req, limits.body_timeout).await {
                     Ok(req) => match inner.call(req).await {
@@ -97,8 +88,47 @@ where
                     Map::new(),
                 )
             }))
-        })
+        }))
     }
+}
+
+/// [`WithLimits`]'s future: a read without a body as the inner service answers it, anything else under the
+/// limits.
+pub enum Limited<F> {
+    Direct(F),
+    Timed(Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>),
+}
+
+impl<F> Future for Limited<F>
+where
+    F: Future<Output = Result<Response, Infallible>> + Unpin,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Direct(f) => Pin::new(f).poll(cx),
+            Self::Timed(f) => f.as_mut().poll(cx),
+        }
+    }
+}
+
+/// `GET`, `HEAD` or `OPTIONS`: nothing is written.
+fn is_read(req: &Request) -> bool {
+    matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The request declares an empty body, or has none.
+fn has_no_body(req: &Request) -> bool {
+    declared_length(req) == Some(0) || http_body::Body::is_end_stream(req.body())
+}
+
+/// The `Content-Length` the request declares.
+fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// The request with its body read into memory, or the answer that refuses it: 413 past [`MAX_BODY`], 408
@@ -109,12 +139,8 @@ where
 /// discarded (up to [`DRAIN_MAX`], within `timeout`) so that a client that writes its whole body before
 /// reading gets the 413 instead of a reset connection.
 async fn read_body(req: Request, timeout: Duration) -> Result<Request, Response> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared == Some(0) || http_body::Body::is_end_stream(req.body()) {
+    let declared = declared_length(&req);
+    if has_no_body(&req) {
         return Ok(req);
     }
     let expects = req

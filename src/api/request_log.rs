@@ -4,8 +4,8 @@
 //! The route template is known without axum's `matched-path` feature (left out for speed): every route is
 //! wrapped in a [`RouteLayer`] holding its template, which writes it into a task-local slot that the outer
 //! [`LogLayer`] opens around each poll of the request; requests no route served (the 404 fallback) log `-`. Per request this costs
-//! a clock read, the request id's header value, the log event itself and its latency's record in
-//! [`crate::metrics`].
+//! a clock read, the request id's header value, the log event itself and its latency's record in the
+//! route's own histogram handle ([`crate::metrics::Route`]).
 
 use std::cell::Cell;
 use std::future::Future;
@@ -19,35 +19,41 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::response::Response;
 
+use crate::metrics::Route;
+
 /// The request id header: taken from the client when it sent a usable one, echoed on every response.
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The route logged for a request that no route served.
 pub const UNMATCHED: &str = "-";
 
+/// [`UNMATCHED`] with its latency histograms.
+static UNMATCHED_ROUTE: Route = Route::new(UNMATCHED);
+
 /// A client's request id longer than this (or with other than visible ASCII) is replaced by a generated one.
 const MAX_CLIENT_ID: usize = 128;
 
 tokio::task_local! {
-    static ROUTE: Cell<&'static str>;
+    static ROUTE: Cell<&'static Route>;
 }
 
-/// The template as a `&'static str`, each distinct template allocated once per process (routers are built
-/// once per server, and once per test app in the tests).
-fn intern(template: &str) -> &'static str {
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(name) = names.iter().find(|n| **n == template) {
-        return name;
+/// The route of the template (its name and latency histograms), each distinct template allocated once per
+/// process (routers are built once per server, and once per test app in the tests).
+fn intern(template: &str) -> &'static Route {
+    static ROUTES: Mutex<Vec<&'static Route>> = Mutex::new(Vec::new());
+    let mut routes = ROUTES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(route) = routes.iter().find(|r| r.template() == template) {
+        return route;
     }
     let name: &'static str = Box::leak(template.to_owned().into_boxed_str());
-    names.push(name);
-    name
+    let route: &'static Route = Box::leak(Box::new(Route::new(name)));
+    routes.push(route);
+    route
 }
 
 /// Names the route it wraps (see the module's documentation).
 #[derive(Debug, Clone, Copy)]
-pub struct RouteLayer(&'static str);
+pub struct RouteLayer(&'static Route);
 
 impl RouteLayer {
     pub fn new(template: &str) -> Self {
@@ -70,7 +76,7 @@ impl<S> tower::Layer<S> for RouteLayer {
 #[derive(Debug, Clone)]
 pub struct Named<S> {
     inner: S,
-    route: &'static str,
+    route: &'static Route,
 }
 
 impl<S> tower::Service<Request> for Named<S>
@@ -98,7 +104,7 @@ where
 /// the future may not).
 pub struct NamedFuture<F> {
     inner: F,
-    route: &'static str,
+    route: &'static Route,
 }
 
 impl<F: Future + Unpin> Future for NamedFuture<F> {
@@ -153,7 +159,7 @@ where
         let method = req.method().clone();
         LoggedFuture {
             inner: self.inner.call(req),
-            route: UNMATCHED,
+            route: &UNMATCHED_ROUTE,
             start,
             method,
             request_id: Some(request_id),
@@ -165,7 +171,7 @@ where
 pub struct LoggedFuture<F> {
     inner: F,
     /// What the slot held after the last poll.
-    route: &'static str,
+    route: &'static Route,
     start: Instant,
     method: Method,
     request_id: Option<HeaderValue>,
@@ -193,11 +199,11 @@ where
         };
         if let Ok(resp) = &mut result {
             let elapsed = this.start.elapsed();
-            crate::metrics::request(&this.method, route, resp.status().as_u16(), elapsed);
+            route.request(&this.method, resp.status().as_u16(), elapsed);
             tracing::info!(
                 target: "tidings::request",
                 method = %this.method,
-                route = %route,
+                route = %route.template(),
                 status = resp.status().as_u16(),
                 latency_us = elapsed.as_micros() as u64,
                 request_id = %request_id.to_str().unwrap_or(UNMATCHED),
@@ -261,5 +267,6 @@ mod tests {
         let a = intern("/v2/subscribers/{subscriberId}");
         let b = intern(&String::from("/v2/subscribers/{subscriberId}"));
         assert!(std::ptr::eq(a, b));
+        assert_eq!(a.template(), "/v2/subscribers/{subscriberId}");
     }
 }

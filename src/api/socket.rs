@@ -56,24 +56,8 @@ fn is_socket_path(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// The caps on the Inbox's sockets (README "Limits, timeouts and shutdown").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketLimits {
-    /// `TIDINGS_MAX_SOCKETS`: sockets open in this process; one more is refused before its upgrade (503).
-    pub max: usize,
-    /// `TIDINGS_MAX_SOCKETS_PER_SUBSCRIBER`: one subscriber's sockets in this process; a new one past it
-    /// closes the subscriber's oldest.
-    pub per_subscriber: usize,
-}
-
-impl Default for SocketLimits {
-    fn default() -> Self {
-        Self {
-            max: 5_000,
-            per_subscriber: 10,
-        }
-    }
-}
+/// The caps on the Inbox's sockets, declared with the other settings (`TIDINGS_MAX_SOCKETS`, …).
+pub use crate::config::SocketLimits;
 
 /// Refuses a socket before its WebSocket upgrade, so that a refused socket costs neither storage nor a held
 /// connection: from a browser page of an origin `TIDINGS_INBOX_ORIGINS` does not list (403; no `Origin`, as

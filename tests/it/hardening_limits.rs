@@ -189,7 +189,10 @@ async fn trusted_proxies_name_the_client(app: TestApp) {
             inbox_per_address: 1,
             ..RateLimits::default()
         },
-        trusted_proxies: tidings::config::trusted_proxies(Some(trusted)).unwrap(),
+        trusted_proxies: trusted
+            .split(',')
+            .filter_map(tidings::config::Network::parse)
+            .collect(),
         ..ApiOptions::default()
     };
     let count = |server: &Server, token: &str, client: &str| {
