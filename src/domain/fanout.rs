@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::job::Notification;
 use super::workflow::{Step, StepType};
-use super::{NotificationId, SubscriberRef, Timestamp, TopicId, WorkflowRef};
+use super::{
+    EnvironmentId, NotificationId, OrganizationId, SubscriberRef, Timestamp, TopicId, WorkflowRef,
+};
 
 /// Where a fan-out's recipients come from, expanded in the order given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,8 +50,8 @@ pub struct Template {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fanout {
     pub id: String,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub transaction_id: String,
     pub template: Template,
     pub sources: Vec<Source>,
@@ -93,8 +95,8 @@ impl Template {
     /// The notification of one recipient of this template, in a trigger of `transaction_id`.
     pub fn notification(
         &self,
-        organization_id: &str,
-        environment_id: &str,
+        organization_id: &OrganizationId,
+        environment_id: &EnvironmentId,
         transaction_id: &str,
         reached: &Reached,
         now: Timestamp,
@@ -109,8 +111,8 @@ impl Template {
         };
         Notification {
             id: NotificationId::new(),
-            organization_id: organization_id.to_owned(),
-            environment_id: environment_id.to_owned(),
+            organization_id: organization_id.clone(),
+            environment_id: environment_id.clone(),
             subscriber_ref: reached.subscriber_ref.clone(),
             subscriber_id: reached.subscriber_id.clone(),
             workflow_ref: self.workflow_ref.clone(),

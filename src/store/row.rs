@@ -19,7 +19,7 @@ use crate::domain::endpoint::{ConnectionMode, EndpointType};
 use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
-use crate::domain::Timestamp;
+use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
 use crate::domain::{Channel, IntegrationKind};
 
 macro_rules! sql_row {
@@ -369,6 +369,60 @@ plain_columns!(
     Vec<u8>,
     Option<Vec<u8>>
 );
+
+/// Tenant ids in projections (`sql_row!`, tuples) and sqlx binds: read from and bound as their TEXT column
+/// by both sqlx drivers, and read inline.
+macro_rules! text_ids {
+    ($($t:ty),+) => {
+        $(
+            impl<DB: sqlx::Database> sqlx::Type<DB> for $t
+            where
+                String: sqlx::Type<DB>,
+            {
+                fn type_info() -> DB::TypeInfo {
+                    <String as sqlx::Type<DB>>::type_info()
+                }
+                fn compatible(ty: &DB::TypeInfo) -> bool {
+                    <String as sqlx::Type<DB>>::compatible(ty)
+                }
+            }
+
+            impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $t
+            where
+                String: sqlx::Decode<'r, DB>,
+            {
+                fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                    <String as sqlx::Decode<'r, DB>>::decode(value).map(<$t>::from)
+                }
+            }
+
+            impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $t
+            where
+                String: sqlx::Encode<'q, DB>,
+            {
+                fn encode_by_ref(
+                    &self,
+                    buf: &mut <DB as sqlx::Database>::ArgumentBuffer<'q>,
+                ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                    <String as sqlx::Encode<'q, DB>>::encode_by_ref(&self.0, buf)
+                }
+            }
+
+            impl rusqlite::types::FromSql for $t {
+                fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+                    String::column_result(value).map(<$t>::from)
+                }
+            }
+
+            impl Column for $t {
+                fn read(c: &mut Columns<'_, '_>, name: &str) -> rusqlite::Result<Self> {
+                    c.get(name)
+                }
+            }
+        )+
+    };
+}
+text_ids!(OrganizationId, EnvironmentId);
 
 impl<T: DeserializeOwned> Column for Json<T> {
     fn read(c: &mut Columns<'_, '_>, name: &str) -> rusqlite::Result<Self> {

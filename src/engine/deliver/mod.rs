@@ -112,7 +112,7 @@ fn resolve<'a>(
     };
     Ok(Resolved {
         step,
-        env: EnvironmentId(job.environment_id.clone()),
+        env: job.environment_id.clone(),
         subscriber,
         overrides: job.overrides.clone().unwrap_or(Value::Null),
     })
