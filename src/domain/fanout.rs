@@ -61,10 +61,44 @@ pub struct Fanout {
     pub position: Position,
     /// Notifications written so far.
     pub recipients: i64,
-    /// `running`, `completed` or `canceled`.
-    pub status: String,
+    pub status: FanoutStatus,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// Where a fan-out's expansion is. Stored as [`FanoutStatus::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FanoutStatus {
+    /// Batches remain; a worker claims the next.
+    Running,
+    /// Every source was expanded.
+    Completed,
+    /// Its trigger was canceled (`DELETE /v1/events/trigger/{transactionId}`) before the expansion ended.
+    Canceled,
+}
+
+impl FanoutStatus {
+    pub const ALL: [FanoutStatus; 3] = [Self::Running, Self::Completed, Self::Canceled];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Canceled => "canceled",
+        }
+    }
+}
+
+impl TryFrom<String> for FanoutStatus {
+    type Error = String;
+
+    /// A stored status; the error names the value.
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| format!("unknown fan-out status {s:?}"))
+    }
 }
 
 /// How far a fan-out got: the source being expanded, and the last subscription (or subscriber) id of it

@@ -561,7 +561,7 @@ async fn fanout_for(
             cursor: String::new(),
         },
         recipients: 0,
-        status: "running".into(),
+        status: crate::domain::fanout::FanoutStatus::Running,
         created_at: now,
         updated_at: now,
     })))

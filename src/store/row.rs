@@ -16,6 +16,7 @@ use super::sql::{Arg, Sql};
 use super::sqlite::rows::Columns;
 use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::{ConnectionMode, EndpointType};
+use crate::domain::fanout::FanoutStatus;
 use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
@@ -318,6 +319,7 @@ macro_rules! stored_as_names {
 stored_as_names!(
     JobStatus,
     DetailStatus,
+    FanoutStatus,
     Channel,
     EndpointType,
     IntegrationKind,
@@ -588,6 +590,7 @@ mod tests {
     #[test]
     fn statuses_are_stored_as_their_names() {
         use super::{Arg, Stored};
+        use crate::domain::fanout::FanoutStatus;
         use crate::domain::job::{DetailStatus, JobStatus};
 
         for s in JobStatus::ALL {
@@ -600,6 +603,16 @@ mod tests {
             assert_eq!(arg, Arg::Text(s.as_str().to_owned()));
             assert_eq!(DetailStatus::load(s.as_str().to_owned()), Ok(s));
         }
+        let fanouts: Vec<Arg> = FanoutStatus::ALL.iter().map(|s| s.arg().unwrap()).collect();
+        assert_eq!(
+            fanouts,
+            ["running", "completed", "canceled"].map(|s| Arg::Text(s.to_owned()))
+        );
+        for s in FanoutStatus::ALL {
+            assert_eq!(FanoutStatus::load(s.as_str().to_owned()), Ok(s));
+        }
+        let bad = FanoutStatus::load("done".to_owned()).unwrap_err();
+        assert!(bad.contains("fan-out status \"done\""), "{bad}");
         assert_eq!(<JobStatus as Stored<String>>::null(), Arg::OptText(None));
         assert_eq!(
             <Option<DetailStatus> as Stored<Option<String>>>::arg(&None).unwrap(),
