@@ -627,7 +627,7 @@ async fn tell_room(
     let Some(e) = changed else {
         return Ok(());
     };
-    let env = &e.environment_id;
+    let env = e.environment_id.clone();
     for context_keys in contexts_held(&io, &room) {
         let unseen = store
             .count_up_to(
@@ -672,7 +672,7 @@ async fn raw_message(
     e: &InboxEvent,
     id: &str,
 ) -> crate::error::Result<Option<(Vec<String>, Value)>> {
-    let env = &e.environment_id;
+    let env = e.environment_id.clone();
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
         ..MessageFilter::in_app_of(&e.subscriber_ref)

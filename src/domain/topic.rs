@@ -1,8 +1,6 @@
 //! Topics (named groups of subscribers, addressed by a key) and their subscriptions.
 
-use super::{
-    EnvironmentId, OrganizationId, SubscriberRef, SubscriptionId, Timestamp, TopicId,
-};
+use super::{EnvironmentId, OrganizationId, SubscriberRef, SubscriptionId, Timestamp, TopicId};
 use crate::error::Validation;
 
 /// Longest topic key.

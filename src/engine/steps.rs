@@ -151,7 +151,7 @@ impl Runner {
     }
 
     async fn execute(&self, job: &Job, prefetched: Prefetched<'_>) -> Result<JobOutcome> {
-        let env = &job.environment_id;
+        let env = job.environment_id.clone();
         let fetched;
         let notification = match prefetched.notification {
             Some(n) => Some(n),
@@ -308,7 +308,7 @@ impl Runner {
         if notification.critical {
             return Ok(None);
         }
-        let env = &job.environment_id;
+        let env = job.environment_id.clone();
         let read;
         let levels = match prefetched {
             Some(levels) => levels,
@@ -564,7 +564,7 @@ impl Runner {
             }
             Some(_) => return Ok(None),
             None => {
-                let env = &job.environment_id;
+                let env = job.environment_id.clone();
                 let Some(workflow) = self
                     .store
                     .get_workflow_cached(&env, job.workflow_ref.as_str())

@@ -20,8 +20,8 @@ use crate::domain::fanout::FanoutStatus;
 use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
-use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
 use crate::domain::{Channel, IntegrationKind};
+use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
 
 macro_rules! sql_row {
     (

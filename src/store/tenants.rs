@@ -125,7 +125,10 @@ impl Store {
     }
 
     /// The session epochs of `envs` (those that exist).
-    pub async fn session_epochs(&self, envs: &[EnvironmentId]) -> Result<Vec<(EnvironmentId, i64)>> {
+    pub async fn session_epochs(
+        &self,
+        envs: &[EnvironmentId],
+    ) -> Result<Vec<(EnvironmentId, i64)>> {
         if envs.is_empty() {
             return Ok(Vec::new());
         }
@@ -148,7 +151,7 @@ impl Store {
             "select id from environments where inbox_hmac is null").fetch_all(p).await)?;
         for (env,) in &undecided {
             let mut on = false;
-            for i in self.list_integrations(&env, true).await? {
+            for i in self.list_integrations(env, true).await? {
                 if i.channel == Some(crate::domain::Channel::InApp)
                     && i.provider_id.as_str() == "svc"
                 {
@@ -161,7 +164,7 @@ impl Store {
                     on = credentials.get("hmac") == Some(&serde_json::Value::Bool(true));
                 }
             }
-            self.set_inbox_hmac(&env, on).await?;
+            self.set_inbox_hmac(env, on).await?;
         }
         Ok(undecided.len())
     }
