@@ -292,7 +292,11 @@ pub async fn open_session(State(state): State<AppState>, req: Request) -> ApiRes
     )
     .await?;
     // Sessions are public: limited as the Inbox's routes are, never on an API key's budget.
-    let headers = match state.limiter.admit_inbox(&env.id, &subscriber_id).await {
+    let headers = match state
+        .limiter
+        .admit_inbox(env.id.as_str(), &subscriber_id)
+        .await
+    {
         Verdict::Admitted(headers) => headers,
         Verdict::Refused(resp) => return Ok(resp),
     };

@@ -162,7 +162,7 @@ fn token_of(uri: &axum::http::Uri) -> String {
 /// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
 /// it so that another instance holding one of their sockets records them online again.
 pub async fn close(io: &SocketIo, store: &Store) {
-    let mut subscribers: Vec<(String, SubscriberRef)> = io
+    let mut subscribers: Vec<(EnvironmentId, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
@@ -173,7 +173,7 @@ pub async fn close(io: &SocketIo, store: &Store) {
     io.close().await;
     let mut events = Vec::with_capacity(subscribers.len());
     for (env, subscriber) in subscribers {
-        set_online(store, &EnvironmentId(env.clone()), &subscriber, false).await;
+        set_online(store, &env, &subscriber, false).await;
         events.push(InboxEvent::offline(&env, &subscriber));
     }
     store.inbox_events().publish(events);
@@ -278,7 +278,7 @@ async fn presence(store: Store, io: SocketIo) {
 
 /// Refreshes the heartbeat of every subscriber this process holds a socket of.
 async fn heartbeat(store: &Store, io: &SocketIo) {
-    let mut held: Vec<(String, SubscriberRef)> = io
+    let mut held: Vec<(EnvironmentId, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
@@ -293,7 +293,7 @@ async fn heartbeat(store: &Store, io: &SocketIo) {
     let mut envs = Vec::new();
     for env in held.chunk_by(|a, b| a.0 == b.0) {
         let ids: Vec<SubscriberRef> = env.iter().map(|(_, s)| s.clone()).collect();
-        let env = EnvironmentId(env[0].0.clone());
+        let env = env[0].0.clone();
         if let Err(e) = store.refresh_presence(&env, &ids, now).await {
             tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
         }
@@ -308,7 +308,7 @@ async fn heartbeat(store: &Store, io: &SocketIo) {
 /// Disconnects every socket of this process whose session is of an epoch older than its environment's in
 /// `epochs` (environment id → epoch). The token is read again from the socket's request, signature and all:
 /// no database read.
-fn close_older_sessions(store: &Store, io: &SocketIo, epochs: &HashMap<String, i64>) {
+fn close_older_sessions(store: &Store, io: &SocketIo, epochs: &HashMap<EnvironmentId, i64>) {
     let now = crate::domain::Timestamp::now();
     for socket in io.sockets() {
         let token = token_of(&socket.req_parts().uri);
@@ -317,7 +317,7 @@ fn close_older_sessions(store: &Store, io: &SocketIo, epochs: &HashMap<String, i
             continue;
         };
         if epochs
-            .get(t.tenant.environment_id.as_str())
+            .get(&t.tenant.environment_id)
             .is_some_and(|&epoch| t.epoch < epoch)
         {
             let _ = socket.disconnect();
@@ -326,7 +326,7 @@ fn close_older_sessions(store: &Store, io: &SocketIo, epochs: &HashMap<String, i
 }
 
 /// The room of a subscriber's sockets: its record's, not its reusable subscriberId's.
-fn room(environment_id: &str, subscriber: &SubscriberRef) -> String {
+fn room(environment_id: &EnvironmentId, subscriber: &SubscriberRef) -> String {
     format!("{environment_id}\n{subscriber}")
 }
 
@@ -340,12 +340,12 @@ fn context_room(subscriber_room: &str, context_keys: &[String]) -> String {
 }
 
 /// `(environment, subscriber record)` of a subscriber's room; `None` for a context room.
-fn subscriber_of_room(room: &str) -> Option<(String, SubscriberRef)> {
+fn subscriber_of_room(room: &str) -> Option<(EnvironmentId, SubscriberRef)> {
     if room.starts_with('[') {
         return None;
     }
     let (env, subscriber) = room.split_once('\n')?;
-    Some((env.to_owned(), SubscriberRef::from(subscriber)))
+    Some((EnvironmentId::from(env), SubscriberRef::from(subscriber)))
 }
 
 /// The contexts of the sockets this process holds in a subscriber's room (their keys, sorted), each once.
@@ -451,7 +451,7 @@ async fn connect(
         }
     };
     let (env, subscriber) = (who.tenant.environment_id, who.subscriber_ref);
-    let subscriber_room = room(env.as_str(), &subscriber);
+    let subscriber_room = room(&env, &subscriber);
     socket.join(context_room(&subscriber_room, &who.context_keys));
     socket.join(subscriber_room.clone());
     let closing = (
@@ -476,7 +476,7 @@ async fn connect(
                 set_online(&store, &env, &subscriber, false).await;
                 store
                     .inbox_events()
-                    .publish(vec![InboxEvent::offline(env.as_str(), &subscriber)]);
+                    .publish(vec![InboxEvent::offline(&env, &subscriber)]);
             }
         }
     });
@@ -531,7 +531,7 @@ const TELLING: usize = 16;
 async fn tell(store: &Store, io: &SocketIo, events: &[InboxEvent]) {
     let mut rooms: Vec<(String, Vec<InboxEvent>)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
-    let mut epochs: HashMap<String, i64> = HashMap::new();
+    let mut epochs: HashMap<EnvironmentId, i64> = HashMap::new();
     for e in events {
         let room = room(&e.environment_id, &e.subscriber_ref);
         match e.ended {
@@ -594,8 +594,7 @@ async fn tell_room(
             // Recorded offline by another process (or by this one, for a socket that joined since); a
             // socket closing is no longer connected while it leaves.
             if io.to(room.clone()).sockets().iter().any(|o| o.connected()) {
-                let env = EnvironmentId(e.environment_id.clone());
-                set_online(&store, &env, &e.subscriber_ref, true).await;
+                set_online(&store, &e.environment_id, &e.subscriber_ref, true).await;
             }
             continue;
         }
@@ -612,7 +611,7 @@ async fn tell_room(
     let Some(e) = changed else {
         return Ok(());
     };
-    let env = EnvironmentId(e.environment_id.clone());
+    let env = e.environment_id.clone();
     for context_keys in contexts_held(&io, &room) {
         let unseen = store
             .count_up_to(
@@ -657,7 +656,7 @@ async fn raw_message(
     e: &InboxEvent,
     id: &str,
 ) -> crate::error::Result<Option<(Vec<String>, Value)>> {
-    let env = EnvironmentId(e.environment_id.clone());
+    let env = e.environment_id.clone();
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
         ..MessageFilter::in_app_of(&e.subscriber_ref)
@@ -739,7 +738,7 @@ mod tests {
     fn rooms_tell_subscribers_and_contexts_apart() {
         // A context key may hold newlines and brackets.
         let subscriber = SubscriberRef::from("65a1b2c3d4e5f60718293a4e");
-        let sub = room("65a1b2c3d4e5f60718293a4d", &subscriber);
+        let sub = room(&"65a1b2c3d4e5f60718293a4d".into(), &subscriber);
         assert_eq!(
             subscriber_of_room(&sub),
             Some(("65a1b2c3d4e5f60718293a4d".into(), subscriber))

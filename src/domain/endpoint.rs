@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::channel::{ProviderGroup, ProviderId};
-use super::{Channel, Timestamp};
+use super::{Channel, EnvironmentId, OrganizationId, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndpointType {
@@ -156,8 +156,8 @@ pub fn is_e164(s: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelEndpoint {
     pub id: String,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub identifier: String,
     pub endpoint_type: EndpointType,
     pub endpoint: Value,
@@ -228,8 +228,8 @@ impl TryFrom<String> for ConnectionMode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelConnection {
     pub id: String,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub identifier: String,
     pub integration_identifier: String,
     pub provider_id: ProviderId,

@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::job::Notification;
 use super::workflow::{Step, StepType};
-use super::{NotificationId, SubscriberRef, Timestamp, TopicId, WorkflowRef};
+use super::{
+    EnvironmentId, NotificationId, OrganizationId, SubscriberRef, Timestamp, TopicId, WorkflowRef,
+};
 
 /// Where a fan-out's recipients come from, expanded in the order given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,8 +50,8 @@ pub struct Template {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fanout {
     pub id: String,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub transaction_id: String,
     pub template: Template,
     pub sources: Vec<Source>,
@@ -59,10 +61,44 @@ pub struct Fanout {
     pub position: Position,
     /// Notifications written so far.
     pub recipients: i64,
-    /// `running`, `completed` or `canceled`.
-    pub status: String,
+    pub status: FanoutStatus,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// Where a fan-out's expansion is. Stored as [`FanoutStatus::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FanoutStatus {
+    /// Batches remain; a worker claims the next.
+    Running,
+    /// Every source was expanded.
+    Completed,
+    /// Its trigger was canceled (`DELETE /v1/events/trigger/{transactionId}`) before the expansion ended.
+    Canceled,
+}
+
+impl FanoutStatus {
+    pub const ALL: [FanoutStatus; 3] = [Self::Running, Self::Completed, Self::Canceled];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Canceled => "canceled",
+        }
+    }
+}
+
+impl TryFrom<String> for FanoutStatus {
+    type Error = String;
+
+    /// A stored status; the error names the value.
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| format!("unknown fan-out status {s:?}"))
+    }
 }
 
 /// How far a fan-out got: the source being expanded, and the last subscription (or subscriber) id of it
@@ -93,8 +129,8 @@ impl Template {
     /// The notification of one recipient of this template, in a trigger of `transaction_id`.
     pub fn notification(
         &self,
-        organization_id: &str,
-        environment_id: &str,
+        organization_id: &OrganizationId,
+        environment_id: &EnvironmentId,
         transaction_id: &str,
         reached: &Reached,
         now: Timestamp,
@@ -109,8 +145,8 @@ impl Template {
         };
         Notification {
             id: NotificationId::new(),
-            organization_id: organization_id.to_owned(),
-            environment_id: environment_id.to_owned(),
+            organization_id: organization_id.clone(),
+            environment_id: environment_id.clone(),
             subscriber_ref: reached.subscriber_ref.clone(),
             subscriber_id: reached.subscriber_id.clone(),
             workflow_ref: self.workflow_ref.clone(),

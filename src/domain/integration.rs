@@ -3,13 +3,13 @@
 use serde_json::Value;
 
 use super::channel::{Channel, IntegrationKind, ProviderGroup, ProviderId};
-use super::{IntegrationId, Timestamp};
+use super::{EnvironmentId, IntegrationId, OrganizationId, Timestamp};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Integration {
     pub id: IntegrationId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub name: String,
     pub identifier: String,
     pub provider_id: ProviderId,

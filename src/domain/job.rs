@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::workflow::Step;
-use super::{JobId, MessageId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
+use super::{
+    EnvironmentId, JobId, MessageId, NotificationId, OrganizationId, SubscriberRef, Timestamp,
+    WorkflowRef,
+};
 
 /// Job states (Novu's names). A trigger creates the job of every step of its workflow: the first
 /// `queued`, the others `pending` until the chain reaches them (a pending job is never claimed). A queued
@@ -120,8 +123,8 @@ impl TryFrom<String> for DetailStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notification {
     pub id: NotificationId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
     pub workflow_ref: WorkflowRef,
@@ -148,8 +151,8 @@ pub struct Notification {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     pub id: JobId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub notification_id: NotificationId,
     pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
@@ -276,7 +279,7 @@ impl Job {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionDetail {
     pub id: String,
-    pub environment_id: String,
+    pub environment_id: EnvironmentId,
     pub job_id: JobId,
     pub notification_id: NotificationId,
     pub status: DetailStatus,
@@ -313,8 +316,8 @@ impl ExecutionDetail {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub id: MessageId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub notification_id: NotificationId,
     pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,

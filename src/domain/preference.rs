@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::{Channel, SubscriberRef, Timestamp, WorkflowRef};
+use super::{Channel, EnvironmentId, SubscriberRef, Timestamp, WorkflowRef};
 
 /// A level's choice per channel; `None`: not chosen at this level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl ChannelChoices {
 /// A subscriber's preference at one level: global (`workflow_ref` `None`) or for one workflow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubscriberPreference {
-    pub environment_id: String,
+    pub environment_id: EnvironmentId,
     pub subscriber_ref: SubscriberRef,
     pub workflow_ref: Option<WorkflowRef>,
     /// The whole workflow (or, globally, everything) on or off; `None`: not chosen.

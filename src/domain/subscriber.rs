@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{IntegrationId, SubscriberRef, Timestamp};
+use super::{EnvironmentId, IntegrationId, OrganizationId, SubscriberRef, Timestamp};
 use crate::error::Validation;
 
 /// Most device tokens one subscriber channel may hold.
@@ -47,8 +47,8 @@ pub struct ChannelSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: SubscriberRef,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub subscriber_id: String,
     pub first_name: Option<String>,
     pub last_name: Option<String>,

@@ -1,6 +1,6 @@
 //! Topics (named groups of subscribers, addressed by a key) and their subscriptions.
 
-use super::{SubscriberRef, SubscriptionId, Timestamp, TopicId};
+use super::{EnvironmentId, OrganizationId, SubscriberRef, SubscriptionId, Timestamp, TopicId};
 use crate::error::Validation;
 
 /// Longest topic key.
@@ -15,8 +15,8 @@ pub const MAX_SUBSCRIPTIONS_PER_REQUEST: usize = 100;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topic {
     pub id: TopicId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub key: String,
     pub name: Option<String>,
     /// The operator opened the topic to self-subscription: a subscriber may subscribe itself to it through
@@ -30,8 +30,8 @@ pub struct Topic {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicSubscription {
     pub id: SubscriptionId,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub topic_id: TopicId,
     pub topic_key: String,
     pub subscriber_ref: SubscriberRef,

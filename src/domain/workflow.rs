@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Channel, Timestamp, WorkflowRef};
+use super::{Channel, EnvironmentId, OrganizationId, Timestamp, WorkflowRef};
 use crate::error::Validation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -236,8 +236,8 @@ impl TryFrom<String> for Severity {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workflow {
     pub id: WorkflowRef,
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     /// The trigger identifier.
     pub workflow_id: String,
     pub name: String,

@@ -32,7 +32,7 @@ use super::{first_rows, prefetch, BatchReads, TriggerWriter, Wakeup};
 use crate::domain::fanout::{Fanout, Position};
 use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::workflow::StepType;
-use crate::domain::{EnvironmentId, Timestamp};
+use crate::domain::Timestamp;
 use crate::metrics::FinishedJob;
 use crate::store::fanouts::Advance;
 use crate::store::inbox_events::InboxEvent;
@@ -265,7 +265,7 @@ fn record(
 > {
     let recipients = batch.rows.len();
     let record = TriggerRecord {
-        environment_id: EnvironmentId(fanout.environment_id.clone()),
+        environment_id: fanout.environment_id.clone(),
         transaction_id: fanout.transaction_id.clone(),
         batch: batch.rows,
         fanout: None,

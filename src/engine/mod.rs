@@ -380,7 +380,7 @@ impl Claimer {
             .await?;
         crate::metrics::lease_expiries(reclaimed);
         self.claims.held.add(claimed.iter().map(|j| j.id.clone()));
-        let keys: Vec<(String, NotificationId)> = claimed
+        let keys: Vec<(EnvironmentId, NotificationId)> = claimed
             .iter()
             .map(|j| (j.environment_id.clone(), j.notification_id.clone()))
             .collect();
@@ -487,10 +487,10 @@ impl Batch {
 /// What a batch reads for all its jobs.
 pub(crate) struct BatchReads {
     /// The current subscribers by (environment, subscriberId).
-    subscribers: HashMap<(String, String), Arc<Subscriber>>,
+    subscribers: HashMap<(EnvironmentId, String), Arc<Subscriber>>,
     /// The preferences of the subscribers of channel steps by (environment, subscriber `_id`): their global
     /// one and those for the batch's workflows.
-    preferences: HashMap<(String, SubscriberRef), Vec<SubscriberPreference>>,
+    preferences: HashMap<(EnvironmentId, SubscriberRef), Vec<SubscriberPreference>>,
 }
 
 impl BatchReads {
@@ -524,9 +524,9 @@ impl BatchReads {
 /// reach, one more query per environment that has any; `None` when a read failed (each job then reads
 /// its own).
 pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> {
-    let mut wanted: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut wanted: HashMap<&EnvironmentId, Vec<String>> = HashMap::new();
     for job in jobs {
-        let ids = wanted.entry(job.environment_id.as_str()).or_default();
+        let ids = wanted.entry(&job.environment_id).or_default();
         if !ids.contains(&job.subscriber_id) {
             ids.push(job.subscriber_id.clone());
         }
@@ -536,8 +536,7 @@ pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> 
         preferences: HashMap::new(),
     };
     for (env, ids) in wanted {
-        let env = EnvironmentId(env.to_owned());
-        let found = match store.subscribers_by_ids(&env, &ids).await {
+        let found = match store.subscribers_by_ids(env, &ids).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = ?e, "prefetching subscribers failed");
@@ -554,7 +553,7 @@ pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> 
         let mut seen = std::collections::HashSet::new();
         for job in jobs
             .iter()
-            .filter(|j| j.environment_id == env.0 && j.step.step_type.channel().is_some())
+            .filter(|j| j.environment_id == *env && j.step.step_type.channel().is_some())
         {
             let Some(s) = by_id.get(job.subscriber_id.as_str()) else {
                 continue;
@@ -567,7 +566,7 @@ pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> 
             }
         }
         if !refs.is_empty() {
-            match store.preferences_for(&env, &refs, &workflows).await {
+            match store.preferences_for(env, &refs, &workflows).await {
                 Ok(rows) => {
                     for p in rows {
                         read.preferences

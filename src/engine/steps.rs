@@ -31,7 +31,7 @@ pub struct Runner {
     /// First backoff of a provider retry (doubled on each further retry).
     pub(super) retry_base: std::time::Duration,
     /// Environment names by id (for `env.name`).
-    env_names: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    env_names: std::sync::Mutex<std::collections::HashMap<EnvironmentId, String>>,
     /// `TIDINGS_PUBLIC_URL`: the base of emails' unsubscribe links (none without it).
     public_url: Option<String>,
 }
@@ -148,7 +148,7 @@ impl Runner {
     }
 
     async fn execute(&self, job: &Job, prefetched: Prefetched<'_>) -> Result<JobOutcome> {
-        let env = EnvironmentId(job.environment_id.clone());
+        let env = job.environment_id.clone();
         let fetched;
         let notification = match prefetched.notification {
             Some(n) => Some(n),
@@ -325,7 +325,7 @@ impl Runner {
         if notification.critical {
             return Ok(None);
         }
-        let env = EnvironmentId(job.environment_id.clone());
+        let env = job.environment_id.clone();
         let read;
         let levels = match prefetched {
             Some(levels) => levels,
@@ -527,7 +527,7 @@ impl Runner {
             return None;
         }
         let token = UnsubscribeToken {
-            environment_id: EnvironmentId(job.environment_id.clone()),
+            environment_id: job.environment_id.clone(),
             subscriber_ref: subscriber.clone(),
             workflow_ref: workflow.id.clone(),
         }
@@ -541,7 +541,7 @@ impl Runner {
             .env_names
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(env.as_str())
+            .get(env)
             .cloned();
         let name = match cached {
             Some(name) => name,
@@ -552,7 +552,7 @@ impl Runner {
                 self.env_names
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(env.as_str().to_owned(), name.clone());
+                    .insert(env.clone(), name.clone());
                 name
             }
         };
@@ -581,7 +581,7 @@ impl Runner {
             }
             Some(_) => return Ok(None),
             None => {
-                let env = EnvironmentId(job.environment_id.clone());
+                let env = job.environment_id.clone();
                 let Some(workflow) = self
                     .store
                     .get_workflow_cached(&env, job.workflow_ref.as_str())

@@ -404,8 +404,8 @@ mod tests {
     fn trigger(env: &str, recipients: usize) -> TriggerRecord {
         let n: Notification = Notification {
             id: Default::default(),
-            organization_id: String::new(),
-            environment_id: env.to_owned(),
+            organization_id: Default::default(),
+            environment_id: env.into(),
             subscriber_ref: Default::default(),
             subscriber_id: String::new(),
             workflow_ref: Default::default(),
@@ -428,7 +428,7 @@ mod tests {
             updated_at: crate::domain::Timestamp(0),
         };
         TriggerRecord {
-            environment_id: EnvironmentId(env.to_owned()),
+            environment_id: n.environment_id.clone(),
             transaction_id: String::new(),
             batch: (0..recipients)
                 .map(|_| (n.clone(), Vec::new(), Vec::new()))

@@ -179,8 +179,8 @@ pub async fn create_connection(
     let now = Timestamp::now();
     let connection = ChannelConnection {
         id: new_object_id(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         identifier: input
             .identifier
             .unwrap_or_else(|| new_identifier("chconn_")),
@@ -381,8 +381,8 @@ pub async fn create_endpoint(
     let now = Timestamp::now();
     let endpoint = ChannelEndpoint {
         id: new_object_id(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         identifier: input
             .identifier
             .unwrap_or_else(|| new_identifier("chendp_")),

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::crypto::{new_api_key, sha256_hex};
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::{Error, Result};
 use crate::service::inbox_session;
 use crate::store::tenants::EnvironmentRow;
@@ -14,8 +14,8 @@ use crate::store::Store;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedEnvironment {
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub name: String,
     /// The public identifier the Inbox names the environment by.
     pub application_identifier: String,
@@ -78,12 +78,12 @@ pub async fn create_with_hmac(
     let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
     let tenant = Tenant {
         organization_id: org,
-        environment_id: crate::domain::EnvironmentId(env.id),
+        environment_id: env.id,
     };
     store.insert_api_key(&tenant, &api_key).await?;
     Ok(CreatedEnvironment {
-        organization_id: tenant.organization_id.0,
-        environment_id: tenant.environment_id.0,
+        organization_id: tenant.organization_id,
+        environment_id: tenant.environment_id,
         name: env.name,
         application_identifier: env.identifier,
         api_key,
@@ -94,8 +94,8 @@ pub async fn create_with_hmac(
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentSummary {
-    pub organization_id: String,
-    pub environment_id: String,
+    pub organization_id: OrganizationId,
+    pub environment_id: EnvironmentId,
     pub name: String,
     pub application_identifier: String,
 }
@@ -136,15 +136,15 @@ async fn by_name(store: &Store, name: &str) -> Result<EnvironmentRow> {
 pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment> {
     let env = by_name(store, name).await?;
     let tenant = Tenant {
-        organization_id: crate::domain::OrganizationId(env.organization_id),
-        environment_id: crate::domain::EnvironmentId(env.id),
+        organization_id: env.organization_id,
+        environment_id: env.id,
     };
     let api_key = new_api_key();
     store.replace_api_keys(&tenant, &api_key).await?;
     inbox_session::end_sessions(store, &tenant.environment_id).await?;
     Ok(CreatedEnvironment {
-        organization_id: tenant.organization_id.0,
-        environment_id: tenant.environment_id.0,
+        organization_id: tenant.organization_id,
+        environment_id: tenant.environment_id,
         name: env.name,
         application_identifier: env.identifier,
         api_key,
@@ -155,7 +155,7 @@ pub async fn rotate_key(store: &Store, name: &str) -> Result<CreatedEnvironment>
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct InboxSessionRules {
-    pub environment_id: String,
+    pub environment_id: EnvironmentId,
     pub name: String,
     /// Whether a session needs the subscriber's HMAC (`subscriberHash`).
     pub hmac: bool,
@@ -167,7 +167,7 @@ pub struct InboxSessionRules {
 /// environment `name` need the subscriber's HMAC (turning it on ends the sessions open).
 pub async fn set_hmac(store: &Store, name: &str, on: bool) -> Result<InboxSessionRules> {
     let env = by_name(store, name).await?;
-    inbox_session::set_hmac(store, &crate::domain::EnvironmentId(env.id), on).await?;
+    inbox_session::set_hmac(store, &env.id, on).await?;
     session_rules(store, name).await
 }
 
@@ -175,7 +175,7 @@ pub async fn set_hmac(store: &Store, name: &str, on: bool) -> Result<InboxSessio
 /// environment `name`.
 pub async fn end_sessions(store: &Store, name: &str) -> Result<InboxSessionRules> {
     let env = by_name(store, name).await?;
-    inbox_session::end_sessions(store, &crate::domain::EnvironmentId(env.id)).await?;
+    inbox_session::end_sessions(store, &env.id).await?;
     session_rules(store, name).await
 }
 
@@ -236,12 +236,12 @@ async fn bootstrap_now(store: &Store, api_key: Option<&str>) -> Result<Vec<Creat
             match store.get_environment_by_name(&org, "Development").await? {
                 Some(env) => {
                     let tenant = Tenant {
-                        organization_id: crate::domain::OrganizationId(env.organization_id),
-                        environment_id: crate::domain::EnvironmentId(env.id.clone()),
+                        organization_id: env.organization_id,
+                        environment_id: env.id.clone(),
                     };
                     store.insert_api_key(&tenant, key).await?;
                     Ok(vec![CreatedEnvironment {
-                        organization_id: tenant.organization_id.0,
+                        organization_id: tenant.organization_id,
                         environment_id: env.id,
                         name: env.name,
                         application_identifier: env.identifier,

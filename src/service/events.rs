@@ -458,8 +458,8 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
             subscription: None,
         };
         let mut n = template.notification(
-            &tenant.organization_id.0,
-            &tenant.environment_id.0,
+            &tenant.organization_id,
+            &tenant.environment_id,
             &transaction_id,
             &to,
             now,
@@ -561,8 +561,8 @@ async fn fanout_for(
         .unwrap_or_default();
     Ok(Some(Box::new(Fanout {
         id: crate::domain::new_object_id(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         transaction_id: transaction_id.to_owned(),
         template,
         sources,
@@ -572,7 +572,7 @@ async fn fanout_for(
             cursor: String::new(),
         },
         recipients: 0,
-        status: "running".into(),
+        status: crate::domain::fanout::FanoutStatus::Running,
         created_at: now,
         updated_at: now,
     })))

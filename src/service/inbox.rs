@@ -235,7 +235,7 @@ pub async fn mark_as(
         .await?;
     store
         .inbox_events()
-        .changed(tenant.environment_id.as_str(), &subscriber);
+        .changed(&tenant.environment_id, &subscriber);
     Ok(marked)
 }
 
@@ -256,7 +256,7 @@ pub async fn mark_all(
     if changed > 0 {
         store
             .inbox_events()
-            .changed(tenant.environment_id.as_str(), &subscriber);
+            .changed(&tenant.environment_id, &subscriber);
     }
     Ok(changed)
 }
@@ -268,7 +268,7 @@ pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> R
     {
         store
             .inbox_events()
-            .changed(tenant.environment_id.as_str(), &subscriber);
+            .changed(&tenant.environment_id, &subscriber);
         Ok(())
     } else {
         Err(Error::NotFound(format!(

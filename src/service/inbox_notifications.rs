@@ -307,7 +307,7 @@ pub async fn mark(store: &Store, who: &InboxSubscriber, id: &str, mark: MarkAs) 
 fn announce(store: &Store, who: &InboxSubscriber) {
     store
         .inbox_events()
-        .changed(who.tenant.environment_id.as_str(), &who.subscriber_ref);
+        .changed(&who.tenant.environment_id, &who.subscriber_ref);
 }
 
 /// Snoozes a notification until `until` (ISO 8601): at least a minute ahead and at most

@@ -24,7 +24,7 @@ use super::subscribers::{self, SubscriberFields};
 use crate::crypto::hmac_sha256_verify;
 use crate::domain::context::{context_keys, ContextEntry};
 use crate::domain::session::SessionToken;
-use crate::domain::{Channel, EnvironmentId, OrganizationId, SubscriberRef, Tenant, Timestamp};
+use crate::domain::{Channel, EnvironmentId, SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
@@ -82,8 +82,8 @@ pub async fn environment(store: &Store, identifier: &str) -> Result<EnvironmentR
 /// all inactive is a 404; a missing or wrong HMAC where the environment needs one a 400.
 pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Result<Session> {
     let tenant = Tenant {
-        organization_id: OrganizationId(env.organization_id.clone()),
-        environment_id: EnvironmentId(env.id.clone()),
+        organization_id: env.organization_id.clone(),
+        environment_id: env.id.clone(),
     };
     check_in_app_active(store, &tenant).await?;
     let hmac_required = env.inbox_hmac;
@@ -181,7 +181,7 @@ pub async fn end_sessions(store: &Store, env: &EnvironmentId) -> Result<i64> {
         .ok_or_else(|| Error::NotFound("Environment not found".into()))?;
     store
         .inbox_events()
-        .publish(vec![InboxEvent::sessions_ended(env.as_str(), epoch)]);
+        .publish(vec![InboxEvent::sessions_ended(env, epoch)]);
     Ok(epoch)
 }
 

@@ -232,8 +232,8 @@ pub async fn create(
     let now = Timestamp::now();
     let integration = Integration {
         id: IntegrationId::new(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         name,
         identifier,
         provider_id: provider,

@@ -238,7 +238,7 @@ pub async fn change(
     };
     let now = Timestamp::now();
     let row = SubscriberPreference {
-        environment_id: tenant.environment_id.as_str().to_owned(),
+        environment_id: tenant.environment_id.clone(),
         subscriber_ref: subscriber.id.clone(),
         workflow_ref: workflow.as_ref().map(|w| w.id.clone()),
         enabled: change.enabled,
@@ -287,7 +287,7 @@ pub async fn change_many(
     for (id, channels) in items {
         let w = changeable(workflow(store, tenant, &id).await?)?;
         rows.push(SubscriberPreference {
-            environment_id: tenant.environment_id.as_str().to_owned(),
+            environment_id: tenant.environment_id.clone(),
             subscriber_ref: subscriber.id.clone(),
             workflow_ref: Some(w.id.clone()),
             enabled: None,

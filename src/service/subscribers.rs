@@ -117,8 +117,8 @@ pub async fn create(
     let now = Timestamp::now();
     let mut s = Subscriber {
         id: SubscriberRef::new(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         subscriber_id: subscriber_id.clone(),
         first_name: None,
         last_name: None,
@@ -210,10 +210,7 @@ pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Resu
         return Err(not_found(subscriber_id));
     }
     store.inbox_events().publish(vec![
-        crate::store::inbox_events::InboxEvent::subscriber_deleted(
-            tenant.environment_id.as_str(),
-            &s.id,
-        ),
+        crate::store::inbox_events::InboxEvent::subscriber_deleted(&tenant.environment_id, &s.id),
     ]);
     Ok(s)
 }

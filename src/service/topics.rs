@@ -104,8 +104,8 @@ pub async fn upsert(
         let now = Timestamp::now();
         let topic = Topic {
             id: TopicId::new(),
-            organization_id: tenant.organization_id.0.clone(),
-            environment_id: tenant.environment_id.0.clone(),
+            organization_id: tenant.organization_id.clone(),
+            environment_id: tenant.environment_id.clone(),
             key: key.to_owned(),
             name: change.name.clone().flatten(),
             allow_self_subscription: change.allow_self_subscription.unwrap_or(false),
@@ -414,8 +414,8 @@ fn subscription_rows(
             let s = by_id.get(id)?;
             Some(TopicSubscription {
                 id: SubscriptionId::new(),
-                organization_id: tenant.organization_id.0.clone(),
-                environment_id: tenant.environment_id.0.clone(),
+                organization_id: tenant.organization_id.clone(),
+                environment_id: tenant.environment_id.clone(),
                 topic_id: topic.id.clone(),
                 topic_key: topic.key.clone(),
                 subscriber_ref: s.id.clone(),

@@ -307,8 +307,8 @@ pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Res
     let now = Timestamp::now();
     let w = Workflow {
         id: WorkflowRef::new(),
-        organization_id: tenant.organization_id.0.clone(),
-        environment_id: tenant.environment_id.0.clone(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
         workflow_id,
         name: input.name.trim().to_owned(),
         description: input.description,

@@ -12,7 +12,7 @@ use crate::domain::context::{context_set, ContextEntry};
 use crate::domain::endpoint::{
     ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
 };
-use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
+use crate::domain::{Channel, EnvironmentId, OrganizationId, Tenant, Timestamp};
 use crate::error::Result;
 
 /// Whether an insert went in or hit a unique index.
@@ -93,8 +93,8 @@ fn scope(env: &EnvironmentId) -> Sql {
 /// (see [`Store::seal`] and [`Store::unseal`]).
 pub(crate) struct SealedConnection {
     id: String,
-    organization_id: String,
-    environment_id: String,
+    organization_id: OrganizationId,
+    environment_id: EnvironmentId,
     identifier: String,
     integration_identifier: String,
     provider_id: ProviderId,

@@ -16,7 +16,7 @@ sql_row! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct Erasure {
         pub subscriber_ref: String,
-        pub environment_id: String,
+        pub environment_id: EnvironmentId,
         pub subscriber_id: String,
         /// When the subscriber was deleted (Unix ms).
         pub created_at: i64,

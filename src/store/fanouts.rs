@@ -8,7 +8,9 @@ use sqlx::types::Json;
 use super::row::{sql_row, table};
 use super::sql::Sql;
 use super::{on_db, Cost, Dialect, Store};
-use crate::domain::fanout::{Fanout, Position, Reached, Source, Subscription, Template};
+use crate::domain::fanout::{
+    Fanout, FanoutStatus, Position, Reached, Source, Subscription, Template,
+};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -81,7 +83,14 @@ impl Advance {
             .push(", recipients = recipients + ")
             .bind(recipients as i64)
             .push(", status = ")
-            .bind(if self.done { "completed" } else { "running" });
+            .bind(
+                if self.done {
+                    FanoutStatus::Completed
+                } else {
+                    FanoutStatus::Running
+                }
+                .as_str(),
+            );
         match self.keep_until.filter(|_| !self.done) {
             Some(until) => q.push(", locked_until = ").bind(until),
             None => q.push(", locked_by = null, locked_until = null"),

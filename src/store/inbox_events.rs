@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::domain::SubscriberRef;
+use crate::domain::{EnvironmentId, SubscriberRef};
 
 /// Most bytes of one `NOTIFY` payload (PostgreSQL refuses 8,000 and more).
 const PAYLOAD: usize = 7_000;
@@ -24,7 +24,7 @@ const BACKLOG: usize = 4_096;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboxEvent {
     #[serde(rename = "e")]
-    pub environment_id: String,
+    pub environment_id: EnvironmentId,
     #[serde(rename = "r")]
     pub subscriber_ref: SubscriberRef,
     /// The message just created; `None`: states changed.
@@ -53,9 +53,9 @@ pub enum Ended {
 
 impl InboxEvent {
     /// The subscriber's messages changed state.
-    pub fn changed(environment_id: &str, subscriber: &SubscriberRef) -> Self {
+    pub fn changed(environment_id: &EnvironmentId, subscriber: &SubscriberRef) -> Self {
         Self {
-            environment_id: environment_id.to_owned(),
+            environment_id: environment_id.clone(),
             subscriber_ref: subscriber.clone(),
             created: None,
             offline: false,
@@ -64,7 +64,7 @@ impl InboxEvent {
     }
 
     /// The subscriber was deleted: its sessions ended.
-    pub fn subscriber_deleted(environment_id: &str, subscriber: &SubscriberRef) -> Self {
+    pub fn subscriber_deleted(environment_id: &EnvironmentId, subscriber: &SubscriberRef) -> Self {
         Self {
             ended: Some(Ended::Subscriber),
             ..Self::changed(environment_id, subscriber)
@@ -72,7 +72,7 @@ impl InboxEvent {
     }
 
     /// The environment's session epoch is now `epoch`: the sessions of older epochs ended.
-    pub fn sessions_ended(environment_id: &str, epoch: i64) -> Self {
+    pub fn sessions_ended(environment_id: &EnvironmentId, epoch: i64) -> Self {
         Self {
             ended: Some(Ended::Epoch(epoch)),
             ..Self::changed(environment_id, &SubscriberRef::from(String::new()))
@@ -80,7 +80,7 @@ impl InboxEvent {
     }
 
     /// The subscriber was recorded offline by a process whose last socket of it closed.
-    pub fn offline(environment_id: &str, subscriber: &SubscriberRef) -> Self {
+    pub fn offline(environment_id: &EnvironmentId, subscriber: &SubscriberRef) -> Self {
         Self {
             offline: true,
             ..Self::changed(environment_id, subscriber)
@@ -135,7 +135,7 @@ impl InboxEvents {
     }
 
     /// Announces that the subscriber's messages changed state.
-    pub fn changed(&self, environment_id: &str, subscriber: &SubscriberRef) {
+    pub fn changed(&self, environment_id: &EnvironmentId, subscriber: &SubscriberRef) {
         self.publish(vec![InboxEvent::changed(environment_id, subscriber)]);
     }
 

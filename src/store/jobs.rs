@@ -267,7 +267,7 @@ impl Store {
                     .bind(now.0).bind(id).execute(&mut *tx).await?;
                 let d = ExecutionDetail {
                     id: crate::domain::new_object_id(),
-                    environment_id: env.0.clone(),
+                    environment_id: env.clone(),
                     job_id: JobId::from(id.as_str()),
                     notification_id: NotificationId::from(notification_id.as_str()),
                     status: DetailStatus::Warning,

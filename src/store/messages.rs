@@ -463,7 +463,11 @@ impl Store {
     /// Ends the snoozes that are over at `now` (at most `limit`): each message whose `snoozed_until` has
     /// passed gets none, and is answered as `(environment, subscriber's _id, message)`. Atomic per message, so that
     /// processes sweeping together each answer a different one.
-    pub async fn end_snoozes(&self, now: i64, limit: i64) -> Result<Vec<(String, String, String)>> {
+    pub async fn end_snoozes(
+        &self,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<(EnvironmentId, String, String)>> {
         let mut q = Sql::new("update messages set snoozed_until = null where id in (select id from messages where snoozed_until <= ");
         q.bind(now)
             .push(" and snoozed_until is not null limit ")
@@ -472,7 +476,7 @@ impl Store {
             .bind(now)
             .push(" returning environment_id, subscriber_ref, id");
         Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
+            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (EnvironmentId, String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
         )
     }
 

@@ -221,7 +221,7 @@ impl Store {
     /// The notifications of a batch of claimed jobs, in one query.
     pub async fn get_notifications(
         &self,
-        keys: &[(String, NotificationId)],
+        keys: &[(EnvironmentId, NotificationId)],
     ) -> Result<Vec<Notification>> {
         if keys.is_empty() {
             return Ok(Vec::new());

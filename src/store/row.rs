@@ -16,11 +16,12 @@ use super::sql::{Arg, Sql};
 use super::sqlite::rows::Columns;
 use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::{ConnectionMode, EndpointType};
+use crate::domain::fanout::FanoutStatus;
 use crate::domain::id::Id;
 use crate::domain::job::{DetailStatus, JobStatus};
 use crate::domain::workflow::Severity;
-use crate::domain::Timestamp;
 use crate::domain::{Channel, IntegrationKind};
+use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
 
 macro_rules! sql_row {
     (
@@ -318,6 +319,7 @@ macro_rules! stored_as_names {
 stored_as_names!(
     JobStatus,
     DetailStatus,
+    FanoutStatus,
     Channel,
     EndpointType,
     IntegrationKind,
@@ -369,6 +371,60 @@ plain_columns!(
     Vec<u8>,
     Option<Vec<u8>>
 );
+
+/// Tenant ids in projections (`sql_row!`, tuples) and sqlx binds: read from and bound as their TEXT column
+/// by both sqlx drivers, and read inline.
+macro_rules! text_ids {
+    ($($t:ty),+) => {
+        $(
+            impl<DB: sqlx::Database> sqlx::Type<DB> for $t
+            where
+                String: sqlx::Type<DB>,
+            {
+                fn type_info() -> DB::TypeInfo {
+                    <String as sqlx::Type<DB>>::type_info()
+                }
+                fn compatible(ty: &DB::TypeInfo) -> bool {
+                    <String as sqlx::Type<DB>>::compatible(ty)
+                }
+            }
+
+            impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $t
+            where
+                String: sqlx::Decode<'r, DB>,
+            {
+                fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                    <String as sqlx::Decode<'r, DB>>::decode(value).map(<$t>::from)
+                }
+            }
+
+            impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $t
+            where
+                String: sqlx::Encode<'q, DB>,
+            {
+                fn encode_by_ref(
+                    &self,
+                    buf: &mut <DB as sqlx::Database>::ArgumentBuffer<'q>,
+                ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                    <String as sqlx::Encode<'q, DB>>::encode_by_ref(&self.0, buf)
+                }
+            }
+
+            impl rusqlite::types::FromSql for $t {
+                fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+                    String::column_result(value).map(<$t>::from)
+                }
+            }
+
+            impl Column for $t {
+                fn read(c: &mut Columns<'_, '_>, name: &str) -> rusqlite::Result<Self> {
+                    c.get(name)
+                }
+            }
+        )+
+    };
+}
+text_ids!(OrganizationId, EnvironmentId);
 
 impl<T: DeserializeOwned> Column for Json<T> {
     fn read(c: &mut Columns<'_, '_>, name: &str) -> rusqlite::Result<Self> {
@@ -534,6 +590,7 @@ mod tests {
     #[test]
     fn statuses_are_stored_as_their_names() {
         use super::{Arg, Stored};
+        use crate::domain::fanout::FanoutStatus;
         use crate::domain::job::{DetailStatus, JobStatus};
 
         for s in JobStatus::ALL {
@@ -546,6 +603,16 @@ mod tests {
             assert_eq!(arg, Arg::Text(s.as_str().to_owned()));
             assert_eq!(DetailStatus::load(s.as_str().to_owned()), Ok(s));
         }
+        let fanouts: Vec<Arg> = FanoutStatus::ALL.iter().map(|s| s.arg().unwrap()).collect();
+        assert_eq!(
+            fanouts,
+            ["running", "completed", "canceled"].map(|s| Arg::Text(s.to_owned()))
+        );
+        for s in FanoutStatus::ALL {
+            assert_eq!(FanoutStatus::load(s.as_str().to_owned()), Ok(s));
+        }
+        let bad = FanoutStatus::load("done".to_owned()).unwrap_err();
+        assert!(bad.contains("fan-out status \"done\""), "{bad}");
         assert_eq!(<JobStatus as Stored<String>>::null(), Arg::OptText(None));
         assert_eq!(
             <Option<DetailStatus> as Stored<Option<String>>>::arg(&None).unwrap(),

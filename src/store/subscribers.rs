@@ -15,7 +15,7 @@ use crate::crypto::Cipher;
 use crate::domain::subscriber::{
     full_name, ChannelSettings, Subscriber, SubscriberContact, SubscriberView,
 };
-use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
+use crate::domain::{EnvironmentId, OrganizationId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
 
 /// A subscriber as stored: the domain value with its `channels` (the per-provider credentials: webhook URLs,
@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 /// `[]`, so a subscriber without credentials costs no decryption.
 pub(crate) struct SealedSubscriber {
     id: SubscriberRef,
-    organization_id: String,
-    environment_id: String,
+    organization_id: OrganizationId,
+    environment_id: EnvironmentId,
     subscriber_id: String,
     first_name: Option<String>,
     last_name: Option<String>,
@@ -309,7 +309,7 @@ impl Store {
         &self,
         stale_before: i64,
         limit: i64,
-    ) -> Result<Vec<(String, SubscriberRef)>> {
+    ) -> Result<Vec<(EnvironmentId, SubscriberRef)>> {
         let now = Timestamp::now().0;
         // The condition is repeated outside the subquery: a heartbeat refreshed since is left alone. The
         // subquery's `is_online = true` is the partial index's predicate, written alike so that it serves.
@@ -324,7 +324,7 @@ impl Store {
             .push(") and is_online = true and online_heartbeat < ")
             .bind(stale_before)
             .push(" returning environment_id, id");
-        let rows = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?;
+        let rows = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (EnvironmentId, String)>(&q.text), q.args.clone()).fetch_all(p).await)?;
         Ok(rows
             .into_iter()
             .map(|(env, id)| (env, SubscriberRef(id)))
@@ -569,8 +569,8 @@ sql_row! {
     /// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
     struct SubscriberViewRow {
         id: String,
-        organization_id: String,
-        environment_id: String,
+        organization_id: OrganizationId,
+        environment_id: EnvironmentId,
         subscriber_id: String,
         first_name: Option<String>,
         last_name: Option<String>,
@@ -597,8 +597,8 @@ impl ViewRow for SubscriberViewRow {
     fn view(&self) -> SubscriberView<'_> {
         SubscriberView {
             id: &self.id,
-            organization_id: &self.organization_id,
-            environment_id: &self.environment_id,
+            organization_id: self.organization_id.as_str(),
+            environment_id: self.environment_id.as_str(),
             subscriber_id: &self.subscriber_id,
             first_name: self.first_name.as_deref(),
             last_name: self.last_name.as_deref(),

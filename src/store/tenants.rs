@@ -10,8 +10,8 @@ use crate::error::Result;
 sql_row! {
     #[derive(Debug, Clone)]
     pub struct EnvironmentRow {
-        pub id: String,
-        pub organization_id: String,
+        pub id: EnvironmentId,
+        pub organization_id: OrganizationId,
         pub name: String,
         /// The public identifier (the Inbox's `applicationIdentifier`).
         pub identifier: String,
@@ -31,10 +31,10 @@ const ENVIRONMENT_COLUMNS: &str = "id, organization_id, name, identifier, create
 impl Store {
     /// The oldest organization, created as "Default" when there is none.
     pub async fn default_organization(&self) -> Result<OrganizationId> {
-        let existing: Option<String> = on_db!(self.w(), p => sqlx::query_scalar(
+        let existing: Option<OrganizationId> = on_db!(self.w(), p => sqlx::query_scalar(
             "select id from organizations order by created_at, id limit 1").fetch_optional(p).await)?;
         if let Some(id) = existing {
-            return Ok(OrganizationId(id));
+            return Ok(id);
         }
         let id = OrganizationId::new();
         on_db!(self.w(), p => sqlx::query("insert into organizations (id, name, created_at) values ($1, $2, $3)")
@@ -73,10 +73,10 @@ impl Store {
         let mut q = Sql::new("select organization_id from environments where id = ");
         q.bind(env.as_str());
         Ok(self
-            .row::<(String,)>(Cost::Point, q)
+            .row::<(OrganizationId,)>(Cost::Point, q)
             .await?
             .map(|(org,)| Tenant {
-                organization_id: OrganizationId(org),
+                organization_id: org,
                 environment_id: env.clone(),
             }))
     }
@@ -90,8 +90,8 @@ impl Store {
         inbox_hmac: bool,
     ) -> Result<EnvironmentRow> {
         let row = EnvironmentRow {
-            id: EnvironmentId::new().0,
-            organization_id: org.0.clone(),
+            id: EnvironmentId::new(),
+            organization_id: org.clone(),
             name: name.to_owned(),
             identifier: crate::crypto::new_environment_identifier(),
             created_at: Timestamp::now().0,
@@ -101,7 +101,7 @@ impl Store {
         on_db!(self.w(), p => sqlx::query(
             "insert into environments (id, organization_id, name, identifier, created_at, updated_at, \
              inbox_hmac, session_epoch) values ($1, $2, $3, $4, $5, $5, $6, 0)")
-            .bind(&row.id).bind(&row.organization_id).bind(&row.name).bind(&row.identifier)
+            .bind(row.id.as_str()).bind(row.organization_id.as_str()).bind(&row.name).bind(&row.identifier)
             .bind(row.created_at).bind(inbox_hmac).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(row)
     }
@@ -125,7 +125,10 @@ impl Store {
     }
 
     /// The session epochs of `envs` (those that exist).
-    pub async fn session_epochs(&self, envs: &[EnvironmentId]) -> Result<Vec<(String, i64)>> {
+    pub async fn session_epochs(
+        &self,
+        envs: &[EnvironmentId],
+    ) -> Result<Vec<(EnvironmentId, i64)>> {
         if envs.is_empty() {
             return Ok(Vec::new());
         }
@@ -144,12 +147,11 @@ impl Store {
     /// in-app integration (Novu's provider) has `credentials.hmac: true`. Run at every migration; decides
     /// each such environment once. Returns how many were decided.
     pub(super) async fn decide_older_inbox_hmac(&self) -> Result<usize> {
-        let undecided: Vec<(String,)> = on_db!(self.w(), p => sqlx::query_as(
+        let undecided: Vec<(EnvironmentId,)> = on_db!(self.w(), p => sqlx::query_as(
             "select id from environments where inbox_hmac is null").fetch_all(p).await)?;
         for (env,) in &undecided {
-            let env = EnvironmentId(env.clone());
             let mut on = false;
-            for i in self.list_integrations(&env, true).await? {
+            for i in self.list_integrations(env, true).await? {
                 if i.channel == Some(crate::domain::Channel::InApp)
                     && i.provider_id.as_str() == "svc"
                 {
@@ -162,7 +164,7 @@ impl Store {
                     on = credentials.get("hmac") == Some(&serde_json::Value::Bool(true));
                 }
             }
-            self.set_inbox_hmac(&env, on).await?;
+            self.set_inbox_hmac(env, on).await?;
         }
         Ok(undecided.len())
     }
@@ -232,10 +234,10 @@ impl Store {
         let mut q =
             Sql::new("select organization_id, environment_id from api_keys where key_hash = ");
         q.bind(key_hash);
-        let row: Option<(String, String)> = self.row(Cost::Point, q).await?;
-        Ok(row.map(|(org, env)| Tenant {
-            organization_id: OrganizationId(org),
-            environment_id: EnvironmentId(env),
+        let row: Option<(OrganizationId, EnvironmentId)> = self.row(Cost::Point, q).await?;
+        Ok(row.map(|(organization_id, environment_id)| Tenant {
+            organization_id,
+            environment_id,
         }))
     }
 

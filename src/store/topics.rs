@@ -235,8 +235,9 @@ impl Store {
             Err(e) => return Err(e.into()),
         }
         let ids: Vec<&str> = subs.iter().map(|s| s.subscriber_id.as_str()).collect();
-        let env = EnvironmentId::from(first.environment_id.as_str());
-        let mut stored = self.subscriptions_of(&env, &first.topic_id, &ids).await?;
+        let mut stored = self
+            .subscriptions_of(&first.environment_id, &first.topic_id, &ids)
+            .await?;
         let order = |s: &TopicSubscription| ids.iter().position(|i| *i == s.subscriber_id);
         stored.sort_by_key(order);
         Ok(stored)

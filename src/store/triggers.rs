@@ -95,7 +95,7 @@ impl Store {
         // PostgreSQL) then wait for each other instead of deadlocking.
         let mut ordered: Vec<&TriggerRecord> = records.iter().collect();
         ordered.sort_by(|a, b| {
-            (&a.environment_id.0, &a.transaction_id).cmp(&(&b.environment_id.0, &b.transaction_id))
+            (&a.environment_id, &a.transaction_id).cmp(&(&b.environment_id, &b.transaction_id))
         });
         let keys = insert_rows(
             dialect,
@@ -173,9 +173,9 @@ impl Store {
             if let Some(q) = locks {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            let mut inserted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+            let mut inserted: std::collections::HashSet<(EnvironmentId, String)> = std::collections::HashSet::new();
             for q in keys {
-                let rows: Vec<(String, String)> =
+                let rows: Vec<(EnvironmentId, String)> =
                     bind_args!(sqlx::query_as(&q.text), q.args).fetch_all(&mut *tx).await?;
                 inserted.extend(rows);
             }
@@ -184,7 +184,7 @@ impl Store {
             let mut fresh: Vec<bool> = Vec::with_capacity(records.len());
             for (r, advance) in records.iter().zip(advances) {
                 fresh.push(match advance {
-                    None => inserted.remove(&(r.environment_id.0.clone(), r.transaction_id.clone())),
+                    None => inserted.remove(&(r.environment_id.clone(), r.transaction_id.clone())),
                     Some(q) => {
                         bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected() == 1
                     }

@@ -26,13 +26,13 @@ type CachedWorkflow = (Instant, Option<Arc<Workflow>>);
 /// Workflow definitions read by triggers and workers, by (environment, `_id` or identifier).
 #[derive(Debug, Default)]
 pub(crate) struct WorkflowCache {
-    entries: Mutex<HashMap<(String, String), CachedWorkflow>>,
+    entries: Mutex<HashMap<(EnvironmentId, String), CachedWorkflow>>,
     /// Bumped by every write: a read that began before a write does not store what it read.
     generation: AtomicU64,
 }
 
 impl WorkflowCache {
-    fn get(&self, key: &(String, String)) -> Option<Option<Arc<Workflow>>> {
+    fn get(&self, key: &(EnvironmentId, String)) -> Option<Option<Arc<Workflow>>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .get(key)
@@ -40,7 +40,7 @@ impl WorkflowCache {
             .map(|(_, w)| w.clone())
     }
 
-    fn put(&self, key: (String, String), generation: u64, w: Option<Arc<Workflow>>) {
+    fn put(&self, key: (EnvironmentId, String), generation: u64, w: Option<Arc<Workflow>>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if self.generation.load(Ordering::Acquire) != generation {
             return;
@@ -167,7 +167,7 @@ impl Store {
         env: &EnvironmentId,
         id_or_identifier: &str,
     ) -> Result<Option<Arc<Workflow>>> {
-        let key = (env.0.clone(), id_or_identifier.to_owned());
+        let key = (env.clone(), id_or_identifier.to_owned());
         if let Some(w) = self.workflow_cache.get(&key) {
             return Ok(w);
         }

@@ -56,7 +56,7 @@ async fn environments(app: TestApp) {
     for e in &listed {
         let s = summaries
             .iter()
-            .find(|s| s.environment_id == e["_id"].as_str().unwrap())
+            .find(|s| s.environment_id.as_str() == e["_id"])
             .unwrap();
         assert_eq!(s.application_identifier, identifier(e));
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use tidings::domain::fanout::FanoutStatus;
 use tidings::engine::fanout::{expand_batch, expand_once, BATCH};
 use tidings::engine::steps::Runner;
 use tidings::engine::{Handoff, TriggerWriter};
@@ -63,13 +64,13 @@ async fn expand_claim(app: &TestApp) -> bool {
 }
 
 /// The status of the transaction's (first) fan-out, and how many recipients it reached.
-async fn fanout_state(app: &TestApp, tx: &str) -> (String, i64) {
+async fn fanout_state(app: &TestApp, tx: &str) -> (FanoutStatus, i64) {
     let f = app
         .store
         .fanouts_of(&app.tenant.environment_id, tx)
         .await
         .unwrap();
-    (f[0].status.clone(), f[0].recipients)
+    (f[0].status, f[0].recipients)
 }
 
 async fn messages_of(app: &TestApp, tx: &str) -> i64 {
@@ -196,7 +197,7 @@ async fn mixed_recipients(app: TestApp) {
             .fanouts_of(&app.tenant.environment_id, &tx)
             .await
             .unwrap();
-        (f[0].status == "completed").then(|| f[0].clone())
+        (f[0].status == FanoutStatus::Completed).then(|| f[0].clone())
     })
     .await;
     assert_eq!((fanouts.len(), fanout.recipients), (1, 0));
@@ -381,7 +382,7 @@ async fn exactly_once(backend: Backend) {
     app.start_workers();
     eventually(|| async {
         let (status, _) = fanout_state(&app, &tx).await;
-        (status == "completed").then_some(())
+        (status == FanoutStatus::Completed).then_some(())
     })
     .await;
     assert_eq!(notifications_of(&app, &tx).await, total as i64);
@@ -430,7 +431,7 @@ async fn overlapping_batches(backend: Backend) {
     assert!(expand_claim(&app).await);
     assert_eq!(
         fanout_state(&app, &tx).await,
-        ("completed".to_owned(), total as i64)
+        (FanoutStatus::Completed, total as i64)
     );
     assert_eq!(notifications_of(&app, &tx).await, total as i64);
     assert_eq!(distinct_recipients(&app, &tx).await, total as i64);
@@ -526,7 +527,7 @@ async fn cancel(backend: Backend) {
     );
     assert_eq!(
         fanout_state(&app, &tx).await,
-        ("canceled".to_owned(), BATCH as i64)
+        (FanoutStatus::Canceled, BATCH as i64)
     );
     assert_eq!(notifications_of(&app, &tx).await, BATCH as i64);
     // Each notification's delay and in-app jobs.

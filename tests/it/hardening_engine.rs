@@ -8,7 +8,9 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tidings::domain::job::{DetailStatus, Notification};
 use tidings::domain::workflow::Step;
-use tidings::domain::{EnvironmentId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
+use tidings::domain::{
+    EnvironmentId, NotificationId, OrganizationId, SubscriberRef, Timestamp, WorkflowRef,
+};
 use tidings::engine::{Handoff, TriggerWriter};
 use tidings::service::environments;
 use tidings::store::triggers::TriggerRecord;
@@ -19,8 +21,8 @@ use crate::support::{count, eventually, Backend, TestApp};
 /// A trigger of a one-step in-app workflow in `env` to `recipients` subscribers, as the events service
 /// builds it.
 pub(crate) fn record(
-    org: &str,
-    env: &str,
+    org: &OrganizationId,
+    env: &EnvironmentId,
     transaction_id: &str,
     recipients: usize,
 ) -> TriggerRecord {
@@ -34,8 +36,8 @@ pub(crate) fn record(
         .map(|i| {
             let n = Notification {
                 id: NotificationId::new(),
-                organization_id: org.to_owned(),
-                environment_id: env.to_owned(),
+                organization_id: org.clone(),
+                environment_id: env.clone(),
                 subscriber_ref: SubscriberRef::new(),
                 subscriber_id: format!("r{i}"),
                 workflow_ref: WorkflowRef::new(),
@@ -69,7 +71,7 @@ pub(crate) fn record(
         })
         .collect();
     TriggerRecord {
-        environment_id: EnvironmentId(env.to_owned()),
+        environment_id: env.clone(),
         transaction_id: transaction_id.to_owned(),
         batch,
         fanout: None,
@@ -79,7 +81,11 @@ pub(crate) fn record(
 }
 
 /// A trigger the database refuses on both backends: its two notifications share one id (a primary key).
-pub(crate) fn refused_record(org: &str, env: &str, transaction_id: &str) -> TriggerRecord {
+pub(crate) fn refused_record(
+    org: &OrganizationId,
+    env: &EnvironmentId,
+    transaction_id: &str,
+) -> TriggerRecord {
     let mut r = record(org, env, transaction_id, 2);
     let id = r.batch[0].0.id.clone();
     r.batch[1].0.id = id.clone();
@@ -90,11 +96,11 @@ pub(crate) fn refused_record(org: &str, env: &str, transaction_id: &str) -> Trig
 }
 
 /// How many notifications `env` has.
-async fn notifications_in(app: &TestApp, env: &str) -> i64 {
+async fn notifications_in(app: &TestApp, env: &EnvironmentId) -> i64 {
     count(
         app,
         "select count(*) from notifications where environment_id = $1",
-        env,
+        env.as_str(),
     )
     .await
 }
@@ -105,8 +111,8 @@ async fn a_refused_trigger_fails_alone(app: TestApp) {
     let other = environments::create(&app.store, "Other", None)
         .await
         .unwrap();
-    let org = app.tenant.organization_id.0.clone();
-    let bad_env = app.tenant.environment_id.0.clone();
+    let org = app.tenant.organization_id.clone();
+    let bad_env = app.tenant.environment_id.clone();
     let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
     // Sent at once: the writer takes them into its next groups together (one group holds hundreds).
     let mut requests = tokio::task::JoinSet::new();

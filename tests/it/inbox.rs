@@ -1563,7 +1563,7 @@ async fn presence_expires(app: TestApp) {
     let gone = app.store.expire_presence(days(15), 100).await.unwrap();
     assert_eq!(
         gone,
-        vec![(env.as_str().to_owned(), records["gone"].clone())],
+        vec![(env.clone(), records["gone"].clone())],
         "{gone:?}"
     );
     for (id, is) in [("held", true), ("fresh", true), ("gone", false)] {

@@ -169,8 +169,8 @@ async fn the_writer_answers_each_record(app: TestApp) {
     use tidings::engine::{Handoff, TriggerWriter};
 
     use crate::hardening_engine::{record, refused_record};
-    let org = app.tenant.organization_id.0.clone();
-    let env = app.tenant.environment_id.0.clone();
+    let org = app.tenant.organization_id.clone();
+    let env = app.tenant.environment_id.clone();
     let writer = TriggerWriter::new(app.store.clone(), Handoff::default());
     let outcomes = writer
         .insert_triggers_each(vec![

@@ -555,8 +555,8 @@ async fn subscribe_after_delete(app: TestApp) {
     assert_eq!(status, StatusCode::OK);
     let row = |s: &Value| TopicSubscription {
         id: SubscriptionId::new(),
-        organization_id: app.tenant.organization_id.0.clone(),
-        environment_id: app.tenant.environment_id.0.clone(),
+        organization_id: app.tenant.organization_id.clone(),
+        environment_id: app.tenant.environment_id.clone(),
         topic_id: topic.id.clone(),
         topic_key: topic.key.clone(),
         subscriber_ref: SubscriberRef::from(s["_id"].as_str().unwrap()),

@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tidings::crypto::Cipher;
 use tidings::domain::unsubscribe::UnsubscribeToken;
-use tidings::domain::{EnvironmentId, SubscriberRef, WorkflowRef};
+use tidings::domain::{SubscriberRef, WorkflowRef};
 
 use crate::db_test;
 use crate::support::smtp::{Mail, SmtpServer};
@@ -291,7 +291,7 @@ async fn forged_altered_or_stale_links_change_nothing(app: TestApp) {
         .find(|e| e.name == "Staging")
         .unwrap();
     let staging_token = UnsubscribeToken {
-        environment_id: EnvironmentId(staging.id.clone()),
+        environment_id: staging.id.clone(),
         ..ids(&ann)
     }
     .sign(cipher);

@@ -16,7 +16,7 @@ use crate::domain::filters::wire_filters;
 use crate::domain::job::{DetailView, JobView, NotificationView};
 use crate::domain::subscriber::SubscriberContact;
 use crate::domain::workflow::StepType;
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::Error;
 use crate::service::activity::ActivitySink;
 
@@ -146,8 +146,8 @@ impl IdIndex {
 /// Collects an activity page (or one record) of an environment as JSON fragments; [`ActivityJson::page`]
 /// or [`ActivityJson::one`] puts them together.
 pub struct ActivityJson {
-    organization_id: String,
-    environment_id: String,
+    organization_id: OrganizationId,
+    environment_id: EnvironmentId,
     /// Every written fragment, and the texts the notes refer to.
     buf: Vec<u8>,
     notes: Vec<Note>,
@@ -166,8 +166,8 @@ pub struct ActivityJson {
 impl ActivityJson {
     pub fn new(tenant: &Tenant) -> Self {
         Self {
-            organization_id: tenant.organization_id.as_str().to_owned(),
-            environment_id: tenant.environment_id.as_str().to_owned(),
+            organization_id: tenant.organization_id.clone(),
+            environment_id: tenant.environment_id.clone(),
             buf: Vec::with_capacity(16 * 1024),
             notes: Vec::new(),
             note_ids: IdIndex::default(),
@@ -355,8 +355,8 @@ impl ActivitySink for ActivityJson {
         let start = self.buf.len();
         let mut obj = JsonObject::open(&mut self.buf);
         obj.str("_id", n.id)
-            .str("_environmentId", &self.environment_id)
-            .str("_organizationId", &self.organization_id)
+            .str("_environmentId", self.environment_id.as_str())
+            .str("_organizationId", self.organization_id.as_str())
             .str("_subscriberId", n.subscriber_ref)
             .str("_templateId", n.workflow_ref);
         if let Some(d) = n.digested_notification_id {

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::wire::Reply;
 use crate::api::AppState;
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::Error;
 use crate::service::environments as service;
 use crate::store::tenants::EnvironmentRow;
@@ -19,10 +19,12 @@ use crate::store::tenants::EnvironmentRow;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EnvironmentOut {
     #[serde(rename = "_id")]
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: EnvironmentId,
     pub name: String,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     /// Public: what `@novu/js` and the Inbox take as `applicationIdentifier`.
     pub identifier: String,
 }
@@ -60,7 +62,7 @@ pub async fn current_environment(
     let env = service::of_organization(&state.store, &tenant)
         .await?
         .into_iter()
-        .find(|e| e.id == tenant.environment_id.0)
+        .find(|e| e.id == tenant.environment_id)
         .ok_or_else(|| Error::NotFound("Environment not found".into()))?;
     Ok(Reply::ok(EnvironmentOut::from(env)).into_response())
 }
@@ -69,7 +71,8 @@ pub async fn current_environment(
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndedSessionsOut {
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     /// The environment's session epoch now: every token opened before it is refused.
     pub session_epoch: i64,
 }
@@ -83,7 +86,7 @@ pub async fn end_sessions(State(state): State<AppState>, tenant: Tenant) -> ApiR
     let epoch =
         crate::service::inbox_session::end_sessions(&state.store, &tenant.environment_id).await?;
     Ok(Reply::created(EndedSessionsOut {
-        environment_id: tenant.environment_id.0,
+        environment_id: tenant.environment_id,
         session_epoch: epoch,
     })
     .into_response())

@@ -12,7 +12,9 @@ use crate::api::extract::{AppJson, AppPath};
 use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::integration::Integration;
-use crate::domain::{Channel, IntegrationId, IntegrationKind, Tenant};
+use crate::domain::{
+    Channel, EnvironmentId, IntegrationId, IntegrationKind, OrganizationId, Tenant,
+};
 use crate::service::integrations::{self as service, IntegrationUpdate, NewIntegration};
 
 /// Integration (spec §2.5), without `credentials`.
@@ -22,9 +24,11 @@ pub struct IntegrationOut {
     #[serde(rename = "_id")]
     pub id: String,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     pub name: String,
     pub identifier: String,
     pub provider_id: WireName,

@@ -13,7 +13,7 @@ use crate::api::wire::{IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::context::parse_context_keys;
 use crate::domain::job::Message;
-use crate::domain::{Channel, MessageId, Tenant};
+use crate::domain::{Channel, EnvironmentId, MessageId, OrganizationId, Tenant};
 use crate::error::Validation;
 use crate::service::inbox as service;
 use crate::store::messages::MessageFilter;
@@ -27,7 +27,8 @@ pub struct MessageOut {
     #[serde(rename = "_templateId")]
     pub template_id: Option<String>,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     /// Always `null` here (spec §2.6: "or null"): Tidings has no message templates apart from the workflow's
     /// steps. A feed item leaves it out instead (`None`), because the TS SDK's feed item takes a string or
     /// nothing.
@@ -35,7 +36,8 @@ pub struct MessageOut {
     #[schema(value_type = Option<String>)]
     pub message_template_id: Option<Option<String>>,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     #[serde(rename = "_notificationId")]
     pub notification_id: String,
     #[serde(rename = "_subscriberId")]

@@ -15,7 +15,9 @@ use crate::api::v1::activity_json::ActivityJson;
 use crate::api::wire::{raw_reply, IsoTime, Shape, WireName};
 use crate::api::AppState;
 use crate::domain::context::{context_set, parse_context_keys};
-use crate::domain::{NotificationId, Tenant, Timestamp, WorkflowRef};
+use crate::domain::{
+    EnvironmentId, NotificationId, OrganizationId, Tenant, Timestamp, WorkflowRef,
+};
 use crate::error::{Error, Validation};
 use crate::service::activity::{self as service, ActivityQuery};
 use crate::store::notifications::NotificationFilter;
@@ -131,9 +133,11 @@ pub struct ActivityOut {
     #[serde(rename = "_id")]
     pub id: String,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     #[serde(rename = "_subscriberId")]
     pub subscriber_ref: String,
     #[serde(rename = "_templateId")]

@@ -10,7 +10,7 @@ use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{no_content, Reply};
 use crate::api::AppState;
 use crate::domain::topic::Topic;
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::{Error, Validation};
 use crate::service::topics::{self as service, SubscriptionRequest};
 
@@ -18,9 +18,11 @@ use crate::service::topics::{self as service, SubscriptionRequest};
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TopicSubscriberOut {
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     /// The subscriber's `_id`.
     #[serde(rename = "_subscriberId")]
     pub subscriber_ref: String,
@@ -62,9 +64,11 @@ pub struct TopicV1Out {
     #[serde(rename = "_id")]
     pub id: String,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     pub key: String,
     pub name: Option<String>,
     pub subscribers: Vec<String>,

@@ -11,7 +11,7 @@ use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::pagination::{page_request, CursorPage};
 use crate::api::wire::{self, raw_reply, IsoTime, JsonObject, Reply, Shape, WireName};
 use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber, SubscriberView};
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::{Error, Validation};
 use crate::service::subscribers::{self as service, SubscriberFields};
 use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
@@ -40,9 +40,11 @@ pub struct SubscriberOut {
     pub timezone: Option<String>,
     pub subscriber_id: String,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     pub deleted: bool,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
@@ -389,8 +391,8 @@ mod tests {
     ) -> SubscriberView<'a> {
         SubscriberView {
             id: s.id.as_str(),
-            organization_id: &s.organization_id,
-            environment_id: &s.environment_id,
+            organization_id: s.organization_id.as_str(),
+            environment_id: s.environment_id.as_str(),
             subscriber_id: &s.subscriber_id,
             first_name: s.first_name.as_deref(),
             last_name: s.last_name.as_deref(),

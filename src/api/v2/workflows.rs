@@ -17,7 +17,7 @@ use crate::api::AppState;
 use crate::domain::workflow::{
     validate_preferences, Severity, Step, StepIssues, StepType, Workflow, WorkflowStatus,
 };
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, OrganizationId, Tenant};
 use crate::error::{Result, Validation};
 use crate::service::workflows::{self as service, StepInput, WorkflowInput, WorkflowPatch};
 use crate::store::workflows::{WorkflowListQuery, WorkflowOrder};
@@ -155,9 +155,11 @@ pub struct WorkflowOut {
     pub preferences: Value,
     pub steps: Vec<StepOut>,
     #[serde(rename = "_environmentId")]
-    pub environment_id: String,
+    #[schema(value_type = String)]
+    pub environment_id: EnvironmentId,
     #[serde(rename = "_organizationId")]
-    pub organization_id: String,
+    #[schema(value_type = String)]
+    pub organization_id: OrganizationId,
     pub created_at: IsoTime,
     pub updated_at: IsoTime,
 }

@@ -112,7 +112,7 @@ fn resolve<'a>(
     };
     Ok(Resolved {
         step,
-        env: EnvironmentId(job.environment_id.clone()),
+        env: job.environment_id.clone(),
         subscriber,
         overrides: job.overrides.clone().unwrap_or(Value::Null),
     })
@@ -399,7 +399,7 @@ mod tests {
         let s = subscriber();
         let r = resolve(step, Some(&s)).ok().unwrap();
         assert_eq!(r.overrides, Value::Null);
-        assert_eq!(r.env.0, "env-1");
+        assert_eq!(r.env.as_str(), "env-1");
     }
 
     #[test]

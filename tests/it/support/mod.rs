@@ -205,8 +205,8 @@ impl TestApp {
             .await
             .expect("environment");
         let tenant = Tenant {
-            organization_id: tidings::domain::OrganizationId(created.organization_id.clone()),
-            environment_id: tidings::domain::EnvironmentId(created.environment_id.clone()),
+            organization_id: created.organization_id.clone(),
+            environment_id: created.environment_id.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
