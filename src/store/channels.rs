@@ -1,5 +1,6 @@
 //! Contexts, channel connections and channel endpoints.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -288,14 +289,6 @@ table! {
     }
 }
 
-/// The columns of a list page (see [`EndpointListing`]), JSON as text on both databases.
-const ENDPOINT_LIST_COLUMNS: &str =
-    "id, identifier, endpoint_type, endpoint, integration_identifier, provider_id, \
-    channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
-const ENDPOINT_LIST_COLUMNS_PG: &str =
-    "id, identifier, endpoint_type, endpoint::text as endpoint, integration_identifier, provider_id, \
-    channel, connection_identifier, subscriber_id, context_keys::text as context_keys, created_at, updated_at";
-
 sql_row! {
     struct ContextData {
         data: Option<Json<Value>>,
@@ -303,17 +296,18 @@ sql_row! {
 }
 
 sql_row! {
+    /// A row of a list page (see [`EndpointListing`]): the JSON columns as their text.
     pub(crate) struct EndpointListRow {
         id: String,
         identifier: String,
         endpoint_type: String,
-        endpoint: String,
+        endpoint: Json<Box<RawValue>>,
         integration_identifier: String,
         provider_id: String,
         channel: String,
         connection_identifier: Option<String>,
         subscriber_id: Option<String>,
-        context_keys: String,
+        context_keys: Json<Box<RawValue>>,
         created_at: i64,
         updated_at: i64,
     }
@@ -331,13 +325,13 @@ impl From<EndpointListRow> for EndpointListing {
             id: r.id,
             identifier: r.identifier,
             endpoint_type: r.endpoint_type,
-            endpoint: r.endpoint,
+            endpoint: r.endpoint.0.get().to_owned(),
             integration_identifier: r.integration_identifier,
             provider_id: r.provider_id,
             channel: r.channel,
             connection_identifier: r.connection_identifier,
             subscriber_id: r.subscriber_id,
-            context_keys: r.context_keys,
+            context_keys: r.context_keys.0.get().to_owned(),
             created_at: Timestamp(r.created_at),
             updated_at: Timestamp(r.updated_at),
         }
@@ -431,10 +425,7 @@ impl Store {
         page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<EndpointListing>> {
         let listing = Listing {
-            columns: match self.dialect() {
-                Dialect::Sqlite => ENDPOINT_LIST_COLUMNS,
-                Dialect::Postgres => ENDPOINT_LIST_COLUMNS_PG,
-            },
+            columns: EndpointListRow::COLUMNS,
             from: "channel_endpoints",
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
@@ -532,7 +523,8 @@ mod tests {
         let env = EnvironmentId("6b05edefbd5e51c18e7ee068".to_owned());
         let first_page = |filter: ChannelFilter| {
             format!(
-                "select {ENDPOINT_LIST_COLUMNS} from channel_endpoints where {} order by created_at desc, id desc limit 101",
+                "select {} from channel_endpoints where {} order by created_at desc, id desc limit 101",
+                EndpointListRow::COLUMNS,
                 filter.to_sql(&env, true).text
             )
         };

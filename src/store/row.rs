@@ -37,6 +37,11 @@ macro_rules! sql_row {
         $vis struct $name {
             $( $(#[$fmeta])* $fvis $field: $fty ),*
         }
+        impl $name {
+            /// The select list of the fields, in the order the inline reader expects them.
+            #[allow(dead_code)]
+            $vis const COLUMNS: &'static str = $crate::store::row::table!(@join $(stringify!($field)),*);
+        }
         $crate::store::row::sql_row!(@impl $name, sqlx::sqlite::SqliteRow, $($field),*);
         $crate::store::row::sql_row!(@impl $name, sqlx::postgres::PgRow, $($field),*);
         impl $crate::store::sqlite::rows::ReadRow for $name {
