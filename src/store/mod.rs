@@ -519,6 +519,7 @@ impl Store {
 
 /// A row type that lends a borrowed view of itself, and builds the same view straight from a SQLite row:
 /// the read side hands views to a visitor instead of collecting owned rows (see [`Store::visit_rows`]).
+/// Declared with `row::view!`, which writes both from the view's one list of columns.
 pub(crate) trait ViewRow: page::PortableRow {
     type View<'a>;
 

@@ -1,12 +1,14 @@
 //! How rows are read and written, declared once.
 //!
 //! [`table!`] declares how a domain type is stored in its table; everything the store needs to read and write
-//! it derives from that declaration. `sql_row!` declares a projection — a struct read from a `select` that is
-//! not a whole stored type (a view of a few columns, a count) — and implements `sqlx::FromRow` for PostgreSQL's
-//! and SQLite's sqlx rows, reading each field from the column of the same name, and the positional rusqlite
-//! reader ([`ReadRow`](super::ReadRow)) the SQLite reads use, its fields in `select` order. Both do what
-//! `#[derive(sqlx::FromRow)]` did without sqlx's proc-macro crate, which compiled a second copy of both
-//! drivers (and of SQLite's C source) for the host.
+//! it derives from that declaration, its secrets included (a `sealed` block: columns sealed with the store's
+//! cipher, see [`Sealable`]). `sql_row!` declares a projection — a struct read from a `select` that is not a
+//! whole stored type (a few columns, a count) — and implements `sqlx::FromRow` for PostgreSQL's and SQLite's
+//! sqlx rows, reading each field from the column of the same name, the positional rusqlite reader
+//! ([`ReadRow`](super::ReadRow)) the SQLite reads use, its fields in `select` order, and that select list
+//! (`COLUMNS`). [`view!`] declares a borrowed view of a select's rows (the activity feed's, a subscriber's):
+//! its select list and both its readers. All of them do what `#[derive(sqlx::FromRow)]` did without sqlx's
+//! proc-macro crate, which compiled a second copy of both drivers (and of SQLite's C source) for the host.
 
 use std::borrow::Cow;
 

@@ -83,10 +83,11 @@ impl<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql> ReadRow for (A, B
     }
 }
 
-/// Reads a row's columns in `select` order. Looking a column up by name costs a scan of the statement's
-/// column names per value, a large share of a 100-row page; reading by position does not. Each read still
-/// names its column, and debug builds (the tests) check the name against the statement, so a `select` list
-/// out of step with its reader fails loudly instead of mixing values up.
+/// Reads a row's columns in `select` order: the readers `table!`, `view!` and `sql_row!` write, whose select
+/// lists come from the same declarations (`COLUMNS`). Looking a column up by name costs a scan of the
+/// statement's column names per value, a large share of a 100-row page; reading by position does not. Each
+/// read still names its column, and debug builds (the tests) check the name against the statement, so a
+/// `select` list out of step with its reader fails loudly instead of mixing values up.
 pub(crate) struct Columns<'a, 'r> {
     row: &'a rusqlite::Row<'r>,
     at: usize,
