@@ -1,18 +1,18 @@
 //! Contexts, channel connections and channel endpoints.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
 use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
-use super::row::{insert, sql_row, table, Table};
-use super::sql::{bind_args, Sql};
+use super::row::{insert, insert_with, sql_row, table, Sealable, Table};
+use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
-use crate::domain::channel::ProviderId;
 use crate::domain::context::{context_set, ContextEntry};
 use crate::domain::endpoint::{
     ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
 };
-use crate::domain::{Channel, EnvironmentId, OrganizationId, Tenant, Timestamp};
+use crate::domain::{Channel, EnvironmentId, Tenant, Timestamp};
 use crate::error::Result;
 
 /// Whether an insert went in or hit a unique index.
@@ -89,27 +89,8 @@ fn scope(env: &EnvironmentId) -> Sql {
     s
 }
 
-/// A channel connection as stored: the domain value with its access token sealed by the store's cipher
-/// (see [`Store::seal`] and [`Store::unseal`]).
-pub(crate) struct SealedConnection {
-    id: String,
-    organization_id: OrganizationId,
-    environment_id: EnvironmentId,
-    identifier: String,
-    integration_identifier: String,
-    provider_id: ProviderId,
-    channel: Channel,
-    mode: ConnectionMode,
-    subscriber_id: Option<String>,
-    context_keys: Vec<String>,
-    workspace: Value,
-    auth_sealed: String,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
-
 table! {
-    SealedConnection => "channel_connections" {
+    ChannelConnection => "channel_connections" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -121,66 +102,26 @@ table! {
         subscriber_id: Option<String>,
         context_keys: Json<Vec<String>>,
         workspace: Json<Value>,
-        auth_sealed: String,
         created_at: i64,
         updated_at: i64,
     }
+    sealed {
+        access_token as auth_sealed: String,
+    }
     written {
         // The one-per-resource unique index reads these.
-        subscriber_key: String = |c: &SealedConnection| c.subscriber_id.clone().unwrap_or_default(),
-        context_set: String = |c: &SealedConnection| context_set(&c.context_keys),
+        subscriber_key: String = |c: &ChannelConnection| c.subscriber_id.clone().unwrap_or_default(),
+        context_set: String = |c: &ChannelConnection| context_set(&c.context_keys),
     }
 }
 
-impl Keyed for SealedConnection {
+impl Keyed for ChannelConnection {
     fn key(&self) -> &str {
         &self.id
     }
 }
 
 impl Store {
-    fn seal(&self, c: &ChannelConnection) -> SealedConnection {
-        SealedConnection {
-            id: c.id.clone(),
-            organization_id: c.organization_id.clone(),
-            environment_id: c.environment_id.clone(),
-            identifier: c.identifier.clone(),
-            integration_identifier: c.integration_identifier.clone(),
-            provider_id: c.provider_id.clone(),
-            channel: c.channel,
-            mode: c.mode,
-            subscriber_id: c.subscriber_id.clone(),
-            context_keys: c.context_keys.clone(),
-            workspace: c.workspace.clone(),
-            auth_sealed: self.cipher().encrypt(c.access_token.as_bytes()),
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        }
-    }
-
-    fn unseal(&self, c: SealedConnection) -> Result<ChannelConnection> {
-        let access_token = self
-            .cipher()
-            .decrypt_string(&c.auth_sealed)
-            .map_err(anyhow::Error::from)?;
-        Ok(ChannelConnection {
-            id: c.id,
-            organization_id: c.organization_id,
-            environment_id: c.environment_id,
-            identifier: c.identifier,
-            integration_identifier: c.integration_identifier,
-            provider_id: c.provider_id,
-            channel: c.channel,
-            mode: c.mode,
-            subscriber_id: c.subscriber_id,
-            context_keys: c.context_keys,
-            workspace: c.workspace,
-            access_token,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        })
-    }
-
     /// Records contexts that do not exist yet (existing ones keep their data).
     pub async fn ensure_contexts(
         &self,
@@ -225,7 +166,7 @@ impl Store {
     }
 
     pub async fn insert_connection(&self, c: &ChannelConnection) -> Result<Inserted> {
-        let q = insert(&self.seal(c))?;
+        let q = insert_with(c, self.cipher())?;
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
         match res {
             Ok(()) => Ok(Inserted::Yes),
@@ -242,15 +183,18 @@ impl Store {
         subscriber_id: Option<&str>,
         context_keys: &[String],
     ) -> Result<Option<ChannelConnection>> {
-        let sql = format!(
-            "select {} from channel_connections where environment_id = $1
-             and integration_identifier = $2 and subscriber_key = $3 and context_set = $4",
-            SealedConnection::COLUMNS
-        );
-        let row: Option<SealedConnection> = on_db!(self.w(), p => sqlx::query_as::<_, SealedConnection>(&sql)
-            .bind(env.as_str()).bind(integration_identifier).bind(subscriber_id.unwrap_or(""))
-            .bind(context_set(context_keys)).fetch_optional(p).await)?;
-        row.map(|r| self.unseal(r)).transpose()
+        let mut q = Sql::new(&format!(
+            "select {} from channel_connections where environment_id = ",
+            ChannelConnection::COLUMNS
+        ));
+        q.bind(env.as_str())
+            .push(" and integration_identifier = ")
+            .bind(integration_identifier);
+        q.push(" and subscriber_key = ")
+            .bind(subscriber_id.unwrap_or(""))
+            .push(" and context_set = ")
+            .bind(context_set(context_keys));
+        Ok(self.rows_for_update(q).await?.into_iter().next())
     }
 
     pub async fn get_connection(
@@ -260,13 +204,12 @@ impl Store {
     ) -> Result<Option<ChannelConnection>> {
         let mut q = Sql::new(&format!(
             "select {} from channel_connections where environment_id = ",
-            SealedConnection::COLUMNS
+            ChannelConnection::COLUMNS
         ));
         q.bind(env.as_str())
             .push(" and identifier = ")
             .bind(identifier);
-        let row: Option<SealedConnection> = self.row(Cost::Point, q).await?;
-        row.map(|r| self.unseal(r)).transpose()
+        self.row(Cost::Point, q).await
     }
 
     pub async fn list_connections(
@@ -276,24 +219,31 @@ impl Store {
         page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<ChannelConnection>> {
         let listing = Listing {
-            columns: SealedConnection::COLUMNS,
+            columns: ChannelConnection::COLUMNS,
             from: "channel_connections",
             filter: filter.to_sql(env, false),
             cursor_scope: scope(env),
         };
-        let rows = self
-            .cursor_page::<SealedConnection>(listing, &page.by_column())
-            .await?;
-        rows.try_map(|r| self.unseal(r))
+        self.cursor_page::<ChannelConnection>(listing, &page.by_column())
+            .await
     }
 
     /// Replaces workspace and token; false when the connection does not exist.
     pub async fn update_connection(&self, c: &ChannelConnection) -> Result<bool> {
-        let sealed = self.cipher().encrypt(c.access_token.as_bytes());
-        let n = on_db!(self.w(), p => sqlx::query(
-            "update channel_connections set workspace = $1, auth_sealed = $2, updated_at = $3
-             where environment_id = $4 and identifier = $5")
-            .bind(Json(&c.workspace)).bind(sealed).bind(c.updated_at.0).bind(&c.environment_id).bind(&c.identifier)
+        let mut q = Sql::new("update channel_connections set workspace = ");
+        q.bind(c.workspace.clone())
+            .push(", auth_sealed = ")
+            .bind(String::seal(
+                Arg::Text(c.access_token.clone()),
+                self.cipher(),
+            ))
+            .push(", updated_at = ")
+            .bind(c.updated_at.0);
+        q.push(" where environment_id = ")
+            .bind(c.environment_id.as_str())
+            .push(" and identifier = ")
+            .bind(c.identifier.as_str());
+        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args)
             .execute(p).await.map(|r| r.rows_affected()))?;
         Ok(n == 1)
     }
@@ -339,14 +289,6 @@ table! {
     }
 }
 
-/// The columns of a list page (see [`EndpointListing`]), JSON as text on both databases.
-const ENDPOINT_LIST_COLUMNS: &str =
-    "id, identifier, endpoint_type, endpoint, integration_identifier, provider_id, \
-    channel, connection_identifier, subscriber_id, context_keys, created_at, updated_at";
-const ENDPOINT_LIST_COLUMNS_PG: &str =
-    "id, identifier, endpoint_type, endpoint::text as endpoint, integration_identifier, provider_id, \
-    channel, connection_identifier, subscriber_id, context_keys::text as context_keys, created_at, updated_at";
-
 sql_row! {
     struct ContextData {
         data: Option<Json<Value>>,
@@ -354,17 +296,18 @@ sql_row! {
 }
 
 sql_row! {
+    /// A row of a list page (see [`EndpointListing`]): the JSON columns as their text.
     pub(crate) struct EndpointListRow {
         id: String,
         identifier: String,
         endpoint_type: String,
-        endpoint: String,
+        endpoint: Json<Box<RawValue>>,
         integration_identifier: String,
         provider_id: String,
         channel: String,
         connection_identifier: Option<String>,
         subscriber_id: Option<String>,
-        context_keys: String,
+        context_keys: Json<Box<RawValue>>,
         created_at: i64,
         updated_at: i64,
     }
@@ -382,13 +325,13 @@ impl From<EndpointListRow> for EndpointListing {
             id: r.id,
             identifier: r.identifier,
             endpoint_type: r.endpoint_type,
-            endpoint: r.endpoint,
+            endpoint: r.endpoint.0.get().to_owned(),
             integration_identifier: r.integration_identifier,
             provider_id: r.provider_id,
             channel: r.channel,
             connection_identifier: r.connection_identifier,
             subscriber_id: r.subscriber_id,
-            context_keys: r.context_keys,
+            context_keys: r.context_keys.0.get().to_owned(),
             created_at: Timestamp(r.created_at),
             updated_at: Timestamp(r.updated_at),
         }
@@ -482,10 +425,7 @@ impl Store {
         page: &PageRequest<ChannelOrder>,
     ) -> Result<Page<EndpointListing>> {
         let listing = Listing {
-            columns: match self.dialect() {
-                Dialect::Sqlite => ENDPOINT_LIST_COLUMNS,
-                Dialect::Postgres => ENDPOINT_LIST_COLUMNS_PG,
-            },
+            columns: EndpointListRow::COLUMNS,
             from: "channel_endpoints",
             filter: filter.to_sql(env, true),
             cursor_scope: scope(env),
@@ -583,7 +523,8 @@ mod tests {
         let env = EnvironmentId("6b05edefbd5e51c18e7ee068".to_owned());
         let first_page = |filter: ChannelFilter| {
             format!(
-                "select {ENDPOINT_LIST_COLUMNS} from channel_endpoints where {} order by created_at desc, id desc limit 101",
+                "select {} from channel_endpoints where {} order by created_at desc, id desc limit 101",
+                EndpointListRow::COLUMNS,
                 filter.to_sql(&env, true).text
             )
         };

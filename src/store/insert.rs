@@ -122,7 +122,7 @@ pub(super) fn insert_rows(
 
 /// `insert into <table> (<written columns>) values …, …` of rows of a declared table (see `row::table!`),
 /// followed by `tail`.
-pub(super) fn insert_declared<T: Table>(
+pub(super) fn insert_declared<T: Table<Keys = ()>>(
     dialect: Dialect,
     rows: &[&T],
     tail: &str,

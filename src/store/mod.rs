@@ -447,18 +447,35 @@ impl Store {
     ) -> Result<Vec<R>> {
         match &self.read {
             Reads::Sqlite(reader) => {
+                let cipher = self.cipher.clone();
                 let read = move |c: &rusqlite::Connection| {
-                    Ok(sqlite::rows::query(c, &q).map_err(anyhow::Error::from)?)
+                    Ok(sqlite::rows::query(c, &q, &cipher).map_err(anyhow::Error::from)?)
                 };
                 match cost {
                     Cost::Point => reader.point(read),
                     Cost::Scan => reader.scan(read).await,
                 }
             }
-            Reads::Postgres(p) => Ok(sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
+            Reads::Postgres(p) => Ok(sql::bind_args!(sqlx::query(&q.text), q.args)
+                .try_map(|row| R::read_with(&row, &self.cipher))
                 .fetch_all(p)
                 .await?),
         }
+    }
+
+    /// The rows of a select on the write pool: the read of a read-modify-write cycle, which must see the
+    /// latest write (on PostgreSQL the write pool is the read pool).
+    pub(crate) async fn rows_for_update<R: page::PortableRow>(
+        &self,
+        q: sql::Sql,
+    ) -> Result<Vec<R>> {
+        let cipher = self.cipher();
+        Ok(
+            on_db!(self.w(), p => sql::bind_args!(sqlx::query(&q.text), q.args)
+            .try_map(|row| R::read_with(&row, cipher))
+            .fetch_all(p)
+            .await)?,
+        )
     }
 
     /// The first row of a select on the read side, if any.
@@ -487,7 +504,8 @@ impl Store {
                 Ok(read.map_err(anyhow::Error::from)?)
             }),
             Reads::Postgres(p) => {
-                let rows: Vec<R> = sql::bind_args!(sqlx::query_as::<_, R>(&q.text), q.args)
+                let rows: Vec<R> = sql::bind_args!(sqlx::query(&q.text), q.args)
+                    .try_map(|row| R::read_with(&row, &self.cipher))
                     .fetch_all(p)
                     .await?;
                 for r in &rows {
@@ -501,6 +519,7 @@ impl Store {
 
 /// A row type that lends a borrowed view of itself, and builds the same view straight from a SQLite row:
 /// the read side hands views to a visitor instead of collecting owned rows (see [`Store::visit_rows`]).
+/// Declared with `row::view!`, which writes both from the view's one list of columns.
 pub(crate) trait ViewRow: page::PortableRow {
     type View<'a>;
 

@@ -1,18 +1,16 @@
 //! Notifications and the activity feed's views of them, their jobs and execution details.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::row::{sql_row, table, Table};
+use super::row::{table, view, Table};
 use super::sql::Sql;
-use super::sqlite::rows::Columns;
 use super::{Cost, Store, ViewRow};
 use crate::domain::context::context_set;
 use crate::domain::job::{
     DetailView, ExecutionDetail, JobSummary, JobView, Notification, NotificationView,
 };
-use crate::domain::{EnvironmentId, NotificationId, SubscriberRef, Timestamp, WorkflowRef};
+use crate::domain::{EnvironmentId, NotificationId, SubscriberRef, WorkflowRef};
 use crate::error::Result;
 
 /// Filters of `GET /v1/notifications`, combined with AND.
@@ -84,136 +82,43 @@ table! {
     }
 }
 
-/// The columns the activity feed shows of a notification (see [`NotificationView`]).
-const NOTIFICATION_VIEW_COLUMNS: &str = "id, subscriber_ref, subscriber_id, \
-    workflow_ref, workflow_identifier, transaction_id, channels, payload, to_value, tags, severity, critical, \
-    context_keys, digested_notification_id, topic_id, topic_key, created_at, updated_at";
-
-sql_row! {
-    struct NotificationViewRow {
-        id: String,
-        subscriber_ref: String,
-        subscriber_id: String,
-        workflow_ref: String,
-        workflow_identifier: String,
-        transaction_id: String,
-        channels: Json<Box<RawValue>>,
-        payload: Json<Box<RawValue>>,
-        to_value: Option<Json<Box<RawValue>>>,
-        tags: Json<Box<RawValue>>,
-        severity: String,
-        critical: bool,
-        context_keys: Json<Box<RawValue>>,
-        digested_notification_id: Option<String>,
-        topic_id: Option<String>,
-        topic_key: Option<String>,
-        created_at: i64,
-        updated_at: i64,
+view! {
+    /// What the activity feed shows of a notification (see [`NotificationView`]).
+    struct NotificationViewRow => NotificationView {
+        id: Text,
+        subscriber_ref: Text,
+        subscriber_id: Text,
+        workflow_ref: Text,
+        workflow_identifier: Text,
+        transaction_id: Text,
+        channels: JsonText,
+        payload: JsonText,
+        to as to_value: OptJsonText,
+        tags: JsonText,
+        severity: Text,
+        critical: Bool,
+        context_keys: JsonText,
+        digested_notification_id: OptText,
+        topic_id: OptText,
+        topic_key: OptText,
+        created_at: Time,
+        updated_at: Time,
     }
 }
 
-impl ViewRow for NotificationViewRow {
-    type View<'a> = NotificationView<'a>;
-
-    fn view(&self) -> NotificationView<'_> {
-        NotificationView {
-            id: &self.id,
-            subscriber_ref: &self.subscriber_ref,
-            subscriber_id: &self.subscriber_id,
-            workflow_ref: &self.workflow_ref,
-            workflow_identifier: &self.workflow_identifier,
-            transaction_id: &self.transaction_id,
-            channels: self.channels.0.get(),
-            payload: self.payload.0.get(),
-            to: self.to_value.as_ref().map(|j| j.0.get()),
-            tags: self.tags.0.get(),
-            severity: &self.severity,
-            critical: self.critical,
-            context_keys: self.context_keys.0.get(),
-            digested_notification_id: self.digested_notification_id.as_deref(),
-            topic_id: self.topic_id.as_deref(),
-            topic_key: self.topic_key.as_deref(),
-            created_at: Timestamp(self.created_at),
-            updated_at: Timestamp(self.updated_at),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<NotificationView<'a>> {
-        let mut c = Columns::new(r);
-        Ok(NotificationView {
-            id: c.str("id")?,
-            subscriber_ref: c.str("subscriber_ref")?,
-            subscriber_id: c.str("subscriber_id")?,
-            workflow_ref: c.str("workflow_ref")?,
-            workflow_identifier: c.str("workflow_identifier")?,
-            transaction_id: c.str("transaction_id")?,
-            channels: c.str("channels")?,
-            payload: c.str("payload")?,
-            to: c.opt_str("to_value")?,
-            tags: c.str("tags")?,
-            severity: c.str("severity")?,
-            critical: c.get("critical")?,
-            context_keys: c.str("context_keys")?,
-            digested_notification_id: c.opt_str("digested_notification_id")?,
-            topic_id: c.opt_str("topic_id")?,
-            topic_key: c.opt_str("topic_key")?,
-            created_at: Timestamp(c.get("created_at")?),
-            updated_at: Timestamp(c.get("updated_at")?),
-        })
-    }
-}
-
-/// The columns the activity feed shows of an execution detail (see [`DetailView`]).
-const DETAIL_VIEW_COLUMNS: &str =
-    "id, job_id, status, detail, source, is_retry, is_test, provider_id, raw, created_at";
-
-sql_row! {
-    struct DetailViewRow {
-        id: String,
-        job_id: String,
-        status: String,
-        detail: String,
-        source: String,
-        is_retry: bool,
-        is_test: bool,
-        provider_id: Option<String>,
-        raw: Option<String>,
-        created_at: i64,
-    }
-}
-
-impl ViewRow for DetailViewRow {
-    type View<'a> = DetailView<'a>;
-
-    fn view(&self) -> DetailView<'_> {
-        DetailView {
-            id: &self.id,
-            job_id: &self.job_id,
-            status: &self.status,
-            detail: &self.detail,
-            source: &self.source,
-            is_retry: self.is_retry,
-            is_test: self.is_test,
-            provider_id: self.provider_id.as_deref(),
-            raw: self.raw.as_deref(),
-            created_at: Timestamp(self.created_at),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<DetailView<'a>> {
-        let mut c = Columns::new(r);
-        Ok(DetailView {
-            id: c.str("id")?,
-            job_id: c.str("job_id")?,
-            status: c.str("status")?,
-            detail: c.str("detail")?,
-            source: c.str("source")?,
-            is_retry: c.get("is_retry")?,
-            is_test: c.get("is_test")?,
-            provider_id: c.opt_str("provider_id")?,
-            raw: c.opt_str("raw")?,
-            created_at: Timestamp(c.get("created_at")?),
-        })
+view! {
+    /// What the activity feed shows of an execution detail (see [`DetailView`]).
+    struct DetailViewRow => DetailView {
+        id: Text,
+        job_id: Text,
+        status: Text,
+        detail: Text,
+        source: Text,
+        is_retry: Bool,
+        is_test: Bool,
+        provider_id: OptText,
+        raw: OptText,
+        created_at: Time,
     }
 }
 
@@ -264,7 +169,7 @@ impl Store {
         visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
     ) -> Result<()> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_VIEW_COLUMNS)
+        q.push(NotificationViewRow::COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         q.push(" and id = ").bind(id);
@@ -282,7 +187,7 @@ impl Store {
         mut visit: impl for<'v> FnMut(NotificationView<'v>) + Send,
     ) -> Result<bool> {
         let mut q = Sql::new("select ");
-        q.push(NOTIFICATION_VIEW_COLUMNS)
+        q.push(NotificationViewRow::COLUMNS)
             .push(" from notifications where environment_id = ")
             .bind(env.as_str());
         if let Some(ids) = &f.subscriber_ids {
@@ -355,7 +260,7 @@ impl Store {
             return Ok(());
         }
         let mut q = Sql::new("select ");
-        q.push(JOB_VIEW_COLUMNS).push(" from jobs where 1 = 1");
+        q.push(JobViewRow::COLUMNS).push(" from jobs where 1 = 1");
         q.push_in("notification_id", notification_ids);
         self.visit_rows::<JobViewRow>(q, visit).await
     }
@@ -390,72 +295,28 @@ impl Store {
             return Ok(());
         }
         let mut q = Sql::new("select ");
-        q.push(DETAIL_VIEW_COLUMNS)
+        q.push(DetailViewRow::COLUMNS)
             .push(" from execution_details where 1 = 1");
         q.push_in("notification_id", notification_ids);
         self.visit_rows::<DetailViewRow>(q, visit).await
     }
 }
 
-/// The columns the activity feed shows of a job (see [`JobView`]).
-const JOB_VIEW_COLUMNS: &str = "id, notification_id, step_index, step, status, provider_id, \
-    payload, overrides, digest, run_at, schedule_extensions_count, created_at, updated_at";
-
-sql_row! {
-    struct JobViewRow {
-        id: String,
-        notification_id: String,
-        step_index: i64,
-        step: Json<Box<RawValue>>,
-        status: String,
-        provider_id: String,
-        payload: Json<Box<RawValue>>,
-        overrides: Option<Json<Box<RawValue>>>,
-        digest: Option<Json<Box<RawValue>>>,
-        run_at: i64,
-        schedule_extensions_count: i64,
-        created_at: i64,
-        updated_at: i64,
-    }
-}
-
-impl ViewRow for JobViewRow {
-    type View<'a> = JobView<'a>;
-
-    fn view(&self) -> JobView<'_> {
-        JobView {
-            id: &self.id,
-            notification_id: &self.notification_id,
-            step_index: self.step_index,
-            step: self.step.0.get(),
-            status: &self.status,
-            provider_id: &self.provider_id,
-            payload: self.payload.0.get(),
-            overrides: self.overrides.as_ref().map(|j| j.0.get()),
-            digest: self.digest.as_ref().map(|j| j.0.get()),
-            run_at: Timestamp(self.run_at),
-            schedule_extensions_count: self.schedule_extensions_count,
-            created_at: Timestamp(self.created_at),
-            updated_at: Timestamp(self.updated_at),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<JobView<'a>> {
-        let mut c = Columns::new(r);
-        Ok(JobView {
-            id: c.str("id")?,
-            notification_id: c.str("notification_id")?,
-            step_index: c.get("step_index")?,
-            step: c.str("step")?,
-            status: c.str("status")?,
-            provider_id: c.str("provider_id")?,
-            payload: c.str("payload")?,
-            overrides: c.opt_str("overrides")?,
-            digest: c.opt_str("digest")?,
-            run_at: Timestamp(c.get("run_at")?),
-            schedule_extensions_count: c.get("schedule_extensions_count")?,
-            created_at: Timestamp(c.get("created_at")?),
-            updated_at: Timestamp(c.get("updated_at")?),
-        })
+view! {
+    /// What the activity feed shows of a job (see [`JobView`]).
+    struct JobViewRow => JobView {
+        id: Text,
+        notification_id: Text,
+        step_index: Int,
+        step: JsonText,
+        status: Text,
+        provider_id: Text,
+        payload: JsonText,
+        overrides: OptJsonText,
+        digest: OptJsonText,
+        run_at: Time,
+        schedule_extensions_count: Int,
+        created_at: Time,
+        updated_at: Time,
     }
 }

@@ -6,21 +6,29 @@ use sqlx::sqlite::SqliteRow;
 
 use super::sql::{Arg, Sql};
 use super::{Cost, ReadRow, Store};
+use crate::crypto::Cipher;
 use crate::error::Result;
 
 /// Counting stops here; a count that reaches it is reported as [`TOTAL_COUNT_CAP`] with the capped flag.
 pub const COUNT_LIMIT: i64 = 50_001;
 pub const TOTAL_COUNT_CAP: i64 = 50_000;
 
+/// A row type read from the rows of one sqlx driver, with the store's cipher at hand for its sealed
+/// columns: any `FromRow` type (which has none), and the stored types declared with sealed columns (see
+/// `row::table!`).
+pub trait ReadWith<Row>: Sized {
+    fn read_with(row: &Row, cipher: &Cipher) -> Result<Self, sqlx::Error>;
+}
+
+impl<Row: sqlx::Row, T: for<'r> sqlx::FromRow<'r, Row>> ReadWith<Row> for T {
+    fn read_with(row: &Row, _: &Cipher) -> Result<Self, sqlx::Error> {
+        T::from_row(row)
+    }
+}
+
 /// A row type readable from both drivers.
-pub trait PortableRow:
-    for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin
-{
-}
-impl<T> PortableRow for T where
-    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin
-{
-}
+pub trait PortableRow: ReadWith<SqliteRow> + ReadWith<PgRow> + Send + Unpin {}
+impl<T> PortableRow for T where T: ReadWith<SqliteRow> + ReadWith<PgRow> + Send + Unpin {}
 
 /// Gives the cursor of a row.
 pub trait Keyed {

@@ -6,7 +6,6 @@ use super::page::{Listing, Page, PageRequest, SortColumn};
 use super::row::Table;
 use super::search;
 use super::sql::{glob_escape, like_escape, Sql};
-use super::subscribers::SealedSubscriber;
 use super::{Cost, Dialect, Store};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::EnvironmentId;
@@ -85,15 +84,13 @@ impl Store {
         let mut scope = Sql::new("environment_id = ");
         scope.bind(env.as_str());
         let listing = Listing {
-            columns: SealedSubscriber::COLUMNS,
+            columns: Subscriber::COLUMNS,
             from: "subscribers",
             filter,
             cursor_scope: scope,
         };
-        let rows = self
-            .cursor_page::<SealedSubscriber>(listing, &page.by_column())
-            .await?;
-        self.unseal_subscribers(rows)
+        self.cursor_page::<Subscriber>(listing, &page.by_column())
+            .await
     }
 
     /// A case-sensitive substring condition served by the trigram index of each database.

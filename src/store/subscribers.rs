@@ -2,52 +2,23 @@
 
 use std::sync::LazyLock;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::page::{Keyed, Page};
-use super::row::{insert, sql_row, table, update, Table};
+use super::page::Keyed;
+use super::row::{insert_with, open_json_text, table, update_with, view, Sealable, Stored, Table};
 use super::sql::{bind_args, Sql};
-use super::sqlite::rows::Columns;
 use super::{is_unique_violation, on_db, Cost, Dialect, Store, ViewRow};
 use crate::crypto::Cipher;
-use crate::domain::subscriber::{
-    full_name, ChannelSettings, Subscriber, SubscriberContact, SubscriberView,
-};
-use crate::domain::{EnvironmentId, OrganizationId, SubscriberRef, Timestamp};
+use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
+use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
-
-/// A subscriber as stored: the domain value with its `channels` (the per-provider credentials: webhook URLs,
-/// device tokens) sealed by the store's cipher (see [`Store::seal_subscriber`]). An empty list is stored as
-/// `[]`, so a subscriber without credentials costs no decryption.
-pub(crate) struct SealedSubscriber {
-    id: SubscriberRef,
-    organization_id: OrganizationId,
-    environment_id: EnvironmentId,
-    subscriber_id: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    avatar: Option<String>,
-    locale: Option<String>,
-    timezone: Option<String>,
-    data: Option<Value>,
-    channels: String,
-    is_online: Option<bool>,
-    last_online_at: Option<Timestamp>,
-    deleted: bool,
-    version: i64,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
 
 /// The most subscribers one heartbeat statement names.
 const PRESENCE_BATCH: usize = 500;
 
 table! {
-    SealedSubscriber => "subscribers" {
+    Subscriber => "subscribers" {
         id: String,
         organization_id: String,
         environment_id: String,
@@ -60,7 +31,6 @@ table! {
         locale: Option<String>,
         timezone: Option<String>,
         data: Option<Json<Value>>,
-        channels: String,
         is_online: Option<bool>,
         last_online_at: Option<i64>,
         deleted: bool,
@@ -68,34 +38,20 @@ table! {
         created_at: i64,
         updated_at: i64,
     }
+    sealed {
+        // The per-provider credentials: webhook URLs, device tokens. An empty list is stored as `[]`.
+        channels: Json<Vec<ChannelSettings>>,
+    }
     written {
         // What the name search reads: `firstName lastName`.
-        full_name: String = |s: &SealedSubscriber| full_name(s.first_name.as_deref(), s.last_name.as_deref()),
+        full_name: String = Subscriber::full_name,
     }
 }
 
-impl Keyed for SealedSubscriber {
+impl Keyed for Subscriber {
     fn key(&self) -> &str {
         self.id.as_str()
     }
-}
-
-/// Whether a stored `channels` value is sealed: the clear form is a JSON array (`[]`, or a row written
-/// before channels were sealed and not yet rewritten by [`Store::seal_subscriber_channels`]); the sealed
-/// form is base64, which never starts with `[`.
-fn is_sealed(stored: &str) -> bool {
-    !stored.trim_start().starts_with('[')
-}
-
-/// A stored `channels` value as JSON text, decrypted when sealed.
-fn open_channels<'a>(cipher: &Cipher, stored: &'a str) -> Result<std::borrow::Cow<'a, str>> {
-    if !is_sealed(stored) {
-        return Ok(std::borrow::Cow::Borrowed(stored));
-    }
-    let text = cipher
-        .decrypt_string(stored)
-        .map_err(|e| Error::Internal(anyhow::anyhow!("a subscriber's channel credentials: {e}")))?;
-    Ok(std::borrow::Cow::Owned(text))
 }
 
 /// Hands `visit` the view with its channels in clear (decrypted only when there are any).
@@ -104,7 +60,8 @@ fn visit_open<T>(
     view: SubscriberView<'_>,
     visit: impl FnOnce(SubscriberView<'_>) -> T,
 ) -> Result<T> {
-    let channels = open_channels(cipher, view.channels)?;
+    let channels = open_json_text(view.channels, cipher)
+        .map_err(|e| Error::Internal(anyhow::anyhow!("a subscriber's channel credentials: {e}")))?;
     Ok(visit(SubscriberView {
         channels: &channels,
         ..view
@@ -112,77 +69,6 @@ fn visit_open<T>(
 }
 
 impl Store {
-    /// The subscriber as stored, its channels sealed.
-    fn seal_subscriber(&self, s: &Subscriber) -> Result<SealedSubscriber> {
-        let channels = if s.channels.is_empty() {
-            "[]".to_owned()
-        } else {
-            let text = serde_json::to_string(&s.channels).map_err(anyhow::Error::from)?;
-            self.cipher().encrypt(text.as_bytes())
-        };
-        Ok(SealedSubscriber {
-            id: s.id.clone(),
-            organization_id: s.organization_id.clone(),
-            environment_id: s.environment_id.clone(),
-            subscriber_id: s.subscriber_id.clone(),
-            first_name: s.first_name.clone(),
-            last_name: s.last_name.clone(),
-            email: s.email.clone(),
-            phone: s.phone.clone(),
-            avatar: s.avatar.clone(),
-            locale: s.locale.clone(),
-            timezone: s.timezone.clone(),
-            data: s.data.clone(),
-            channels,
-            is_online: s.is_online,
-            last_online_at: s.last_online_at,
-            deleted: s.deleted,
-            version: s.version,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        })
-    }
-
-    fn unseal_subscriber(&self, s: SealedSubscriber) -> Result<Subscriber> {
-        let channels: Vec<ChannelSettings> = if s.channels == "[]" {
-            Vec::new()
-        } else {
-            let text = open_channels(self.cipher(), &s.channels)?;
-            serde_json::from_str(&text).map_err(|e| {
-                Error::Internal(anyhow::anyhow!("a subscriber's stored channels: {e}"))
-            })?
-        };
-        Ok(Subscriber {
-            id: s.id,
-            organization_id: s.organization_id,
-            environment_id: s.environment_id,
-            subscriber_id: s.subscriber_id,
-            first_name: s.first_name,
-            last_name: s.last_name,
-            email: s.email,
-            phone: s.phone,
-            avatar: s.avatar,
-            locale: s.locale,
-            timezone: s.timezone,
-            data: s.data,
-            channels,
-            is_online: s.is_online,
-            last_online_at: s.last_online_at,
-            deleted: s.deleted,
-            version: s.version,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        })
-    }
-
-    /// The subscribers of a page, unsealed.
-    pub(super) fn unseal_subscribers(
-        &self,
-        page: Page<SealedSubscriber>,
-    ) -> Result<Page<Subscriber>> {
-        page.try_map(|s| self.unseal_subscriber(s))
-    }
-
     /// Seals the channels of subscribers stored in clear (rows written before channels were sealed), a
     /// batch at a time; `migrate` runs it after the SQL migrations. Each row is rewritten only if it still
     /// holds what was read, so concurrent writers and other instances doing the same are safe. Returns how
@@ -198,13 +84,15 @@ impl Store {
                 return Ok(sealed);
             }
             for (id, clear) in rows {
-                // Parsed and written again: the sealed text is what `seal_subscriber` would write.
+                // Parsed and written again: the sealed text is what the declaration writes.
                 let channels: Vec<ChannelSettings> = serde_json::from_str(&clear).map_err(|e| {
                     Error::Internal(anyhow::anyhow!("subscriber {id}'s stored channels: {e}"))
                 })?;
-                let text = serde_json::to_string(&channels).map_err(anyhow::Error::from)?;
                 let mut q = Sql::new("update subscribers set channels = ");
-                q.bind(self.cipher().encrypt(text.as_bytes()));
+                q.bind(<Json<Vec<ChannelSettings>> as Sealable>::seal(
+                    Stored::<Json<_>>::arg(&channels).map_err(anyhow::Error::from)?,
+                    self.cipher(),
+                ));
                 q.push(" where id = ").bind(id.as_str());
                 q.push(" and channels = ").bind(clear.as_str());
                 sealed += on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?;
@@ -213,23 +101,36 @@ impl Store {
     }
 }
 
-/// One non-deleted subscriber by subscriberId (`$1` the environment, `$2` the subscriberId).
-static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| {
+/// One non-deleted subscriber by subscriberId (`$1` the environment, `$2` the subscriberId), its `columns`.
+fn by_id(columns: &str) -> String {
     format!(
-        "select {} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false",
-        SealedSubscriber::COLUMNS
+        "select {columns} from subscribers where environment_id = $1 and subscriber_id = $2 and deleted = false"
     )
-});
+}
 
-/// SQLite: the environment's non-deleted subscriber `subscriber_id`, through the identifier index, handed to
-/// `read` while the row is current.
+/// [`by_id`] of the stored subscriber.
+static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| by_id(Subscriber::COLUMNS));
+
+/// [`by_id`] of the subscriber's view.
+static SUBSCRIBER_VIEW_BY_ID: LazyLock<String> =
+    LazyLock::new(|| by_id(SubscriberViewRow::COLUMNS));
+
+/// [`SUBSCRIBER_BY_ID`] with its arguments.
+fn subscriber_by_id(env: &EnvironmentId, subscriber_id: &str) -> Sql {
+    let mut q = Sql::new(&SUBSCRIBER_BY_ID);
+    q.args = vec![env.as_str().into(), subscriber_id.into()];
+    q
+}
+
+/// SQLite: the view of the environment's non-deleted subscriber `subscriber_id`, through the identifier
+/// index, handed to `read` while the row is current.
 fn read_subscriber_inline<T>(
     c: &rusqlite::Connection,
     env: &EnvironmentId,
     subscriber_id: &str,
     read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<Option<T>> {
-    let mut statement = c.prepare_cached(&SUBSCRIBER_BY_ID)?;
+    let mut statement = c.prepare_cached(&SUBSCRIBER_VIEW_BY_ID)?;
     let mut rows = statement.query(rusqlite::params![env.as_str(), subscriber_id])?;
     match rows.next()? {
         Some(row) => read(row).map(Some),
@@ -243,15 +144,8 @@ impl Store {
         env: &EnvironmentId,
         subscriber_id: &str,
     ) -> Result<Option<Subscriber>> {
-        let mut q = Sql::new("select ");
-        q.push(SealedSubscriber::COLUMNS)
-            .push(" from subscribers where environment_id = ")
-            .bind(env.as_str());
-        q.push(" and subscriber_id = ")
-            .bind(subscriber_id)
-            .push(" and deleted = false");
-        let row: Option<SealedSubscriber> = self.row(Cost::Point, q).await?;
-        row.map(|s| self.unseal_subscriber(s)).transpose()
+        self.row(Cost::Point, subscriber_by_id(env, subscriber_id))
+            .await
     }
 
     /// Records whether the subscriber (its record, `_id`) has an Inbox socket open, and since when.
@@ -386,7 +280,7 @@ impl Store {
                 .await;
         }
         // On PostgreSQL the write pool is the read pool.
-        let row: Option<SubscriberViewRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_BY_ID)
+        let row: Option<SubscriberViewRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_VIEW_BY_ID)
             .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
         row.map(|r| visit_open(self.cipher(), r.view(), visit))
             .transpose()
@@ -398,14 +292,15 @@ impl Store {
         env: &EnvironmentId,
         subscriber_id: &str,
     ) -> Result<Option<Subscriber>> {
-        let row: Option<SealedSubscriber> = on_db!(self.w(), p => sqlx::query_as::<_, SealedSubscriber>(&SUBSCRIBER_BY_ID)
-            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
-        row.map(|s| self.unseal_subscriber(s)).transpose()
+        let rows = self
+            .rows_for_update(subscriber_by_id(env, subscriber_id))
+            .await?;
+        Ok(rows.into_iter().next())
     }
 
     /// Inserts a new subscriber; `Err(Duplicate)` when the subscriberId is taken in the environment.
     pub async fn insert_subscriber(&self, s: &Subscriber) -> Result<()> {
-        let q = insert(&self.seal_subscriber(s)?)?;
+        let q = insert_with(s, self.cipher())?;
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()));
         match res {
             Ok(_) => Ok(()),
@@ -417,8 +312,8 @@ impl Store {
     /// Writes every mutable field of `s` if its stored version is still `expected_version`.
     /// Returns false when another writer got there first (the caller re-reads and retries).
     pub async fn update_subscriber(&self, s: &Subscriber, expected_version: i64) -> Result<bool> {
-        let mut q = update(
-            &self.seal_subscriber(s)?,
+        let mut q = update_with(
+            s,
             &[
                 "id",
                 "organization_id",
@@ -426,6 +321,7 @@ impl Store {
                 "subscriber_id",
                 "created_at",
             ],
+            self.cipher(),
         )?;
         q.push(" where environment_id = ")
             .bind(s.environment_id.as_str());
@@ -448,9 +344,9 @@ impl Store {
         if refs.is_empty() {
             return Ok(());
         }
-        let mut q = Sql::new(
-            "select id, subscriber_id, first_name, last_name, email, phone from subscribers where deleted = false",
-        );
+        let mut q = Sql::new("select ");
+        q.push(ContactRow::COLUMNS)
+            .push(" from subscribers where deleted = false");
         q.push_in("id", refs);
         q.push_tenant_check("environment_id", env.as_str());
         self.visit_rows::<ContactRow>(q, visit).await
@@ -467,10 +363,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let q = subscribers_by_ids_sql(self.dialect(), env, subscriber_ids);
-        let rows: Vec<SealedSubscriber> = self.rows(Cost::Point, q).await?;
-        rows.into_iter()
-            .map(|s| self.unseal_subscriber(s))
-            .collect()
+        self.rows(Cost::Point, q).await
     }
 
     /// subscriberIds of the environment's subscribers whose email is one of `emails` (exact).
@@ -503,7 +396,7 @@ fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids:
     match dialect {
         Dialect::Sqlite => {
             let mut q = Sql::new("select ");
-            q.push(SealedSubscriber::COLUMNS)
+            q.push(Subscriber::COLUMNS)
                 .push(" from subscribers indexed by subscribers_identifier where environment_id = ")
                 .bind(env.as_str())
                 .push(" and deleted = false");
@@ -518,7 +411,7 @@ fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids:
                     .push(")");
             }
             q.push(") as v(id) cross join lateral (select ")
-                .push(SealedSubscriber::COLUMNS)
+                .push(Subscriber::COLUMNS)
                 .push(" from subscribers where environment_id = ")
                 .bind(env.as_str())
                 .push(" and deleted = false and subscriber_id = v.id limit 1) as s");
@@ -527,120 +420,41 @@ fn subscribers_by_ids_sql(dialect: Dialect, env: &EnvironmentId, subscriber_ids:
     }
 }
 
-sql_row! {
-    struct ContactRow {
-        id: String,
-        subscriber_id: String,
-        first_name: Option<String>,
-        last_name: Option<String>,
-        email: Option<String>,
-        phone: Option<String>,
+view! {
+    /// What activity records show of a subscriber (see [`SubscriberContact`]).
+    struct ContactRow => SubscriberContact {
+        id: Text,
+        subscriber_id: Text,
+        first_name: OptText,
+        last_name: OptText,
+        email: OptText,
+        phone: OptText,
     }
 }
 
-impl ViewRow for ContactRow {
-    type View<'a> = SubscriberContact<'a>;
-
-    fn view(&self) -> SubscriberContact<'_> {
-        SubscriberContact {
-            id: &self.id,
-            subscriber_id: &self.subscriber_id,
-            first_name: self.first_name.as_deref(),
-            last_name: self.last_name.as_deref(),
-            email: self.email.as_deref(),
-            phone: self.phone.as_deref(),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<SubscriberContact<'a>> {
-        let mut c = Columns::new(r);
-        Ok(SubscriberContact {
-            id: c.str("id")?,
-            subscriber_id: c.str("subscriber_id")?,
-            first_name: c.opt_str("first_name")?,
-            last_name: c.opt_str("last_name")?,
-            email: c.opt_str("email")?,
-            phone: c.opt_str("phone")?,
-        })
-    }
-}
-
-sql_row! {
-    /// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
-    struct SubscriberViewRow {
-        id: String,
-        organization_id: OrganizationId,
-        environment_id: EnvironmentId,
-        subscriber_id: String,
-        first_name: Option<String>,
-        last_name: Option<String>,
-        email: Option<String>,
-        phone: Option<String>,
-        avatar: Option<String>,
-        locale: Option<String>,
-        timezone: Option<String>,
-        data: Option<Json<Box<RawValue>>>,
-        // Sealed, or `[]` (see `SealedSubscriber`).
-        channels: String,
-        is_online: Option<bool>,
-        last_online_at: Option<i64>,
-        deleted: bool,
-        version: i64,
-        created_at: i64,
-        updated_at: i64,
-    }
-}
-
-impl ViewRow for SubscriberViewRow {
-    type View<'a> = SubscriberView<'a>;
-
-    fn view(&self) -> SubscriberView<'_> {
-        SubscriberView {
-            id: &self.id,
-            organization_id: self.organization_id.as_str(),
-            environment_id: self.environment_id.as_str(),
-            subscriber_id: &self.subscriber_id,
-            first_name: self.first_name.as_deref(),
-            last_name: self.last_name.as_deref(),
-            email: self.email.as_deref(),
-            phone: self.phone.as_deref(),
-            avatar: self.avatar.as_deref(),
-            locale: self.locale.as_deref(),
-            timezone: self.timezone.as_deref(),
-            data: self.data.as_ref().map(|j| j.0.get()),
-            channels: &self.channels,
-            is_online: self.is_online,
-            last_online_at: self.last_online_at.map(Timestamp),
-            deleted: self.deleted,
-            version: self.version,
-            created_at: Timestamp(self.created_at),
-            updated_at: Timestamp(self.updated_at),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<SubscriberView<'a>> {
-        let mut c = Columns::new(r);
-        Ok(SubscriberView {
-            id: c.str("id")?,
-            organization_id: c.str("organization_id")?,
-            environment_id: c.str("environment_id")?,
-            subscriber_id: c.str("subscriber_id")?,
-            first_name: c.opt_str("first_name")?,
-            last_name: c.opt_str("last_name")?,
-            email: c.opt_str("email")?,
-            phone: c.opt_str("phone")?,
-            avatar: c.opt_str("avatar")?,
-            locale: c.opt_str("locale")?,
-            timezone: c.opt_str("timezone")?,
-            data: c.opt_str("data")?,
-            channels: c.str("channels")?,
-            is_online: c.get("is_online")?,
-            last_online_at: c.get::<Option<i64>>("last_online_at")?.map(Timestamp),
-            deleted: c.get("deleted")?,
-            version: c.get("version")?,
-            created_at: Timestamp(c.get("created_at")?),
-            updated_at: Timestamp(c.get("updated_at")?),
-        })
+view! {
+    /// A subscriber as a single-subscriber read shows it (see [`SubscriberView`]).
+    struct SubscriberViewRow => SubscriberView {
+        id: Text,
+        organization_id: Text,
+        environment_id: Text,
+        subscriber_id: Text,
+        first_name: OptText,
+        last_name: OptText,
+        email: OptText,
+        phone: OptText,
+        avatar: OptText,
+        locale: OptText,
+        timezone: OptText,
+        data: OptJsonText,
+        // Sealed, or `[]` (see the `subscribers` declaration): opened by `visit_open`.
+        channels: Text,
+        is_online: OptBool,
+        last_online_at: OptTime,
+        deleted: Bool,
+        version: Int,
+        created_at: Time,
+        updated_at: Time,
     }
 }
 

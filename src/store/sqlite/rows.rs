@@ -3,6 +3,7 @@
 
 use rusqlite::Connection;
 
+use crate::crypto::Cipher;
 use crate::store::sql::{Arg, Sql};
 
 /// Runs a statement of the [`Sql`] builder, each row handed to `visit` while it is current (nothing is
@@ -23,10 +24,14 @@ pub(crate) fn visit(
 }
 
 /// The rows of a statement, each read by `R`.
-pub(crate) fn query<R: ReadRow>(c: &Connection, q: &Sql) -> rusqlite::Result<Vec<R>> {
+pub(crate) fn query<R: ReadRow>(
+    c: &Connection,
+    q: &Sql,
+    cipher: &Cipher,
+) -> rusqlite::Result<Vec<R>> {
     let mut out = Vec::new();
     visit(c, q, |row| {
-        out.push(R::read(row)?);
+        out.push(R::read(row, cipher)?);
         Ok(())
     })?;
     Ok(out)
@@ -58,29 +63,31 @@ fn bind_all(stmt: &mut rusqlite::Statement<'_>, args: &[Arg]) -> rusqlite::Resul
     Ok(())
 }
 
-/// A row type that can also be read inline from a rusqlite row (see [`Columns`]).
+/// A row type that can also be read inline from a rusqlite row (see [`Columns`]), with the store's cipher
+/// at hand for its sealed columns, if any.
 pub(crate) trait ReadRow: Sized {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn read(r: &rusqlite::Row<'_>, cipher: &Cipher) -> rusqlite::Result<Self>;
 }
 
 /// A single column (a count, an id): the row type of scalar selects, as sqlx reads them on PostgreSQL.
 impl<T: rusqlite::types::FromSql> ReadRow for (T,) {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn read(r: &rusqlite::Row<'_>, _: &Cipher) -> rusqlite::Result<Self> {
         r.get(0).map(|v| (v,))
     }
 }
 
 /// Two columns (a term and its count).
 impl<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql> ReadRow for (A, B) {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn read(r: &rusqlite::Row<'_>, _: &Cipher) -> rusqlite::Result<Self> {
         Ok((r.get(0)?, r.get(1)?))
     }
 }
 
-/// Reads a row's columns in `select` order. Looking a column up by name costs a scan of the statement's
-/// column names per value, a large share of a 100-row page; reading by position does not. Each read still
-/// names its column, and debug builds (the tests) check the name against the statement, so a `select` list
-/// out of step with its reader fails loudly instead of mixing values up.
+/// Reads a row's columns in `select` order: the readers `table!`, `view!` and `sql_row!` write, whose select
+/// lists come from the same declarations (`COLUMNS`). Looking a column up by name costs a scan of the
+/// statement's column names per value, a large share of a 100-row page; reading by position does not. Each
+/// read still names its column, and debug builds (the tests) check the name against the statement, so a
+/// `select` list out of step with its reader fails loudly instead of mixing values up.
 pub(crate) struct Columns<'a, 'r> {
     row: &'a rusqlite::Row<'r>,
     at: usize,
@@ -118,6 +125,20 @@ impl<'a, 'r> Columns<'a, 'r> {
         let stored = S::read(self, name)?;
         T::load(stored).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Null, e.into())
+        })
+    }
+
+    /// The next column, sealed text (see [`Sealable`](crate::store::row::Sealable)), opened with `cipher` into
+    /// its clear type `S` and loaded into the field type `T`.
+    pub fn sealed<S: crate::store::row::Sealable, T: crate::store::row::Stored<S>>(
+        &mut self,
+        name: &str,
+        cipher: &crate::crypto::Cipher,
+    ) -> rusqlite::Result<T> {
+        let at = self.at;
+        let stored = self.str(name)?;
+        S::open(stored, cipher).and_then(T::load).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(at, rusqlite::types::Type::Text, e.into())
         })
     }
 
