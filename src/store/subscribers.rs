@@ -2,18 +2,17 @@
 
 use std::sync::LazyLock;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
 use super::page::{Keyed, Page};
 use super::row::{insert, sql_row, table, update, Table};
 use super::sql::{bind_args, Sql};
-use super::sqlite::rows::Columns;
+use super::sqlite::rows::{Columns, ReadRow};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store, ViewRow};
 use crate::crypto::Cipher;
 use crate::domain::subscriber::{
-    full_name, ChannelSettings, Subscriber, SubscriberContact, SubscriberView,
+    full_name, ChannelSettings, Subscriber, SubscriberContact, SubscriberProfile,
 };
 use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
@@ -26,14 +25,7 @@ pub(crate) struct SealedSubscriber {
     organization_id: String,
     environment_id: String,
     subscriber_id: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    avatar: Option<String>,
-    locale: Option<String>,
-    timezone: Option<String>,
-    data: Option<Value>,
+    profile: SubscriberProfile,
     channels: String,
     is_online: Option<bool>,
     last_online_at: Option<Timestamp>,
@@ -52,14 +44,6 @@ table! {
         organization_id: String,
         environment_id: String,
         subscriber_id: String,
-        first_name: Option<String>,
-        last_name: Option<String>,
-        email: Option<String>,
-        phone: Option<String>,
-        avatar: Option<String>,
-        locale: Option<String>,
-        timezone: Option<String>,
-        data: Option<Json<Value>>,
         channels: String,
         is_online: Option<bool>,
         last_online_at: Option<i64>,
@@ -68,9 +52,19 @@ table! {
         created_at: i64,
         updated_at: i64,
     }
+    nested profile: SubscriberProfile {
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+        avatar: Option<String>,
+        locale: Option<String>,
+        data: Option<Json<Value>>,
+        timezone: Option<String>,
+    }
     written {
         // What the name search reads: `firstName lastName`.
-        full_name: String = |s: &SealedSubscriber| full_name(s.first_name.as_deref(), s.last_name.as_deref()),
+        full_name: String = |s: &SealedSubscriber| full_name(s.profile.first_name.as_deref(), s.profile.last_name.as_deref()),
     }
 }
 
@@ -98,17 +92,29 @@ fn open_channels<'a>(cipher: &Cipher, stored: &'a str) -> Result<std::borrow::Co
     Ok(std::borrow::Cow::Owned(text))
 }
 
-/// Hands `visit` the view with its channels in clear (decrypted only when there are any).
-fn visit_open<T>(
-    cipher: &Cipher,
-    view: SubscriberView<'_>,
-    visit: impl FnOnce(SubscriberView<'_>) -> T,
-) -> Result<T> {
-    let channels = open_channels(cipher, view.channels)?;
-    Ok(visit(SubscriberView {
-        channels: &channels,
-        ..view
-    }))
+/// The subscriber a stored row holds, its channels opened (decrypted only when there are any).
+fn unseal(cipher: &Cipher, s: SealedSubscriber) -> Result<Subscriber> {
+    let channels: Vec<ChannelSettings> = if s.channels == "[]" {
+        Vec::new()
+    } else {
+        let text = open_channels(cipher, &s.channels)?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Internal(anyhow::anyhow!("a subscriber's stored channels: {e}")))?
+    };
+    Ok(Subscriber {
+        id: s.id,
+        organization_id: s.organization_id,
+        environment_id: s.environment_id,
+        subscriber_id: s.subscriber_id,
+        profile: s.profile,
+        channels,
+        is_online: s.is_online,
+        last_online_at: s.last_online_at,
+        deleted: s.deleted,
+        version: s.version,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+    })
 }
 
 impl Store {
@@ -125,14 +131,7 @@ impl Store {
             organization_id: s.organization_id.clone(),
             environment_id: s.environment_id.clone(),
             subscriber_id: s.subscriber_id.clone(),
-            first_name: s.first_name.clone(),
-            last_name: s.last_name.clone(),
-            email: s.email.clone(),
-            phone: s.phone.clone(),
-            avatar: s.avatar.clone(),
-            locale: s.locale.clone(),
-            timezone: s.timezone.clone(),
-            data: s.data.clone(),
+            profile: s.profile.clone(),
             channels,
             is_online: s.is_online,
             last_online_at: s.last_online_at,
@@ -144,35 +143,7 @@ impl Store {
     }
 
     fn unseal_subscriber(&self, s: SealedSubscriber) -> Result<Subscriber> {
-        let channels: Vec<ChannelSettings> = if s.channels == "[]" {
-            Vec::new()
-        } else {
-            let text = open_channels(self.cipher(), &s.channels)?;
-            serde_json::from_str(&text).map_err(|e| {
-                Error::Internal(anyhow::anyhow!("a subscriber's stored channels: {e}"))
-            })?
-        };
-        Ok(Subscriber {
-            id: s.id,
-            organization_id: s.organization_id,
-            environment_id: s.environment_id,
-            subscriber_id: s.subscriber_id,
-            first_name: s.first_name,
-            last_name: s.last_name,
-            email: s.email,
-            phone: s.phone,
-            avatar: s.avatar,
-            locale: s.locale,
-            timezone: s.timezone,
-            data: s.data,
-            channels,
-            is_online: s.is_online,
-            last_online_at: s.last_online_at,
-            deleted: s.deleted,
-            version: s.version,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        })
+        unseal(self.cipher(), s)
     }
 
     /// The subscribers of a page, unsealed.
@@ -363,33 +334,30 @@ impl Store {
         self.row::<(String, i64)>(Cost::Point, q).await
     }
 
-    /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
-    /// none. On SQLite `visit` runs while the row is current, on the task that runs the read's batch (see
-    /// `store::sqlite`).
+    /// A non-deleted subscriber by subscriberId handed to `visit`; `None` when there is none. On SQLite
+    /// `visit` runs on the task that runs the read's batch (see `store::batched`).
     pub async fn visit_subscriber<T: Send + 'static>(
         &self,
         env: &EnvironmentId,
         subscriber_id: &str,
-        visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
+        visit: impl FnOnce(Subscriber) -> T + Send + 'static,
     ) -> Result<Option<T>> {
         if let Some(reader) = self.sqlite_reader() {
             let (env, id) = (env.clone(), subscriber_id.to_owned());
             let cipher = self.cipher.clone();
             return reader
                 .batched(move |c| {
-                    read_subscriber_inline(c, &env, &id, |row| {
-                        SubscriberViewRow::view_inline(row).map(|v| visit_open(&cipher, v, visit))
-                    })
-                    .map_err(|e| Error::from(anyhow::Error::from(e)))?
-                    .transpose()
+                    read_subscriber_inline(c, &env, &id, SealedSubscriber::read)
+                        .map_err(|e| Error::from(anyhow::Error::from(e)))?
+                        .map(|s| unseal(&cipher, s).map(visit))
+                        .transpose()
                 })
                 .await;
         }
         // On PostgreSQL the write pool is the read pool.
-        let row: Option<SubscriberViewRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_BY_ID)
+        let row: Option<SealedSubscriber> = on_db!(self.w(), p => sqlx::query_as::<_, SealedSubscriber>(&SUBSCRIBER_BY_ID)
             .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
-        row.map(|r| visit_open(self.cipher(), r.view(), visit))
-            .transpose()
+        row.map(|s| unseal(self.cipher(), s).map(visit)).transpose()
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
@@ -561,85 +529,6 @@ impl ViewRow for ContactRow {
             last_name: c.opt_str("last_name")?,
             email: c.opt_str("email")?,
             phone: c.opt_str("phone")?,
-        })
-    }
-}
-
-sql_row! {
-    /// [`SubscriberView`]'s row on PostgreSQL: the JSON columns as text.
-    struct SubscriberViewRow {
-        id: String,
-        organization_id: String,
-        environment_id: String,
-        subscriber_id: String,
-        first_name: Option<String>,
-        last_name: Option<String>,
-        email: Option<String>,
-        phone: Option<String>,
-        avatar: Option<String>,
-        locale: Option<String>,
-        timezone: Option<String>,
-        data: Option<Json<Box<RawValue>>>,
-        // Sealed, or `[]` (see `SealedSubscriber`).
-        channels: String,
-        is_online: Option<bool>,
-        last_online_at: Option<i64>,
-        deleted: bool,
-        version: i64,
-        created_at: i64,
-        updated_at: i64,
-    }
-}
-
-impl ViewRow for SubscriberViewRow {
-    type View<'a> = SubscriberView<'a>;
-
-    fn view(&self) -> SubscriberView<'_> {
-        SubscriberView {
-            id: &self.id,
-            organization_id: &self.organization_id,
-            environment_id: &self.environment_id,
-            subscriber_id: &self.subscriber_id,
-            first_name: self.first_name.as_deref(),
-            last_name: self.last_name.as_deref(),
-            email: self.email.as_deref(),
-            phone: self.phone.as_deref(),
-            avatar: self.avatar.as_deref(),
-            locale: self.locale.as_deref(),
-            timezone: self.timezone.as_deref(),
-            data: self.data.as_ref().map(|j| j.0.get()),
-            channels: &self.channels,
-            is_online: self.is_online,
-            last_online_at: self.last_online_at.map(Timestamp),
-            deleted: self.deleted,
-            version: self.version,
-            created_at: Timestamp(self.created_at),
-            updated_at: Timestamp(self.updated_at),
-        }
-    }
-
-    fn view_inline<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<SubscriberView<'a>> {
-        let mut c = Columns::new(r);
-        Ok(SubscriberView {
-            id: c.str("id")?,
-            organization_id: c.str("organization_id")?,
-            environment_id: c.str("environment_id")?,
-            subscriber_id: c.str("subscriber_id")?,
-            first_name: c.opt_str("first_name")?,
-            last_name: c.opt_str("last_name")?,
-            email: c.opt_str("email")?,
-            phone: c.opt_str("phone")?,
-            avatar: c.opt_str("avatar")?,
-            locale: c.opt_str("locale")?,
-            timezone: c.opt_str("timezone")?,
-            data: c.opt_str("data")?,
-            channels: c.str("channels")?,
-            is_online: c.get("is_online")?,
-            last_online_at: c.get::<Option<i64>>("last_online_at")?.map(Timestamp),
-            deleted: c.get("deleted")?,
-            version: c.get("version")?,
-            created_at: Timestamp(c.get("created_at")?),
-            updated_at: Timestamp(c.get("updated_at")?),
         })
     }
 }
