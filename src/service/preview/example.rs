@@ -224,35 +224,7 @@ pub(super) fn example_payload(
         merge_caller(&mut subscriber, c);
     }
 
-    // steps: earlier digest steps' outputs, then what the templates read, then the caller's.
-    let mut steps = Map::new();
-    for prev in &workflow.steps[..index] {
-        if prev.step_type == StepType::Digest {
-            let events: Vec<Value> = (1..=3)
-                .map(|i| json!({"id": format!("example-id-{i}"), "time": now.to_iso(), "payload": payload}))
-                .collect();
-            steps.insert(
-                prev.step_id.clone(),
-                json!({"eventCount": events.len(), "events": events}),
-            );
-        }
-    }
-    let mut steps = Value::Object(steps);
-    if let Some(d) = derived.get("steps") {
-        let mut d = d.clone();
-        type_step_leaves(&mut d);
-        fill_missing(&mut steps, &d);
-    }
-    if let Some(c) = caller.get("steps").filter(|c| c.is_object()) {
-        merge_caller(&mut steps, c);
-    }
-    if let Value::Object(map) = &mut steps {
-        for s in map.values_mut() {
-            if let Some(n) = s.get("events").and_then(Value::as_array).map(Vec::len) {
-                s["eventCount"] = json!(n);
-            }
-        }
-    }
+    let steps = example_steps(&workflow.steps[..index], &payload, &derived, caller, now);
 
     let mut out = Map::new();
     out.insert("payload".to_owned(), payload);
@@ -372,4 +344,44 @@ pub(super) fn filter_to_schema(value: &Value, schema: &Value) -> Value {
             })
             .collect(),
     )
+}
+
+/// `steps` of the example: earlier digest steps' outputs (`earlier`), then what the templates read, then
+/// the caller's.
+fn example_steps(
+    earlier: &[crate::domain::workflow::Step],
+    payload: &Value,
+    derived: &Map<String, Value>,
+    caller: &Map<String, Value>,
+    now: Timestamp,
+) -> Value {
+    let mut steps = Map::new();
+    for prev in earlier {
+        if prev.step_type == StepType::Digest {
+            let events: Vec<Value> = (1..=3)
+                .map(|i| json!({"id": format!("example-id-{i}"), "time": now.to_iso(), "payload": payload}))
+                .collect();
+            steps.insert(
+                prev.step_id.clone(),
+                json!({"eventCount": events.len(), "events": events}),
+            );
+        }
+    }
+    let mut steps = Value::Object(steps);
+    if let Some(d) = derived.get("steps") {
+        let mut d = d.clone();
+        type_step_leaves(&mut d);
+        fill_missing(&mut steps, &d);
+    }
+    if let Some(c) = caller.get("steps").filter(|c| c.is_object()) {
+        merge_caller(&mut steps, c);
+    }
+    if let Value::Object(map) = &mut steps {
+        for s in map.values_mut() {
+            if let Some(n) = s.get("events").and_then(Value::as_array).map(Vec::len) {
+                s["eventCount"] = json!(n);
+            }
+        }
+    }
+    steps
 }
