@@ -130,19 +130,6 @@ pub(crate) fn present<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
-impl SubscriberProfile {
-    /// Checks the user-editable fields; adds a message per bad field.
-    pub fn validate(&self, v: &mut Validation) {
-        validate_profile(
-            v,
-            self.email.as_deref(),
-            self.timezone.as_deref(),
-            self.data.as_ref(),
-            self.avatar.as_deref(),
-        );
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: SubscriberRef,

@@ -60,16 +60,12 @@ async fn resolve_recipient(
                     .subscriber,
             ),
         },
-        Value::Object(map) => {
-            let id = map
-                .get("subscriberId")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+        Value::Object(_) => {
             // Read from the parsed `to` in place: each given string is copied once, as a hand parser would.
-            let fields = ProfileInput::deserialize(to).map_err(|e| {
+            let mut fields = ProfileInput::deserialize(to).map_err(|e| {
                 Error::invalid("to", format!("a recipient's profile: {e}"), to.clone())
             })?;
+            let id = fields.subscriber_id.take().unwrap_or_default();
             let mut subscriber = subscribers::create(store, tenant, &id, fields, false)
                 .await?
                 .subscriber;

@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use super::{pause_after_lost_write, OPTIMISTIC_RETRIES};
 use crate::domain::channel::ProviderId;
 use crate::domain::subscriber::{
-    upsert_channel, ChannelCredentials, ProfileInput, Subscriber, TokenMode, TooManyTokens,
-    MAX_DEVICE_TOKENS,
+    upsert_channel, validate_profile, ChannelCredentials, ProfileInput, Subscriber, TokenMode,
+    TooManyTokens, MAX_DEVICE_TOKENS,
 };
 use crate::domain::{SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
@@ -15,9 +15,19 @@ use crate::store::page::{Page, PageRequest};
 use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
 use crate::store::Store;
 
-/// Checks the profile fields `fields` sets; adds a message per bad field.
+/// Checks the profile fields `fields` sets (borrowed: a trigger's recipients pass here); adds a message per
+/// bad field.
 fn validate(fields: &ProfileInput, v: &mut Validation) {
-    fields.profile().validate(v);
+    fn set<T>(f: &Option<Option<T>>) -> Option<&T> {
+        f.as_ref().and_then(Option::as_ref)
+    }
+    validate_profile(
+        v,
+        set(&fields.email).map(String::as_str),
+        set(&fields.timezone).map(String::as_str),
+        set(&fields.data),
+        set(&fields.avatar).map(String::as_str),
+    );
 }
 
 fn not_found(subscriber_id: &str) -> Error {
