@@ -107,12 +107,56 @@ pub fn for_profile(openapi: &OpenApi, profile: WireProfile) -> String {
         Ok(doc) => doc,
         Err(_) => return "{}".to_owned(),
     };
+    merge_flattened(&mut doc);
     add_common_responses(&mut doc);
     envelope_single_bodies(&mut doc, profile);
     if profile == WireProfile::Novu {
         doc = spell_novu(doc);
     }
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// A schema with a `#[serde(flatten)]`ed inline struct (the subscriber profile in `SubscriberOut`) is
+/// generated as `allOf` of inline objects: it is written, wherever it is, as the one object clients see,
+/// with the properties and required fields of its parts and its own description.
+fn merge_flattened(doc: &mut Value) {
+    match doc {
+        Value::Object(map) => {
+            map.values_mut().for_each(merge_flattened);
+            let inline =
+                |p: &Value| p.get("type") == Some(&json!("object")) && p.get("$ref").is_none();
+            let Some(Value::Array(parts)) = map.get("allOf") else {
+                return;
+            };
+            if !parts.iter().all(inline) {
+                return;
+            }
+            let Some(Value::Array(parts)) = map.remove("allOf") else {
+                return;
+            };
+            let (mut properties, mut required) = (Map::new(), Vec::new());
+            for part in parts {
+                let Value::Object(part) = part else { continue };
+                for (key, value) in part {
+                    match (key.as_str(), value) {
+                        ("properties", Value::Object(p)) => properties.extend(p),
+                        ("required", Value::Array(r)) => required.extend(r),
+                        // A part's description is its type's, not this schema's.
+                        ("description", _) => {}
+                        (_, value) => {
+                            map.entry(key).or_insert(value);
+                        }
+                    }
+                }
+            }
+            map.insert("properties".into(), Value::Object(properties));
+            if !required.is_empty() {
+                map.insert("required".into(), Value::Array(required));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(merge_flattened),
+        _ => {}
+    }
 }
 
 /// The largest request body the server reads (answered with 413 beyond it).

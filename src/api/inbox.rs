@@ -22,6 +22,7 @@ use super::wire::{no_content, IsoTime, Reply};
 use super::AppState;
 use crate::domain::job::Message;
 use crate::domain::preference::ChannelChoices;
+use crate::domain::subscriber::ProfileInput;
 use crate::domain::{Channel, MessageId};
 use crate::error::{Error, Validation};
 use crate::service::inbox_notifications::{self as notifications, Bulk, BULK_IDS, COUNT_FILTERS};
@@ -30,7 +31,6 @@ use crate::service::inbox_topics as topics;
 use crate::service::preferences::{
     self, Change, Changed, Criticality, GlobalPreference, BULK_ITEMS,
 };
-use crate::service::subscribers::SubscriberFields;
 use crate::store::messages::MarkAs;
 
 /// The browser origins allowed to call the Inbox (`TIDINGS_INBOX_ORIGINS`, exact, such as
@@ -249,18 +249,14 @@ pub async fn open_session(State(state): State<AppState>, req: Request) -> ApiRes
     let AppJson(body) = AppJson::<SessionIn>::from_request(req, &state).await?;
     let mut v = Validation::new();
     let (subscriber_id, profile) = match body.subscriber {
-        Some(Value::String(id)) => (id, SubscriberFields::default()),
-        Some(Value::Object(m)) => {
-            let id = m
-                .get("subscriberId")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            (id, profile_of(&mut v, &m))
+        Some(Value::String(id)) => (id, ProfileInput::default()),
+        Some(m @ Value::Object(_)) => {
+            let profile = profile_of(&mut v, &m);
+            (profile.subscriber_id.clone().unwrap_or_default(), profile)
         }
         None | Some(Value::Null) => (
             body.subscriber_id.unwrap_or_default(),
-            SubscriberFields::default(),
+            ProfileInput::default(),
         ),
         Some(other) => {
             v.add(
@@ -268,7 +264,7 @@ pub async fn open_session(State(state): State<AppState>, req: Request) -> ApiRes
                 "subscriber must be a subscriberId or an object with one",
                 other,
             );
-            (String::new(), SubscriberFields::default())
+            (String::new(), ProfileInput::default())
         }
     };
     let context = match body.context {
@@ -335,32 +331,21 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// The profile fields of a session's subscriber object (strings; `data` an object).
-fn profile_of(v: &mut Validation, m: &Map<String, Value>) -> SubscriberFields {
-    let mut text = |key: &str| match m.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(Some(s.clone())),
-        Some(other) => {
-            v.add(
-                &format!("subscriber.{key}"),
-                format!("{key} must be a string"),
-                other.clone(),
-            );
-            None
+/// A session's subscriber object, read as the API reads a subscriber's body; each problem is added to `v`
+/// under `subscriber.<field>`.
+pub(crate) fn profile_of(v: &mut Validation, m: &Value) -> ProfileInput {
+    let bytes = serde_json::to_vec(m).unwrap_or_default();
+    match crate::api::extract::parse_json::<ProfileInput>(&bytes) {
+        Ok(profile) => profile,
+        Err(Error::Validation(problems)) => {
+            for p in problems.0 {
+                for message in p.messages {
+                    v.add(&format!("subscriber.{}", p.field), message, p.value.clone());
+                }
+            }
+            ProfileInput::default()
         }
-    };
-    SubscriberFields {
-        first_name: text("firstName"),
-        last_name: text("lastName"),
-        email: text("email"),
-        phone: text("phone"),
-        avatar: text("avatar"),
-        locale: text("locale"),
-        timezone: text("timezone"),
-        data: match m.get("data") {
-            Some(d @ Value::Object(_)) => Some(Some(d.clone())),
-            _ => None,
-        },
+        Err(_) => ProfileInput::default(),
     }
 }
 
@@ -515,9 +500,9 @@ async fn notifications_out(
     let to = InboxSubscriberOut {
         id: who.subscriber_ref.as_str().to_owned(),
         subscriber_id: who.subscriber_id.clone(),
-        first_name: profile.as_ref().and_then(|p| p.first_name.clone()),
-        last_name: profile.as_ref().and_then(|p| p.last_name.clone()),
-        avatar: profile.as_ref().and_then(|p| p.avatar.clone()),
+        first_name: profile.as_ref().and_then(|p| p.profile.first_name.clone()),
+        last_name: profile.as_ref().and_then(|p| p.profile.last_name.clone()),
+        avatar: profile.as_ref().and_then(|p| p.profile.avatar.clone()),
     };
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {

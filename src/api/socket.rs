@@ -711,9 +711,9 @@ fn raw(
         "subscriber": {
             "_id": m.subscriber_ref.as_str(),
             "subscriberId": m.subscriber_id,
-            "firstName": subscriber.and_then(|s| s.first_name.clone()),
-            "lastName": subscriber.and_then(|s| s.last_name.clone()),
-            "avatar": subscriber.and_then(|s| s.avatar.clone()),
+            "firstName": subscriber.and_then(|s| s.profile.first_name.clone()),
+            "lastName": subscriber.and_then(|s| s.profile.last_name.clone()),
+            "avatar": subscriber.and_then(|s| s.profile.avatar.clone()),
         },
         // Always an object: @novu/js reads `cta.action` of every message it is sent.
         "cta": if m.cta.is_object() { m.cta } else { json!({}) },

@@ -2,7 +2,7 @@
 //! validating fields and merging credentials.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{EnvironmentId, IntegrationId, OrganizationId, SubscriberRef, Timestamp};
 use crate::error::Validation;
@@ -44,20 +44,99 @@ pub struct ChannelSettings {
     pub integration_id: IntegrationId,
 }
 
+/// Declares the subscriber's profile once, as the struct [`SubscriberProfile`] and its change form
+/// [`ProfileInput`] (what a caller sends: a missing field is left alone, `null` clears it), each field
+/// with its wire name. Everything else serialises or deserialises these two.
+macro_rules! profile {
+    ( $( $(#[$meta:meta])* $field:ident $name:tt : $ty:ty ),+ $(,)? ) => {
+        /// A subscriber's profile: the fields a caller sets and templates, conditions and the Inbox read.
+        /// Every field is optional; on the wire an unset field is `null`.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+        pub struct SubscriberProfile {
+            $( $(#[$meta])* #[serde(rename = $name, default)] pub $field: Option<$ty>, )+
+        }
+
+        /// A subscriber as a caller gives it (`POST`/`PATCH /v2/subscribers`, a trigger's `to`, the Inbox
+        /// session's `subscriber`): its subscriberId and the profile fields it sends. A missing field
+        /// (`None`) is left alone, `null` (`Some(None)`) clears it; unknown fields are ignored.
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize, utoipa::ToSchema)]
+        #[schema(as = SubscriberIn, description = "Body of `POST /v2/subscribers` (`subscriberId` required) \
+            and `PATCH /v2/subscribers/{subscriberId}`\n(`subscriberId` ignored): a missing field is unchanged, \
+            `null` clears it.")]
+        pub struct ProfileInput {
+            /// Required on create: the id of the subscriber in your system.
+            #[serde(rename = "subscriberId", default)]
+            pub subscriber_id: Option<String>,
+            $(
+                $(#[$meta])*
+                #[serde(rename = $name, default, deserialize_with = "present")]
+                pub $field: Option<Option<$ty>>,
+            )+
+        }
+
+        impl SubscriberProfile {
+            /// The wire names of the fields, in declaration order.
+            pub const FIELDS: &'static [&'static str] = &[$($name),+];
+
+            /// Writes the fields `keep` accepts as entries of `map`, in declaration order (an output
+            /// whose wire order splits the profile writes it in parts).
+            pub fn serialize_fields<M: serde::ser::SerializeMap>(
+                &self,
+                map: &mut M,
+                keep: impl Fn(&str) -> bool,
+            ) -> Result<(), M::Error> {
+                $( if keep($name) { map.serialize_entry($name, &self.$field)?; } )+
+                Ok(())
+            }
+        }
+
+        impl ProfileInput {
+            /// Whether it changes no profile field.
+            pub fn changes_nothing(&self) -> bool {
+                true $( && self.$field.is_none() )+
+            }
+
+            /// Writes the fields it gives over `profile`.
+            pub fn apply(self, profile: &mut SubscriberProfile) {
+                $( if let Some(v) = self.$field { profile.$field = v; } )+
+            }
+
+            /// The profile it would give a new subscriber.
+            pub fn profile(&self) -> SubscriberProfile {
+                let mut p = SubscriberProfile::default();
+                self.clone().apply(&mut p);
+                p
+            }
+        }
+    };
+}
+
+profile! {
+    first_name "firstName": String,
+    last_name "lastName": String,
+    email "email": String,
+    phone "phone": String,
+    avatar "avatar": String,
+    locale "locale": String,
+    #[schema(value_type = Option<Object>)]
+    data "data": Value,
+    timezone "timezone": String,
+}
+
+/// Distinguishes an absent field (`None`, through `default`) from an explicit `null` (`Some(None)`).
+pub(crate) fn present<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscriber {
     pub id: SubscriberRef,
     pub organization_id: OrganizationId,
     pub environment_id: EnvironmentId,
     pub subscriber_id: String,
-    pub first_name: Option<String>,
-    pub last_name: Option<String>,
-    pub email: Option<String>,
-    pub phone: Option<String>,
-    pub avatar: Option<String>,
-    pub locale: Option<String>,
-    pub timezone: Option<String>,
-    pub data: Option<Value>,
+    pub profile: SubscriberProfile,
     pub channels: Vec<ChannelSettings>,
     pub is_online: Option<bool>,
     pub last_online_at: Option<Timestamp>,
@@ -78,35 +157,27 @@ pub struct SubscriberContact<'a> {
     pub phone: Option<&'a str>,
 }
 
-/// A subscriber as a single-subscriber read shows it, borrowed from a row: `data` and `channels` are the
-/// stored JSON text, not decoded.
-#[derive(Debug, Clone, Copy)]
-pub struct SubscriberView<'a> {
-    pub id: &'a str,
-    pub organization_id: &'a str,
-    pub environment_id: &'a str,
-    pub subscriber_id: &'a str,
-    pub first_name: Option<&'a str>,
-    pub last_name: Option<&'a str>,
-    pub email: Option<&'a str>,
-    pub phone: Option<&'a str>,
-    pub avatar: Option<&'a str>,
-    pub locale: Option<&'a str>,
-    pub timezone: Option<&'a str>,
-    pub data: Option<&'a str>,
-    pub channels: &'a str,
-    pub is_online: Option<bool>,
-    pub last_online_at: Option<Timestamp>,
-    pub deleted: bool,
-    pub version: i64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
 impl Subscriber {
     /// `firstName + " " + lastName`, trimmed: what the `name` search matches.
     pub fn full_name(&self) -> String {
-        full_name(self.first_name.as_deref(), self.last_name.as_deref())
+        full_name(
+            self.profile.first_name.as_deref(),
+            self.profile.last_name.as_deref(),
+        )
+    }
+
+    /// The subscriber as templates, skip conditions and integration conditions see it: its profile under
+    /// the API's names, and `subscriberId`.
+    pub fn values(&self) -> Value {
+        let mut v =
+            serde_json::to_value(&self.profile).unwrap_or_else(|_| Value::Object(Map::new()));
+        if let Value::Object(m) = &mut v {
+            m.insert(
+                "subscriberId".into(),
+                Value::String(self.subscriber_id.clone()),
+            );
+        }
+        v
     }
 }
 

@@ -56,19 +56,14 @@ pub fn template_variables(i: TemplateInputs) -> Value {
     vars
 }
 
-/// A subscriber as templates and filters see it.
+/// A subscriber as templates and filters see it: [`Subscriber::values`], with `data` `{}` when it has none
+/// (so that reading a field of it renders empty).
 pub fn subscriber_values(s: &Subscriber) -> Value {
-    json!({
-        "subscriberId": s.subscriber_id,
-        "firstName": s.first_name,
-        "lastName": s.last_name,
-        "email": s.email,
-        "phone": s.phone,
-        "avatar": s.avatar,
-        "locale": s.locale,
-        "timezone": s.timezone,
-        "data": s.data.clone().unwrap_or(Value::Object(Map::new())),
-    })
+    let mut v = s.values();
+    if v.get("data").is_some_and(Value::is_null) {
+        v["data"] = Value::Object(Map::new());
+    }
+    v
 }
 
 /// The subscriber id an actor names: `"u2"` or `{"subscriberId": "u2", …}`.

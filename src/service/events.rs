@@ -2,18 +2,19 @@
 //! one notification per recipient and the jobs of all its steps (the first queued, the others pending until
 //! the chain reaches them), in one transaction.
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::domain::context::{context_keys, parse_context, ContextEntry};
 use crate::domain::fanout::{Fanout, Position, Reached, Source, Template};
 use crate::domain::integration::Integration;
 use crate::domain::payload_schema;
-use crate::domain::subscriber::{recipient_as_kept, TokenMode};
+use crate::domain::subscriber::{recipient_as_kept, ProfileInput, TokenMode};
 use crate::domain::workflow::{StepType, Workflow};
 use crate::domain::{Tenant, Timestamp};
 use crate::engine::{first_rows, TriggerWriter};
 use crate::error::{Error, Result, Validation};
-use crate::service::subscribers::{self, ChannelInput, SubscriberFields};
+use crate::service::subscribers::{self, ChannelInput};
 use crate::store::triggers::TriggerRecord;
 use crate::store::Store;
 
@@ -39,10 +40,6 @@ pub struct TriggerResult {
     pub error: Vec<String>,
 }
 
-fn text_field(map: &Map<String, Value>, key: &str) -> Option<Option<String>> {
-    map.get(key).map(|v| v.as_str().map(str::to_owned))
-}
-
 /// One recipient: a subscriberId, or a subscriber object to upsert. The object's `channels` (already read
 /// by [`prepare`]) are stored as `PATCH /v1/subscribers/{id}/credentials` stores them: device tokens are
 /// added to the ones the subscriber has, and each provider needs an active integration; a 400 there names
@@ -58,29 +55,17 @@ async fn resolve_recipient(
         Value::String(id) => match store.get_subscriber(&tenant.environment_id, id).await? {
             Some(s) => Ok(s),
             None => Ok(
-                subscribers::create(store, tenant, id, SubscriberFields::default(), false)
+                subscribers::create(store, tenant, id, ProfileInput::default(), false)
                     .await?
                     .subscriber,
             ),
         },
-        Value::Object(map) => {
-            let id = map
-                .get("subscriberId")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let fields = SubscriberFields {
-                first_name: text_field(map, "firstName"),
-                last_name: text_field(map, "lastName"),
-                email: text_field(map, "email"),
-                phone: text_field(map, "phone"),
-                avatar: text_field(map, "avatar"),
-                locale: text_field(map, "locale"),
-                timezone: text_field(map, "timezone"),
-                data: map
-                    .get("data")
-                    .map(|d| Some(d.clone()).filter(|d| !d.is_null())),
-            };
+        Value::Object(_) => {
+            // Read from the parsed `to` in place: each given string is copied once, as a hand parser would.
+            let mut fields = ProfileInput::deserialize(to).map_err(|e| {
+                Error::invalid("to", format!("a recipient's profile: {e}"), to.clone())
+            })?;
+            let id = fields.subscriber_id.take().unwrap_or_default();
             let mut subscriber = subscribers::create(store, tenant, &id, fields, false)
                 .await?
                 .subscriber;

@@ -20,10 +20,11 @@
 
 use serde_json::Value;
 
-use super::subscribers::{self, SubscriberFields};
+use super::subscribers;
 use crate::crypto::hmac_sha256_verify;
 use crate::domain::context::{context_keys, ContextEntry};
 use crate::domain::session::SessionToken;
+use crate::domain::subscriber::ProfileInput;
 use crate::domain::{Channel, EnvironmentId, SubscriberRef, Tenant, Timestamp};
 use crate::error::{Error, Result};
 use crate::store::inbox_events::InboxEvent;
@@ -40,7 +41,7 @@ pub struct SessionRequest {
     pub subscriber_id: String,
     pub subscriber_hash: Option<String>,
     /// The profile the browser sends; written only with a valid HMAC, or when the subscriber is new.
-    pub profile: SubscriberFields,
+    pub profile: ProfileInput,
     /// The session's context, parsed, and the JSON object it was sent as (what `contextHash` signs); `None`
     /// without one.
     pub context: Option<(Vec<ContextEntry>, Value)>,
@@ -119,7 +120,7 @@ pub async fn open(store: &Store, env: EnvironmentRow, req: SessionRequest) -> Re
         .get_subscriber(&tenant.environment_id, req.subscriber_id.trim())
         .await?;
     let subscriber_ref = match existing {
-        Some(s) if !hmac_valid || req.profile == SubscriberFields::default() => s.id,
+        Some(s) if !hmac_valid || req.profile.changes_nothing() => s.id,
         _ => {
             subscribers::create(store, &tenant, &req.subscriber_id, req.profile, false)
                 .await?

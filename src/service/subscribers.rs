@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{pause_after_lost_write, OPTIMISTIC_RETRIES};
 use crate::domain::channel::ProviderId;
 use crate::domain::subscriber::{
-    upsert_channel, validate_profile, ChannelCredentials, Subscriber, SubscriberView, TokenMode,
+    upsert_channel, validate_profile, ChannelCredentials, ProfileInput, Subscriber, TokenMode,
     TooManyTokens, MAX_DEVICE_TOKENS,
 };
 use crate::domain::{SubscriberRef, Tenant, Timestamp};
@@ -15,48 +15,19 @@ use crate::store::page::{Page, PageRequest};
 use crate::store::subscriber_search::{SubscriberOrder, SubscriberSearch};
 use crate::store::Store;
 
-/// Profile fields of a create or patch. For a patch, `None` leaves a field alone and `Some(None)` clears it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SubscriberFields {
-    pub first_name: Option<Option<String>>,
-    pub last_name: Option<Option<String>>,
-    pub email: Option<Option<String>>,
-    pub phone: Option<Option<String>>,
-    pub avatar: Option<Option<String>>,
-    pub locale: Option<Option<String>>,
-    pub timezone: Option<Option<String>>,
-    pub data: Option<Option<Value>>,
-}
-
-impl SubscriberFields {
-    fn validate(&self, v: &mut Validation) {
-        fn flat(f: &Option<Option<String>>) -> Option<&str> {
-            f.as_ref().and_then(|o| o.as_deref())
-        }
-        validate_profile(
-            v,
-            flat(&self.email),
-            flat(&self.timezone),
-            self.data.as_ref().and_then(|o| o.as_ref()),
-            flat(&self.avatar),
-        );
+/// Checks the profile fields `fields` sets (borrowed: a trigger's recipients pass here); adds a message per
+/// bad field.
+fn validate(fields: &ProfileInput, v: &mut Validation) {
+    fn set<T>(f: &Option<Option<T>>) -> Option<&T> {
+        f.as_ref().and_then(Option::as_ref)
     }
-
-    fn apply(self, s: &mut Subscriber) {
-        fn set<T>(slot: &mut Option<T>, value: Option<Option<T>>) {
-            if let Some(v) = value {
-                *slot = v;
-            }
-        }
-        set(&mut s.first_name, self.first_name);
-        set(&mut s.last_name, self.last_name);
-        set(&mut s.email, self.email);
-        set(&mut s.phone, self.phone);
-        set(&mut s.avatar, self.avatar);
-        set(&mut s.locale, self.locale);
-        set(&mut s.timezone, self.timezone);
-        set(&mut s.data, self.data);
-    }
+    validate_profile(
+        v,
+        set(&fields.email).map(String::as_str),
+        set(&fields.timezone).map(String::as_str),
+        set(&fields.data),
+        set(&fields.avatar).map(String::as_str),
+    );
 }
 
 fn not_found(subscriber_id: &str) -> Error {
@@ -89,12 +60,12 @@ pub async fn create(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    fields: SubscriberFields,
+    fields: ProfileInput,
     fail_if_exists: bool,
 ) -> Result<Created> {
     let mut v = Validation::new();
     let subscriber_id = clean_subscriber_id(&mut v, subscriber_id);
-    fields.validate(&mut v);
+    validate(&fields, &mut v);
     v.finish()?;
 
     if let Some(found) = store
@@ -115,19 +86,12 @@ pub async fn create(
     }
 
     let now = Timestamp::now();
-    let mut s = Subscriber {
+    let s = Subscriber {
         id: SubscriberRef::new(),
         organization_id: tenant.organization_id.clone(),
         environment_id: tenant.environment_id.clone(),
         subscriber_id: subscriber_id.clone(),
-        first_name: None,
-        last_name: None,
-        email: None,
-        phone: None,
-        avatar: None,
-        locale: None,
-        timezone: None,
-        data: None,
+        profile: fields.profile(),
         channels: Vec::new(),
         is_online: None,
         last_online_at: None,
@@ -136,7 +100,6 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    fields.clone().apply(&mut s);
     match store.insert_subscriber(&s).await {
         Ok(()) => Ok(Created {
             subscriber: s,
@@ -165,13 +128,13 @@ pub async fn get(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Result<
         .ok_or_else(|| not_found(subscriber_id))
 }
 
-/// The subscriber handed to `visit` as a borrowed view (the by-id read writes its response from it); on
-/// SQLite `visit` may run in another request's task (see `store::batched`).
+/// The subscriber handed to `visit` (the by-id read writes its response in it); on SQLite `visit` may run
+/// in another request's task (see `store::batched`).
 pub async fn visit<T: Send + 'static>(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
+    visit: impl FnOnce(Subscriber) -> T + Send + 'static,
 ) -> Result<T> {
     store
         .visit_subscriber(&tenant.environment_id, subscriber_id, visit)
@@ -183,13 +146,13 @@ pub async fn patch(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    fields: SubscriberFields,
+    fields: ProfileInput,
 ) -> Result<Subscriber> {
     let mut v = Validation::new();
-    fields.validate(&mut v);
+    validate(&fields, &mut v);
     v.finish()?;
     modify(store, tenant, subscriber_id, |s| {
-        fields.clone().apply(s);
+        fields.clone().apply(&mut s.profile);
         Ok(())
     })
     .await
@@ -439,7 +402,7 @@ async fn upsert_existing(
     tenant: &Tenant,
     found: Option<Subscriber>,
     subscriber_id: &str,
-    fields: &SubscriberFields,
+    fields: &ProfileInput,
 ) -> Result<Subscriber> {
     let found = match found {
         Some(s) => Some(s),
@@ -451,13 +414,13 @@ async fn upsert_existing(
     };
     if let Some(s) = found {
         let mut changed = s.clone();
-        fields.clone().apply(&mut changed);
+        fields.clone().apply(&mut changed.profile);
         if changed == s {
             return Ok(s);
         }
     }
     modify(store, tenant, subscriber_id, |s| {
-        fields.clone().apply(s);
+        fields.clone().apply(&mut s.profile);
         Ok(())
     })
     .await

@@ -197,13 +197,8 @@ pub(crate) mod column {
         Int: i64 => i64, |o| *o, |c, n| c.get(n);
         /// A boolean.
         Bool: bool => bool, |o| *o, |c, n| c.get(n);
-        /// A nullable boolean.
-        OptBool: Option<bool> => Option<bool>, |o| *o, |c, n| c.get(n);
         /// A time, stored as epoch milliseconds.
         Time: i64 => Timestamp, |o| Timestamp(*o), |c, n| c.get(n).map(Timestamp);
-        /// A nullable time.
-        OptTime: Option<i64> => Option<Timestamp>, |o| o.map(Timestamp),
-            |c, n| c.get::<Option<i64>>(n).map(|t| t.map(Timestamp));
     }
 }
 

@@ -6,11 +6,11 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::page::Keyed;
-use super::row::{insert_with, open_json_text, table, update_with, view, Sealable, Stored, Table};
+use super::row::{insert_with, table, update_with, view, Sealable, Stored, Table};
 use super::sql::{bind_args, Sql};
-use super::{is_unique_violation, on_db, Cost, Dialect, Store, ViewRow};
-use crate::crypto::Cipher;
-use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberView};
+use super::sqlite::rows::ReadRow;
+use super::{is_unique_violation, on_db, Cost, Dialect, Store};
+use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberProfile};
 use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
 
@@ -23,20 +23,22 @@ table! {
         organization_id: String,
         environment_id: String,
         subscriber_id: String,
-        first_name: Option<String>,
-        last_name: Option<String>,
-        email: Option<String>,
-        phone: Option<String>,
-        avatar: Option<String>,
-        locale: Option<String>,
-        timezone: Option<String>,
-        data: Option<Json<Value>>,
         is_online: Option<bool>,
         last_online_at: Option<i64>,
         deleted: bool,
         version: i64,
         created_at: i64,
         updated_at: i64,
+    }
+    nested profile: SubscriberProfile {
+        first_name: Option<String>,
+        last_name: Option<String>,
+        email: Option<String>,
+        phone: Option<String>,
+        avatar: Option<String>,
+        locale: Option<String>,
+        data: Option<Json<Value>>,
+        timezone: Option<String>,
     }
     sealed {
         // The per-provider credentials: webhook URLs, device tokens. An empty list is stored as `[]`.
@@ -52,20 +54,6 @@ impl Keyed for Subscriber {
     fn key(&self) -> &str {
         self.id.as_str()
     }
-}
-
-/// Hands `visit` the view with its channels in clear (decrypted only when there are any).
-fn visit_open<T>(
-    cipher: &Cipher,
-    view: SubscriberView<'_>,
-    visit: impl FnOnce(SubscriberView<'_>) -> T,
-) -> Result<T> {
-    let channels = open_json_text(view.channels, cipher)
-        .map_err(|e| Error::Internal(anyhow::anyhow!("a subscriber's channel credentials: {e}")))?;
-    Ok(visit(SubscriberView {
-        channels: &channels,
-        ..view
-    }))
 }
 
 impl Store {
@@ -111,31 +99,11 @@ fn by_id(columns: &str) -> String {
 /// [`by_id`] of the stored subscriber.
 static SUBSCRIBER_BY_ID: LazyLock<String> = LazyLock::new(|| by_id(Subscriber::COLUMNS));
 
-/// [`by_id`] of the subscriber's view.
-static SUBSCRIBER_VIEW_BY_ID: LazyLock<String> =
-    LazyLock::new(|| by_id(SubscriberViewRow::COLUMNS));
-
 /// [`SUBSCRIBER_BY_ID`] with its arguments.
 fn subscriber_by_id(env: &EnvironmentId, subscriber_id: &str) -> Sql {
     let mut q = Sql::new(&SUBSCRIBER_BY_ID);
     q.args = vec![env.as_str().into(), subscriber_id.into()];
     q
-}
-
-/// SQLite: the view of the environment's non-deleted subscriber `subscriber_id`, through the identifier
-/// index, handed to `read` while the row is current.
-fn read_subscriber_inline<T>(
-    c: &rusqlite::Connection,
-    env: &EnvironmentId,
-    subscriber_id: &str,
-    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<Option<T>> {
-    let mut statement = c.prepare_cached(&SUBSCRIBER_VIEW_BY_ID)?;
-    let mut rows = statement.query(rusqlite::params![env.as_str(), subscriber_id])?;
-    match rows.next()? {
-        Some(row) => read(row).map(Some),
-        None => Ok(None),
-    }
 }
 
 impl Store {
@@ -257,33 +225,33 @@ impl Store {
         self.row::<(String, i64)>(Cost::Point, q).await
     }
 
-    /// A non-deleted subscriber by subscriberId handed to `visit` as a borrowed view; `None` when there is
-    /// none. On SQLite `visit` runs while the row is current, on the task that runs the read's batch (see
-    /// `store::sqlite`).
+    /// A non-deleted subscriber by subscriberId handed to `visit`; `None` when there is none. On SQLite
+    /// `visit` runs on the task that runs the read's batch (see `store::sqlite`).
     pub async fn visit_subscriber<T: Send + 'static>(
         &self,
         env: &EnvironmentId,
         subscriber_id: &str,
-        visit: impl FnOnce(SubscriberView<'_>) -> T + Send + 'static,
+        visit: impl FnOnce(Subscriber) -> T + Send + 'static,
     ) -> Result<Option<T>> {
-        if let Some(reader) = self.sqlite_reader() {
-            let (env, id) = (env.clone(), subscriber_id.to_owned());
-            let cipher = self.cipher.clone();
-            return reader
-                .batched(move |c| {
-                    read_subscriber_inline(c, &env, &id, |row| {
-                        SubscriberViewRow::view_inline(row).map(|v| visit_open(&cipher, v, visit))
-                    })
-                    .map_err(|e| Error::from(anyhow::Error::from(e)))?
-                    .transpose()
-                })
-                .await;
-        }
-        // On PostgreSQL the write pool is the read pool.
-        let row: Option<SubscriberViewRow> = on_db!(self.w(), p => sqlx::query_as::<_, SubscriberViewRow>(&SUBSCRIBER_VIEW_BY_ID)
-            .bind(env.as_str()).bind(subscriber_id).fetch_optional(p).await)?;
-        row.map(|r| visit_open(self.cipher(), r.view(), visit))
-            .transpose()
+        let Some(reader) = self.sqlite_reader() else {
+            return Ok(self.get_subscriber(env, subscriber_id).await?.map(visit));
+        };
+        // SQLite: through the reader's batches of point reads, as one statement per batch.
+        let (env, id) = (env.clone(), subscriber_id.to_owned());
+        let cipher = self.cipher.clone();
+        reader
+            .batched(move |c| {
+                let read = || -> rusqlite::Result<Option<Subscriber>> {
+                    let mut statement = c.prepare_cached(&SUBSCRIBER_BY_ID)?;
+                    let mut rows = statement.query(rusqlite::params![env.as_str(), id])?;
+                    rows.next()?
+                        .map(|row| <Subscriber as ReadRow>::read(row, &cipher))
+                        .transpose()
+                };
+                let found = read().map_err(|e| Error::from(anyhow::Error::from(e)))?;
+                Ok(found.map(visit))
+            })
+            .await
     }
 
     /// Same as [`Store::get_subscriber`] but on the write pool, for read-modify-write cycles.
@@ -432,31 +400,6 @@ view! {
     }
 }
 
-view! {
-    /// A subscriber as a single-subscriber read shows it (see [`SubscriberView`]).
-    struct SubscriberViewRow => SubscriberView {
-        id: Text,
-        organization_id: Text,
-        environment_id: Text,
-        subscriber_id: Text,
-        first_name: OptText,
-        last_name: OptText,
-        email: OptText,
-        phone: OptText,
-        avatar: OptText,
-        locale: OptText,
-        timezone: OptText,
-        data: OptJsonText,
-        // Sealed, or `[]` (see the `subscribers` declaration): opened by `visit_open`.
-        channels: Text,
-        is_online: OptBool,
-        last_online_at: OptTime,
-        deleted: Bool,
-        version: Int,
-        created_at: Time,
-        updated_at: Time,
-    }
-}
 
 #[cfg(test)]
 mod plan_tests {

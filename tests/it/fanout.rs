@@ -8,10 +8,11 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tidings::domain::fanout::FanoutStatus;
+use tidings::domain::subscriber::ProfileInput;
 use tidings::engine::fanout::{expand_batch, expand_once, BATCH};
 use tidings::engine::steps::Runner;
 use tidings::engine::{Handoff, TriggerWriter};
-use tidings::service::subscribers::{self, SubscriberFields};
+use tidings::service::subscribers;
 use tidings::service::topics::{self, SubscriptionRequest};
 
 use crate::db_test;
@@ -291,15 +292,9 @@ db_test!(fanout_validation, validation);
 async fn big_topic(app: &TestApp, key: &str, n: usize) {
     let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
     for id in &ids {
-        subscribers::create(
-            &app.store,
-            &app.tenant,
-            id,
-            SubscriberFields::default(),
-            false,
-        )
-        .await
-        .unwrap();
+        subscribers::create(&app.store, &app.tenant, id, ProfileInput::default(), false)
+            .await
+            .unwrap();
     }
     for chunk in ids.chunks(100) {
         let entries = chunk

@@ -73,10 +73,10 @@ impl From<Subscriber> for TopicSubscriberOut {
         Self {
             id: s.id.into(),
             subscriber_id: s.subscriber_id,
-            avatar: s.avatar,
-            first_name: s.first_name,
-            last_name: s.last_name,
-            email: s.email,
+            avatar: s.profile.avatar,
+            first_name: s.profile.first_name,
+            last_name: s.profile.last_name,
+            email: s.profile.email,
             created_at: s.created_at.into(),
             updated_at: s.updated_at.into(),
         }

@@ -1,6 +1,6 @@
 //! The choose phase: which integrations a run tries, in which order.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{Resolved, State, Undelivered};
 use crate::domain::filters::{passes, StepFilter};
@@ -83,15 +83,7 @@ fn choose(
             }),
         };
     }
-    let subscriber_json = json!({
-        "subscriberId": subscriber.subscriber_id,
-        "email": subscriber.email,
-        "phone": subscriber.phone,
-        "firstName": subscriber.first_name,
-        "lastName": subscriber.last_name,
-        "locale": subscriber.locale,
-        "data": subscriber.data,
-    });
+    let subscriber_json = subscriber.values();
     let mut list: Vec<Integration> = active
         .iter()
         .filter(|i| {

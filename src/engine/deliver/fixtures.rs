@@ -7,7 +7,9 @@ use serde_json::{json, Value};
 use crate::domain::channel::ProviderId;
 use crate::domain::integration::Integration;
 use crate::domain::job::{Job, JobStatus, Notification};
-use crate::domain::subscriber::{ChannelCredentials, ChannelSettings, Subscriber};
+use crate::domain::subscriber::{
+    ChannelCredentials, ChannelSettings, Subscriber, SubscriberProfile,
+};
 use crate::domain::workflow::Step;
 use crate::domain::{Channel, IntegrationKind, Timestamp};
 
@@ -81,14 +83,11 @@ pub(super) fn subscriber() -> Subscriber {
         organization_id: "org-1".into(),
         environment_id: "env-1".into(),
         subscriber_id: "sub-1".into(),
-        first_name: Some("Ada".into()),
-        last_name: None,
-        email: Some("ada@example.com".into()),
-        phone: None,
-        avatar: None,
-        locale: None,
-        timezone: None,
-        data: None,
+        profile: SubscriberProfile {
+            first_name: Some("Ada".into()),
+            email: Some("ada@example.com".into()),
+            ..SubscriberProfile::default()
+        },
         channels: vec![],
         is_online: None,
         last_online_at: None,

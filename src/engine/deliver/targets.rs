@@ -60,7 +60,7 @@ impl Runner {
     /// The phone number of an SMS: `overrides.sms.to`, else the subscriber's `phone`, else its phone
     /// channel endpoint for the trigger's context.
     async fn phone(&self, r: &Resolved<'_>, channel_overrides: &Value) -> Result<Option<String>> {
-        let phone = text(channel_overrides, "to").or_else(|| r.subscriber.phone.clone());
+        let phone = text(channel_overrides, "to").or_else(|| r.subscriber.profile.phone.clone());
         if phone.is_some() {
             return Ok(phone);
         }
@@ -136,7 +136,7 @@ fn email(
 ) -> Found {
     let subscriber = r.subscriber;
     let content = &out.rendered;
-    let mut to: Vec<String> = subscriber.email.iter().cloned().collect();
+    let mut to: Vec<String> = subscriber.profile.email.iter().cloned().collect();
     for extra in strings(channel_overrides.get("to")) {
         if !to.contains(&extra) {
             to.push(extra);
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn a_subscriber_without_an_address_gets_no_email() {
         let mut s = subscriber();
-        s.email = None;
+        s.profile.email = None;
         let creds = credentials(json!({}));
         let why = with("email", None, &s, |r| {
             email(r, &creds, &outgoing(), &Value::Null)
