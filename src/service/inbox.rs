@@ -226,17 +226,13 @@ pub async fn mark_as(
     };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        subscriber_ref: Some(subscriber.clone()),
+        subscriber_ref: Some(subscriber),
         ids,
         ..Default::default()
     };
-    let marked = store
-        .mark_messages(&tenant.environment_id, &f, mark)
-        .await?;
     store
-        .inbox_events()
-        .changed(tenant.environment_id.as_str(), &subscriber);
-    Ok(marked)
+        .mark_messages(&tenant.environment_id, &f, mark)
+        .await
 }
 
 /// Marks all the subscriber's in-app messages; returns how many changed.
@@ -252,23 +248,14 @@ pub async fn mark_all(
     };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter::in_app_of(&subscriber);
-    let changed = store.mark_where(&tenant.environment_id, &f, mark).await?;
-    if changed > 0 {
-        store
-            .inbox_events()
-            .changed(tenant.environment_id.as_str(), &subscriber);
-    }
-    Ok(changed)
+    store.mark_where(&tenant.environment_id, &f, mark).await
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {
-    if let Some(subscriber) = store
+    if store
         .delete_message(&tenant.environment_id, message_id)
         .await?
     {
-        store
-            .inbox_events()
-            .changed(tenant.environment_id.as_str(), &subscriber);
         Ok(())
     } else {
         Err(Error::NotFound(format!(

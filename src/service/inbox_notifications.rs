@@ -293,21 +293,12 @@ pub async fn mark(store: &Store, who: &InboxSubscriber, id: &str, mark: MarkAs) 
         ids: vec![MessageId::from(id)],
         ..own(who)
     };
-    let marked = store
+    store
         .mark_messages(&who.tenant.environment_id, &f, mark)
         .await?
         .into_iter()
         .next()
-        .ok_or_else(|| not_found(id))?;
-    announce(store, who);
-    Ok(marked)
-}
-
-/// Tells the subscriber's sockets that its messages changed.
-fn announce(store: &Store, who: &InboxSubscriber) {
-    store
-        .inbox_events()
-        .changed(who.tenant.environment_id.as_str(), &who.subscriber_ref);
+        .ok_or_else(|| not_found(id))
 }
 
 /// Snoozes a notification until `until` (ISO 8601): at least a minute ahead and at most
@@ -396,10 +387,7 @@ pub async fn delete(store: &Store, who: &InboxSubscriber, id: &str) -> Result<()
     };
     match store.delete_where(&who.tenant.environment_id, &f).await? {
         0 => Err(not_found(id)),
-        _ => {
-            announce(store, who);
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 
@@ -422,7 +410,7 @@ pub async fn bulk(
     op: Bulk,
 ) -> Result<u64> {
     let env = &who.tenant.environment_id;
-    let changed = match op {
+    Ok(match op {
         Bulk::Seen => store.mark_where(env, &f, MarkAs::Seen).await?,
         Bulk::Read => store.mark_where(env, &f, MarkAs::Read).await?,
         Bulk::Archive => store.mark_where(env, &f, MarkAs::Archive).await?,
@@ -431,11 +419,7 @@ pub async fn bulk(
             store.mark_where(env, &f, MarkAs::Archive).await?
         }
         Bulk::Delete => store.delete_where(env, &f).await?,
-    };
-    if changed > 0 {
-        announce(store, who);
-    }
-    Ok(changed)
+    })
 }
 
 fn not_found(id: &str) -> Error {

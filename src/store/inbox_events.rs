@@ -134,11 +134,6 @@ impl InboxEvents {
         }))
     }
 
-    /// Announces that the subscriber's messages changed state.
-    pub fn changed(&self, environment_id: &str, subscriber: &SubscriberRef) {
-        self.publish(vec![InboxEvent::changed(environment_id, subscriber)]);
-    }
-
     /// Announces `events` to every process; returns at once (a background task sends them on PostgreSQL).
     pub fn publish(&self, events: Vec<InboxEvent>) {
         if events.is_empty() {
