@@ -619,7 +619,13 @@ pub struct SocketSubscriberOut {
 }
 
 impl From<SocketMessage> for SocketMessageOut {
-    fn from(SocketMessage { message: m, workflow, subscriber }: SocketMessage) -> Self {
+    fn from(
+        SocketMessage {
+            message: m,
+            workflow,
+            subscriber,
+        }: SocketMessage,
+    ) -> Self {
         let now = crate::domain::Timestamp::now();
         let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
             subscriber.as_ref().and_then(|s| f(s).clone())

@@ -230,9 +230,7 @@ pub async fn mark_as(
         ids,
         ..Default::default()
     };
-    store
-        .mark_messages(&tenant.environment_id, &f, mark)
-        .await
+    store.mark_messages(&tenant.environment_id, &f, mark).await
 }
 
 /// Marks all the subscriber's in-app messages; returns how many changed.

@@ -18,7 +18,12 @@ use crate::store::Store;
 
 /// A subscriber (environment, record) is online or not; a failure is logged, not returned (presence is
 /// best effort).
-pub async fn set_online(store: &Store, env: &EnvironmentId, subscriber: &SubscriberRef, online: bool) {
+pub async fn set_online(
+    store: &Store,
+    env: &EnvironmentId,
+    subscriber: &SubscriberRef,
+    online: bool,
+) {
     if let Err(e) = store.set_subscriber_online(env, subscriber, online).await {
         tracing::warn!(error = ?e, "a subscriber's online state was not saved");
     }

@@ -4,9 +4,9 @@
 //! rest, which may be large, in bounded batches (`engine::erasure`): the notifications lose their recipient
 //! (`to`, subscriberId) and their unfinished jobs, and the messages go.
 
+use super::inbox_events::InboxEvent;
 use super::row::sql_row;
 use super::sql::{bind_args, Sql};
-use super::inbox_events::InboxEvent;
 use super::{on_db, Store};
 use crate::domain::subscriber::Subscriber;
 use crate::domain::{EnvironmentId, Timestamp};

@@ -5,6 +5,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::inbox_events::InboxEvent;
 use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
@@ -12,7 +13,6 @@ use super::sqlite::rows::ReadRow;
 use super::{on_db, Cost, Dialect, Store};
 use crate::crypto::Cipher;
 use crate::domain::job::{Message, MessageDelivery};
-use super::inbox_events::InboxEvent;
 use crate::domain::{Channel, EnvironmentId, MessageId, SubscriberRef, Timestamp};
 use crate::error::Result;
 
@@ -513,7 +513,9 @@ impl Store {
         self.inbox_events().publish(
             changed
                 .into_iter()
-                .map(|(env, subscriber)| InboxEvent::changed(&env, &SubscriberRef::from(subscriber)))
+                .map(|(env, subscriber)| {
+                    InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
+                })
                 .collect(),
         );
         Ok(n)
