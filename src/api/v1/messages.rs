@@ -271,18 +271,14 @@ pub async fn subscriber_feed(
     let read = q.bool(&mut v, "read");
     let seen = q.bool(&mut v, "seen");
     v.finish()?;
-    let payload = q.string("payload");
-    let found = service::feed(
-        &state.store,
-        &tenant,
-        &subscriber_id,
+    let query = service::FeedQuery {
         read,
         seen,
-        payload.as_deref(),
+        payload: q.string("payload"),
         page,
         limit,
-    )
-    .await?;
+    };
+    let found = service::feed(&state.store, &tenant, &subscriber_id, &query).await?;
     Ok(Reply::page(page_body::<FeedItemOut>(found, page, limit)).into_response())
 }
 
