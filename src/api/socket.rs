@@ -597,7 +597,7 @@ pub struct SocketMessageOut {
     pub last_read_date: Option<IsoTime>,
     pub read: bool,
     pub seen: bool,
-    pub severity: String,
+    pub severity: crate::domain::workflow::Severity,
     pub snoozed_until: Option<IsoTime>,
     pub subject: Option<String>,
     pub subscriber: SocketSubscriberOut,

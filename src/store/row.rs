@@ -17,7 +17,7 @@ use super::sqlite::rows::Columns;
 use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::{ConnectionMode, EndpointType};
 use crate::domain::id::Id;
-use crate::domain::job::{DetailStatus, JobStatus};
+use crate::domain::job::{DetailStatus, JobStatus, MessageStatus};
 use crate::domain::workflow::Severity;
 use crate::domain::Timestamp;
 use crate::domain::{Channel, IntegrationKind};
@@ -317,6 +317,7 @@ macro_rules! stored_as_names {
 }
 stored_as_names!(
     JobStatus,
+    MessageStatus,
     DetailStatus,
     Channel,
     EndpointType,

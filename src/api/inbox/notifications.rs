@@ -16,8 +16,8 @@ use crate::api::AppState;
 use crate::domain::job::Message;
 use crate::domain::MessageId;
 use crate::error::{Error, Validation};
-use crate::store::messages::MarkAs;
 use crate::service::inbox_notifications::{self as notifications, Bulk, BULK_IDS, COUNT_FILTERS};
+use crate::store::messages::MarkAs;
 
 /// A button of a notification.
 #[derive(Debug, Serialize, ToSchema)]
@@ -96,7 +96,8 @@ pub struct InboxNotificationOut {
     pub redirect: Option<RedirectOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow: Option<InboxWorkflowOut>,
-    pub severity: String,
+    #[schema(value_type = String)]
+    pub severity: crate::domain::workflow::Severity,
 }
 
 impl InboxNotificationOut {

@@ -45,7 +45,8 @@ pub struct MessageOut {
     pub subscriber_id: String,
     pub template_identifier: String,
     pub transaction_id: String,
-    pub channel: String,
+    #[schema(value_type = String)]
+    pub channel: Channel,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
     pub content: String,
@@ -70,7 +71,8 @@ pub struct MessageOut {
     /// Until when the subscriber snoozed it in the Inbox (only while that is ahead).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snoozed_until: Option<IsoTime>,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: crate::domain::job::MessageStatus,
     pub provider_id: WireName,
     /// When the message reached its provider (in-app: when it was created); empty when it was not delivered.
     pub delivered_at: Vec<IsoTime>,
@@ -98,7 +100,7 @@ pub struct MessageOut {
 
 impl From<Message> for MessageOut {
     fn from(m: Message) -> Self {
-        let delivered_at = if m.channel == Channel::InApp.as_str() {
+        let delivered_at = if m.channel == Channel::InApp {
             vec![IsoTime(m.created_at)]
         } else {
             m.delivery
