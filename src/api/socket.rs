@@ -42,8 +42,9 @@ use tokio::sync::broadcast::error::RecvError;
 use super::v2::preferences::InboxWorkflowOut;
 use super::wire::IsoTime;
 use crate::domain::{EnvironmentId, SubscriberRef};
+use crate::service::inbox_notifications::InboxMessage;
 use crate::service::inbox_session::{self, UnreadCounts, INBOX_COUNT_CAP};
-use crate::service::inbox_socket::{self, SocketMessage};
+use crate::service::inbox_socket;
 use crate::store::inbox_events::{Ended, InboxEvent};
 use crate::store::Store;
 
@@ -568,8 +569,8 @@ pub struct NotificationReceivedOut {
     pub message: SocketMessageOut,
 }
 
-impl From<SocketMessage> for NotificationReceivedOut {
-    fn from(m: SocketMessage) -> Self {
+impl From<InboxMessage> for NotificationReceivedOut {
+    fn from(m: InboxMessage) -> Self {
         Self {
             message: SocketMessageOut::from(m),
         }
@@ -618,17 +619,17 @@ pub struct SocketSubscriberOut {
     pub subscriber_id: String,
 }
 
-impl From<SocketMessage> for SocketMessageOut {
+impl From<InboxMessage> for SocketMessageOut {
     fn from(
-        SocketMessage {
+        InboxMessage {
             message: m,
             workflow,
             subscriber,
-        }: SocketMessage,
+        }: InboxMessage,
     ) -> Self {
         let now = crate::domain::Timestamp::now();
         let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
-            subscriber.as_ref().and_then(|s| f(s).clone())
+            subscriber.as_deref().and_then(|s| f(s).clone())
         };
         Self {
             subscriber: SocketSubscriberOut {
@@ -739,6 +740,27 @@ mod tests {
         for path in ["/socket.iox", "/v1/socket.io/", "/", "/socket"] {
             assert!(!is_socket_path(path), "{path}");
         }
+    }
+
+    /// The counts' payloads are typed, with their fields in the order of their names, as the socket sent
+    /// them when they were written as JSON values (whose keys are sorted).
+    #[test]
+    fn the_count_payloads_keep_their_wire_form() {
+        let unseen = serde_json::to_string(&UnseenCountOut::of(INBOX_COUNT_CAP + 1)).unwrap();
+        assert_eq!(
+            unseen,
+            format!(r#"{{"hasMore":true,"unseenCount":{INBOX_COUNT_CAP}}}"#)
+        );
+        let unread = UnreadCountChangedOut::from(UnreadCounts {
+            total: 7,
+            severity: [1, 2, 3, 1],
+        });
+        assert_eq!(
+            serde_json::to_string(&unread).unwrap(),
+            r#"{"counts":{"severity":{"high":1,"low":3,"medium":2,"none":1},"total":7},"hasMore":false,"unreadCount":7}"#
+        );
+        let sorted = serde_json::to_value(&unread).unwrap().to_string();
+        assert_eq!(serde_json::to_string(&unread).unwrap(), sorted);
     }
 
     #[test]

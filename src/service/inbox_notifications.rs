@@ -11,6 +11,42 @@ use crate::error::{Error, Result, Validation};
 use crate::store::messages::{plain_key, DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
 
+/// An in-app message with what its audiences show beside it: its workflow and its subscriber's profile
+/// (each when it still exists). The one source of the Inbox's notification (`api::inbox`) and of the
+/// socket's message (`api::socket`), each derived from it with `From`.
+#[derive(Debug, Clone)]
+pub struct InboxMessage {
+    pub message: Message,
+    pub workflow: Option<std::sync::Arc<crate::domain::workflow::Workflow>>,
+    pub subscriber: Option<std::sync::Arc<crate::domain::subscriber::Subscriber>>,
+}
+
+/// Each of `messages`, all of the subscriber `subscriber_id`, as an [`InboxMessage`]: the subscriber read
+/// once, the workflows through the workflow cache.
+pub async fn with_context(
+    store: &Store,
+    env: &crate::domain::EnvironmentId,
+    subscriber_id: &str,
+    messages: Vec<Message>,
+) -> Result<Vec<InboxMessage>> {
+    let subscriber = store
+        .get_subscriber(env, subscriber_id)
+        .await?
+        .map(std::sync::Arc::new);
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        let workflow = store
+            .get_workflow_cached(env, message.workflow_ref.as_str())
+            .await?;
+        out.push(InboxMessage {
+            message,
+            workflow,
+            subscriber: subscriber.clone(),
+        });
+    }
+    Ok(out)
+}
+
 /// The most filters one count request may hold (Novu's).
 pub const COUNT_FILTERS: usize = 30;
 /// The longest snooze, in hours (the session's `maxSnoozeDurationHours`).

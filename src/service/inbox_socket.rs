@@ -4,13 +4,10 @@
 //! reads.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use crate::domain::job::Message;
-use crate::domain::subscriber::Subscriber;
-use crate::domain::workflow::Workflow;
 use crate::domain::{EnvironmentId, MessageId, SubscriberRef, Timestamp};
 use crate::error::Result;
+use crate::service::inbox_notifications::{with_context, InboxMessage};
 use crate::service::inbox_session::{self, UnreadCounts, INBOX_COUNT_CAP};
 use crate::store::inbox_events::InboxEvent;
 use crate::store::messages::MessageFilter;
@@ -83,20 +80,13 @@ pub async fn end_snoozes(store: &Store) {
     }
 }
 
-/// A message as a socket is told it: the message, its workflow (when it still exists) and its subscriber.
-pub struct SocketMessage {
-    pub message: Message,
-    pub workflow: Option<Arc<Workflow>>,
-    pub subscriber: Option<Subscriber>,
-}
-
 /// The in-app message `id` of the subscriber, with what a socket is told of it; `None` when it is gone.
 pub async fn message(
     store: &Store,
     env: &EnvironmentId,
     subscriber: &SubscriberRef,
     id: &str,
-) -> Result<Option<SocketMessage>> {
+) -> Result<Option<InboxMessage>> {
     let f = MessageFilter {
         ids: vec![MessageId::from(id)],
         ..MessageFilter::in_app_of(subscriber)
@@ -110,15 +100,10 @@ pub async fn message(
     else {
         return Ok(None);
     };
-    let workflow = store
-        .get_workflow_cached(env, message.workflow_ref.as_str())
-        .await?;
-    let subscriber = store.get_subscriber(env, &message.subscriber_id).await?;
-    Ok(Some(SocketMessage {
-        message,
-        workflow,
-        subscriber,
-    }))
+    let subscriber_id = message.subscriber_id.clone();
+    Ok(with_context(store, env, &subscriber_id, vec![message])
+        .await?
+        .pop())
 }
 
 /// The counts a socket of the subscriber's context is told: unseen (counted up to one past

@@ -16,7 +16,9 @@ use crate::api::AppState;
 use crate::domain::job::Message;
 use crate::domain::MessageId;
 use crate::error::{Error, Validation};
-use crate::service::inbox_notifications::{self as notifications, Bulk, BULK_IDS, COUNT_FILTERS};
+use crate::service::inbox_notifications::{
+    self as notifications, Bulk, InboxMessage, BULK_IDS, COUNT_FILTERS,
+};
 use crate::store::messages::MarkAs;
 
 /// A button of a notification.
@@ -100,13 +102,25 @@ pub struct InboxNotificationOut {
     pub severity: crate::domain::workflow::Severity,
 }
 
-impl InboxNotificationOut {
-    /// The Inbox's view of `m`, for `to`, with its workflow when it still exists.
-    fn of(
-        m: Message,
-        to: InboxSubscriberOut,
-        workflow: Option<&crate::domain::workflow::Workflow>,
+impl From<InboxMessage> for InboxNotificationOut {
+    /// The Inbox's view of a message, with its subscriber's profile and its workflow.
+    fn from(
+        InboxMessage {
+            message: m,
+            workflow,
+            subscriber,
+        }: InboxMessage,
     ) -> Self {
+        let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
+            subscriber.as_deref().and_then(|s| f(s).clone())
+        };
+        let to = InboxSubscriberOut {
+            id: m.subscriber_ref.as_str().to_owned(),
+            subscriber_id: m.subscriber_id.clone(),
+            first_name: profile(|s| &s.first_name),
+            last_name: profile(|s| &s.last_name),
+            avatar: profile(|s| &s.avatar),
+        };
         let now = crate::domain::Timestamp::now();
         let snoozed_until = m.snoozed_until.filter(|t| t.0 > now.0);
         let action = m.cta.get("action");
@@ -150,7 +164,7 @@ impl InboxNotificationOut {
             channel_type: "in_app",
             tags: m.tags,
             data: m.data,
-            workflow: workflow.map(InboxWorkflowOut::from),
+            workflow: workflow.as_deref().map(InboxWorkflowOut::from),
             severity: m.severity,
         }
     }
@@ -164,23 +178,9 @@ async fn notifications_out(
     messages: Vec<Message>,
 ) -> ApiResult<Vec<InboxNotificationOut>> {
     let env = &who.tenant.environment_id;
-    let profile = state.store.get_subscriber(env, &who.subscriber_id).await?;
-    let to = InboxSubscriberOut {
-        id: who.subscriber_ref.as_str().to_owned(),
-        subscriber_id: who.subscriber_id.clone(),
-        first_name: profile.as_ref().and_then(|p| p.first_name.clone()),
-        last_name: profile.as_ref().and_then(|p| p.last_name.clone()),
-        avatar: profile.as_ref().and_then(|p| p.avatar.clone()),
-    };
-    let mut out = Vec::with_capacity(messages.len());
-    for m in messages {
-        let workflow = state
-            .store
-            .get_workflow_cached(env, m.workflow_ref.as_str())
-            .await?;
-        out.push(InboxNotificationOut::of(m, to.clone(), workflow.as_deref()));
-    }
-    Ok(out)
+    let messages =
+        notifications::with_context(&state.store, env, &who.subscriber_id, messages).await?;
+    Ok(messages.into_iter().map(Into::into).collect())
 }
 
 async fn one_out(state: &AppState, who: &InboxSubscriber, m: Message) -> ApiResult<Response> {
