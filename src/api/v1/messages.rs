@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
@@ -304,7 +304,13 @@ pub async fn unseen_count(
     let seen = seen.or(if read.is_none() { Some(false) } else { None });
     let count = service::count(&state.store, &tenant, &subscriber_id, read, seen).await?;
     let count = limit.map_or(count, |l| count.min(l));
-    Ok(Reply::ok(json!({ "count": count })).into_response())
+    Ok(Reply::ok(CountOut { count }).into_response())
+}
+
+/// `{count}`: how many of a subscriber's messages are unseen (or as asked).
+#[derive(Debug, Serialize)]
+pub struct CountOut {
+    pub count: i64,
 }
 
 /// Body of `POST …/messages/mark-as`.
