@@ -65,7 +65,7 @@ pub struct Shared {
     /// The Inbox's sockets, once [`router`] made their layer (closed at shutdown: [`socket::close`]).
     pub sockets: std::sync::OnceLock<socketioxide::SocketIo>,
     /// Cancelled when the process stops (`tidings serve` hands its one shutdown token): ends the Inbox's
-    /// loops (`background::spawn_inbox_loops`: presence, snoozes).
+    /// loops (`service::inbox_socket::spawn_loops`: presence, snoozes).
     pub background: tokio_util::sync::CancellationToken,
 }
 
@@ -344,7 +344,7 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
     let (sockets, io) = socket::layer(state.store.clone(), state.socket_limits);
-    crate::background::spawn_inbox_loops(
+    crate::service::inbox_socket::spawn_loops(
         state.store.clone(),
         socket::Held::new(io.clone(), state.store.clone()),
         state.background.clone(),

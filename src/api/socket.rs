@@ -14,7 +14,7 @@
 //! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
 //! closes is recorded offline and announced so; a process that still holds one of its sockets records it
 //! online again, so that it stays online while any instance holds a socket of it. A process that stops
-//! without closing its sockets (a crash) cannot say so: the presence loop (`background`) refreshes a
+//! without closing its sockets (a crash) cannot say so: the presence loop (`service::inbox_socket`) refreshes a
 //! heartbeat of the subscribers this process holds ([`Held`]), and records offline the subscribers whose
 //! heartbeat is stale. A snooze that is over is ended by a sweep there and its message sent again, as Novu
 //! re-delivers it. What the socket reads and records is in `service::inbox_socket`; each payload it sends is
@@ -198,7 +198,7 @@ fn held_subscribers(io: &SocketIo) -> Vec<(String, SubscriberRef)> {
     held
 }
 
-/// This process's sockets, as the presence loop (`background::spawn_inbox_loops`) asks about them.
+/// This process's sockets, as the presence loop (`service::inbox_socket::spawn_loops`) asks about them.
 pub struct Held {
     io: SocketIo,
     store: Store,
@@ -210,7 +210,7 @@ impl Held {
     }
 }
 
-impl crate::background::HeldSockets for Held {
+impl inbox_socket::HeldSockets for Held {
     fn held(&self) -> Vec<(String, SubscriberRef)> {
         held_subscribers(&self.io)
     }
@@ -221,7 +221,7 @@ impl crate::background::HeldSockets for Held {
 }
 
 /// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed
-/// (until the store closes). Its background loops are `background::spawn_inbox_loops`.
+/// (until the store closes). Its loops are `service::inbox_socket::spawn_loops`.
 pub fn layer(store: Store, limits: SocketLimits) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
