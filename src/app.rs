@@ -117,6 +117,8 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         inbox_origins: cfg.inbox_origins.0.clone(),
         trusted_proxies: cfg.trusted_proxies.clone(),
         sockets,
+        // One shutdown signal: the Inbox's loops stop with the workers and the maintenance.
+        shutdown: shutdown.clone(),
     };
     let state = AppState::with_options(store.clone(), cfg.compat, options);
     let workers = crate::engine::spawn_workers(
@@ -139,7 +141,6 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         token.cancel();
     };
     crate::server::serve(listener, app, server_options, draining, signal).await;
-    state.background.cancel();
     if let Some(io) = state.sockets.get() {
         api::socket::close(io, &store).await;
     }

@@ -64,88 +64,65 @@ async fn run(cfg: Config, command: Command) -> anyhow::Result<()> {
             eprintln!("migrations applied");
             Ok(())
         }
-        Command::Environments {
-            command: EnvironmentsCommand::Create { name, hmac },
-        } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let created = service::environments::create_with_hmac(&store, &name, None, hmac)
+        Command::Environments { command } => environments(&cfg, command).await,
+        seeding => seed(&cfg, seeding).await,
+    }
+}
+
+/// Runs an `environments` command on the migrated store and prints its answer, one JSON line per item.
+async fn environments(cfg: &Config, command: EnvironmentsCommand) -> anyhow::Result<()> {
+    use tidings::service::environments as envs;
+    fn lines<T: serde::Serialize>(items: &[T]) -> anyhow::Result<Vec<String>> {
+        Ok(items
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?)
+    }
+    let store = app::open_store(cfg).await?;
+    store.migrate().await?;
+    let answer = match command {
+        EnvironmentsCommand::Create { name, hmac } => {
+            envs::create_with_hmac(&store, &name, None, hmac)
                 .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            store.close().await;
-            println!("{}", serde_json::to_string(&created)?);
-            Ok(())
+                .map(|created| lines(&[created]))
         }
-        Command::Environments {
-            command: EnvironmentsCommand::List,
-        } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let listed = service::environments::list(&store)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            store.close().await;
-            for env in listed {
-                println!("{}", serde_json::to_string(&env)?);
-            }
-            Ok(())
-        }
-        Command::Environments {
-            command: EnvironmentsCommand::RotateKey { name },
-        } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let rotated = service::environments::rotate_key(&store, &name)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            store.close().await;
-            println!("{}", serde_json::to_string(&rotated)?);
-            Ok(())
-        }
-        Command::Environments {
-            command: EnvironmentsCommand::Hmac { name, state },
-        } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let rules = service::environments::set_hmac(&store, &name, state == "on").await;
-            store.close().await;
-            let rules = rules.map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("{}", serde_json::to_string(&rules)?);
-            Ok(())
-        }
-        Command::Environments {
-            command: EnvironmentsCommand::EndSessions { name },
-        } => {
-            let store = app::open_store(&cfg).await?;
-            store.migrate().await?;
-            let rules = service::environments::end_sessions(&store, &name).await;
-            store.close().await;
-            let rules = rules.map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("{}", serde_json::to_string(&rules)?);
-            Ok(())
-        }
+        EnvironmentsCommand::List => envs::list(&store).await.map(|listed| lines(&listed)),
+        EnvironmentsCommand::RotateKey { name } => envs::rotate_key(&store, &name)
+            .await
+            .map(|rotated| lines(&[rotated])),
+        EnvironmentsCommand::Hmac { name, state } => envs::set_hmac(&store, &name, state == "on")
+            .await
+            .map(|rules| lines(&[rules])),
+        EnvironmentsCommand::EndSessions { name } => envs::end_sessions(&store, &name)
+            .await
+            .map(|rules| lines(&[rules])),
+    };
+    store.close().await;
+    for line in answer.map_err(|e| anyhow::anyhow!("{e}"))?? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The hidden seed helpers of the benchmark and the tests: bulk rows in the environment of `--api-key`.
+async fn seed(cfg: &Config, command: Command) -> anyhow::Result<()> {
+    let (store, tenant) = seed_target(cfg).await?;
+    let (said, tables): (String, &[&str]) = match command {
         Command::SeedSubscribers { count, prefix } => {
-            let (store, tenant) = seed_target(&cfg).await?;
             let n = store.seed_subscribers(&tenant, &prefix, count).await?;
-            store.after_bulk_load(&["subscribers"]).await?;
-            store.close().await;
-            eprintln!("inserted {n} subscribers");
-            Ok(())
+            (format!("inserted {n} subscribers"), &["subscribers"])
         }
         Command::SeedTopic { key, count, prefix } => {
-            let (store, tenant) = seed_target(&cfg).await?;
             let topic = service::topics::upsert(&store, &tenant, &key, Default::default(), false)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let n = store
                 .seed_topic(&tenant, &topic.topic, &prefix, count)
                 .await?;
-            store
-                .after_bulk_load(&["topics", "topic_subscriptions"])
-                .await?;
-            store.close().await;
-            eprintln!("subscribed {n} subscribers to {key}");
-            Ok(())
+            (
+                format!("subscribed {n} subscribers to {key}"),
+                &["topics", "topic_subscriptions"],
+            )
         }
         Command::SeedChannelEndpoints {
             count,
@@ -154,7 +131,6 @@ async fn run(cfg: Config, command: Command) -> anyhow::Result<()> {
             prefix,
             integration_identifier,
         } => {
-            let (store, tenant) = seed_target(&cfg).await?;
             let n = store
                 .seed_channel_endpoints(
                     &tenant,
@@ -165,53 +141,59 @@ async fn run(cfg: Config, command: Command) -> anyhow::Result<()> {
                     contexts,
                 )
                 .await?;
-            store.after_bulk_load(&["channel_endpoints"]).await?;
-            store.close().await;
-            eprintln!("inserted {n} channel endpoints");
-            Ok(())
+            (
+                format!("inserted {n} channel endpoints"),
+                &["channel_endpoints"],
+            )
         }
         Command::SeedNotifications {
             count,
             subscribers,
             prefix,
         } => {
-            let (store, tenant) = seed_target(&cfg).await?;
-            let workflow = match store
-                .get_workflow(&tenant.environment_id, "bench-notice")
-                .await?
-            {
-                Some(w) => w,
-                None => {
-                    let step = service::workflows::StepInput {
-                        step_type: "in_app".into(),
-                        name: Some("Inbox".into()),
-                        control_values: Some(
-                            serde_json::json!({"body": "Hello {{ subscriber.firstName }}"}),
-                        ),
-                        ..Default::default()
-                    };
-                    let input = service::workflows::WorkflowInput {
-                        name: "Bench notice".into(),
-                        workflow_id: Some("bench-notice".into()),
-                        steps: vec![step],
-                        ..Default::default()
-                    };
-                    service::workflows::create(&store, &tenant, input)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("{e}"))?
-                }
-            };
+            let workflow = bench_workflow(&store, &tenant).await?;
             let n = store
                 .seed_notifications(&tenant, &workflow, &prefix, count, subscribers)
                 .await?;
-            store
-                .after_bulk_load(&["notifications", "jobs", "execution_details"])
-                .await?;
-            store.close().await;
-            eprintln!("inserted {n} notifications");
-            Ok(())
+            (
+                format!("inserted {n} notifications"),
+                &["notifications", "jobs", "execution_details"],
+            )
         }
+        other => unreachable!("not a seed command: {other:?}"),
+    };
+    store.after_bulk_load(tables).await?;
+    store.close().await;
+    eprintln!("{said}");
+    Ok(())
+}
+
+/// The one-step in-app workflow the seeded notifications belong to, created the first time.
+async fn bench_workflow(
+    store: &tidings::store::Store,
+    tenant: &tidings::domain::Tenant,
+) -> anyhow::Result<tidings::domain::workflow::Workflow> {
+    if let Some(w) = store
+        .get_workflow(&tenant.environment_id, "bench-notice")
+        .await?
+    {
+        return Ok(w);
     }
+    let step = service::workflows::StepInput {
+        step_type: "in_app".into(),
+        name: Some("Inbox".into()),
+        control_values: Some(serde_json::json!({"body": "Hello {{ subscriber.firstName }}"})),
+        ..Default::default()
+    };
+    let input = service::workflows::WorkflowInput {
+        name: "Bench notice".into(),
+        workflow_id: Some("bench-notice".into()),
+        steps: vec![step],
+        ..Default::default()
+    };
+    service::workflows::create(store, tenant, input)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Opens and migrates the store and resolves the environment of `--api-key`, for the seed helpers.

@@ -64,7 +64,8 @@ pub struct Shared {
     pub socket_slots: Arc<tokio::sync::Semaphore>,
     /// The Inbox's sockets, once [`router`] made their layer (closed at shutdown: [`socket::close`]).
     pub sockets: std::sync::OnceLock<socketioxide::SocketIo>,
-    /// Cancelled when the process stops: ends the socket layer's sweeps (presence, snoozes).
+    /// Cancelled when the process stops (`tidings serve` hands its one shutdown token): ends the Inbox's
+    /// loops (`service::inbox_socket::spawn_loops`: presence, snoozes).
     pub background: tokio_util::sync::CancellationToken,
 }
 
@@ -81,6 +82,9 @@ pub struct ApiOptions {
     pub trusted_proxies: Vec<ratelimit::Network>,
     /// The caps on the Inbox's sockets.
     pub sockets: socket::SocketLimits,
+    /// The process's one shutdown token: the Inbox's loops stop when it is cancelled (by default a token of
+    /// this state's own).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -110,7 +114,7 @@ impl AppState {
             socket_slots: Arc::new(tokio::sync::Semaphore::new(options.sockets.max)),
             socket_limits: options.sockets,
             sockets: std::sync::OnceLock::new(),
-            background: tokio_util::sync::CancellationToken::new(),
+            background: options.shutdown,
         }))
     }
 }
@@ -349,9 +353,10 @@ fn inbox_routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// The complete application: public routes (health checks; unsubscribe links, whose signed token is their
 /// credential and is checked before any read), authenticated routes, and the middleware stack.
 pub fn router(state: AppState) -> Router {
-    let (sockets, io) = socket::layer(
+    let (sockets, io) = socket::layer(state.store.clone(), state.socket_limits);
+    crate::service::inbox_socket::spawn_loops(
         state.store.clone(),
-        state.socket_limits,
+        socket::Held::new(io.clone(), state.store.clone()),
         state.background.clone(),
     );
     let _ = state.sockets.set(io);

@@ -14,36 +14,38 @@
 //! its read, seen or archived state, whichever route made it. A subscriber whose last socket on a process
 //! closes is recorded offline and announced so; a process that still holds one of its sockets records it
 //! online again, so that it stays online while any instance holds a socket of it. A process that stops
-//! without closing its sockets (a crash) cannot say so: each process refreshes a heartbeat of the subscribers
-//! it holds every [`HEARTBEAT`], and a sweep records offline the subscribers whose heartbeat is older than
-//! [`PRESENCE_STALE_MS`]. A snooze that is over is ended by a sweep and its message sent again, as Novu
-//! re-delivers it. The sweeps end when `stop` is cancelled (the process is stopping).
+//! without closing its sockets (a crash) cannot say so: the presence loop (`service::inbox_socket`) refreshes a
+//! heartbeat of the subscribers this process holds ([`Held`]), and records offline the subscribers whose
+//! heartbeat is stale. A snooze that is over is ended by a sweep there and its message sent again, as Novu
+//! re-delivers it. What the socket reads and records is in `service::inbox_socket`; each payload it sends is
+//! a typed `…Out` below.
 //!
 //! Sessions that end close their sockets on every process: a deleted subscriber's room is disconnected, and
 //! when an environment's session epoch is raised every socket whose token is of an older epoch is
 //! ([`close_older_sessions`], on the announcement). The upgrade's check stays free of database reads: the
 //! epoch is compared at connect, which reads the subscriber anyway, and the heartbeat compares the epochs of
 //! the environments it holds sockets of, so that a raise whose announcement this process did not hear (made
-//! by the command line, or lost) closes their sockets within a [`HEARTBEAT`].
+//! by the command line, or lost) closes their sockets within a heartbeat.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use socketioxide::extract::SocketRef;
 use socketioxide::layer::SocketIoLayer;
 use socketioxide::socket::{DisconnectReason, Sid};
 use socketioxide::{SocketIo, TransportType};
 use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
 
 use super::v2::preferences::InboxWorkflowOut;
-use crate::domain::job::Message;
-use crate::domain::{EnvironmentId, MessageId, SubscriberRef};
-use crate::service::inbox_session::{self, INBOX_COUNT_CAP};
+use super::wire::IsoTime;
+use crate::domain::{EnvironmentId, SubscriberRef};
+use crate::service::inbox_notifications::InboxMessage;
+use crate::service::inbox_session::{self, UnreadCounts, INBOX_COUNT_CAP};
+use crate::service::inbox_socket;
 use crate::store::inbox_events::{Ended, InboxEvent};
-use crate::store::messages::MessageFilter;
 use crate::store::Store;
 
 /// Where the socket is served (socketioxide's default path). It answers the path and every path below it.
@@ -162,30 +164,49 @@ fn token_of(uri: &axum::http::Uri) -> String {
 /// Closes every socket of this process (it is stopping) and records their subscribers offline, announcing
 /// it so that another instance holding one of their sockets records them online again.
 pub async fn close(io: &SocketIo, store: &Store) {
-    let mut subscribers: Vec<(EnvironmentId, SubscriberRef)> = io
+    let subscribers = held_subscribers(io);
+    io.close().await;
+    inbox_socket::went_offline(store, &subscribers).await;
+}
+
+/// The subscribers (environment, record) whose sockets `io` holds, sorted, each once.
+fn held_subscribers(io: &SocketIo) -> Vec<(EnvironmentId, SubscriberRef)> {
+    let mut held: Vec<(EnvironmentId, SubscriberRef)> = io
         .sockets()
         .iter()
         .flat_map(|s| s.rooms())
         .filter_map(|r| subscriber_of_room(&r))
         .collect();
-    subscribers.sort_unstable();
-    subscribers.dedup();
-    io.close().await;
-    let mut events = Vec::with_capacity(subscribers.len());
-    for (env, subscriber) in subscribers {
-        set_online(store, &env, &subscriber, false).await;
-        events.push(InboxEvent::offline(&env, &subscriber));
-    }
-    store.inbox_events().publish(events);
+    held.sort_unstable();
+    held.dedup();
+    held
 }
 
-/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed;
-/// its sweeps run until `stop` is cancelled.
-pub fn layer(
+/// This process's sockets, as the presence loop (`service::inbox_socket::spawn_loops`) asks about them.
+pub struct Held {
+    io: SocketIo,
     store: Store,
-    limits: SocketLimits,
-    stop: CancellationToken,
-) -> (SocketIoLayer, SocketIo) {
+}
+
+impl Held {
+    pub fn new(io: SocketIo, store: Store) -> Self {
+        Self { io, store }
+    }
+}
+
+impl inbox_socket::HeldSockets for Held {
+    fn held(&self) -> Vec<(EnvironmentId, SubscriberRef)> {
+        held_subscribers(&self.io)
+    }
+
+    fn close_older_sessions(&self, epochs: &HashMap<EnvironmentId, i64>) {
+        close_older_sessions(&self.store, &self.io, epochs);
+    }
+}
+
+/// The layer that serves `/socket.io/` and its handle, and the task that tells its sockets what changed
+/// (until the store closes). Its loops are `service::inbox_socket::spawn_loops`.
+pub fn layer(store: Store, limits: SocketLimits) -> (SocketIoLayer, SocketIo) {
     let (layer, io) = SocketIo::builder()
         .transports([TransportType::Websocket])
         .ping_interval(Duration::from_secs(25))
@@ -197,112 +218,13 @@ pub fn layer(
         .max_payload(4 * 1024)
         .build_layer();
     let connect_store = store.clone();
-    let held = Arc::new(Held::default());
+    let held = Arc::new(Rooms::default());
     io.ns("/", move |socket: SocketRef, io: SocketIo| {
         let (store, held) = (connect_store.clone(), held.clone());
         async move { connect(store, io, held, limits.per_subscriber, socket).await }
     });
-    let (snoozes, presence) = (
-        end_snoozes(store.clone()),
-        presence(store.clone(), io.clone()),
-    );
-    let stop_presence = stop.clone();
-    tokio::spawn(async move { stop.run_until_cancelled(snoozes).await });
-    tokio::spawn(async move { stop_presence.run_until_cancelled(presence).await });
     tokio::spawn(dispatch(store, io.clone()));
     (layer, io)
-}
-
-/// How often the snoozes that are over are ended.
-const SNOOZE_SWEEP: Duration = Duration::from_secs(5);
-
-/// Ends the snoozes that are over, every [`SNOOZE_SWEEP`], and announces each message as new again: its
-/// subscriber's sockets get it (`notification_received`) and the counts that now include it, as when it was
-/// first delivered. Every process with sockets sweeps; each ended snooze is announced once.
-async fn end_snoozes(store: Store) {
-    let mut every = tokio::time::interval(SNOOZE_SWEEP);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        match store
-            .end_snoozes(crate::domain::Timestamp::now().0, 1_000)
-            .await
-        {
-            Ok(ended) => store.inbox_events().publish(
-                ended
-                    .into_iter()
-                    .map(|(env, subscriber, id)| InboxEvent {
-                        created: Some(id),
-                        ..InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
-                    })
-                    .collect(),
-            ),
-            Err(e) => tracing::warn!(error = ?e, "ending the snoozes that are over failed"),
-        }
-    }
-}
-
-/// How often a process refreshes the heartbeat of the subscribers whose sockets it holds.
-pub const HEARTBEAT: Duration = Duration::from_secs(20);
-/// A subscriber online whose heartbeat is older than this (ms) is recorded offline: four heartbeats and a
-/// half missed, which a live process (even one whose database is slow for a while) does not miss.
-pub const PRESENCE_STALE_MS: i64 = 90_000;
-/// How often the subscribers left online by a stopped process are looked for (an indexed range read).
-const PRESENCE_SWEEP: Duration = Duration::from_secs(5);
-
-/// Every [`PRESENCE_SWEEP`]: records offline the subscribers whose heartbeat is stale (announcing each, so
-/// that a process still holding one of their sockets records it online again), and every [`HEARTBEAT`]
-/// refreshes the heartbeat of the subscribers this process holds sockets of.
-async fn presence(store: Store, io: SocketIo) {
-    let mut every = tokio::time::interval(PRESENCE_SWEEP);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_beat = tokio::time::Instant::now();
-    loop {
-        every.tick().await;
-        if last_beat.elapsed() >= HEARTBEAT {
-            last_beat = tokio::time::Instant::now();
-            heartbeat(&store, &io).await;
-        }
-        let stale_before = crate::domain::Timestamp::now().0 - PRESENCE_STALE_MS;
-        match store.expire_presence(stale_before, 1_000).await {
-            Ok(gone) if !gone.is_empty() => store.inbox_events().publish(
-                gone.iter()
-                    .map(|(env, subscriber)| InboxEvent::offline(env, subscriber))
-                    .collect(),
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = ?e, "recording stale subscribers offline failed"),
-        }
-    }
-}
-
-/// Refreshes the heartbeat of every subscriber this process holds a socket of.
-async fn heartbeat(store: &Store, io: &SocketIo) {
-    let mut held: Vec<(EnvironmentId, SubscriberRef)> = io
-        .sockets()
-        .iter()
-        .flat_map(|s| s.rooms())
-        .filter_map(|r| subscriber_of_room(&r))
-        .collect();
-    if held.is_empty() {
-        return;
-    }
-    held.sort_unstable();
-    held.dedup();
-    let now = crate::domain::Timestamp::now().0;
-    let mut envs = Vec::new();
-    for env in held.chunk_by(|a, b| a.0 == b.0) {
-        let ids: Vec<SubscriberRef> = env.iter().map(|(_, s)| s.clone()).collect();
-        let env = env[0].0.clone();
-        if let Err(e) = store.refresh_presence(&env, &ids, now).await {
-            tracing::warn!(error = ?e, "a heartbeat of online subscribers was not saved");
-        }
-        envs.push(env);
-    }
-    match store.session_epochs(&envs).await {
-        Ok(epochs) => close_older_sessions(store, io, &epochs.into_iter().collect()),
-        Err(e) => tracing::warn!(error = ?e, "the session epochs could not be read"),
-    }
 }
 
 /// Disconnects every socket of this process whose session is of an epoch older than its environment's in
@@ -376,9 +298,9 @@ pub const TRANSPORT_GRACE: Duration = Duration::from_secs(1);
 
 /// The sockets this process holds of each subscriber (by its room), oldest first.
 #[derive(Default)]
-struct Held(Mutex<HashMap<String, Vec<SocketRef>>>);
+struct Rooms(Mutex<HashMap<String, Vec<SocketRef>>>);
 
-impl Held {
+impl Rooms {
     /// Adds a subscriber's new socket. Returns whether it is the subscriber's only one here, and its oldest
     /// when the subscriber now has more than `cap` (taken out: to be closed).
     fn add(&self, room: &str, socket: SocketRef, cap: usize) -> (bool, Option<SocketRef>) {
@@ -431,7 +353,7 @@ fn close_transport(socket: &SocketRef) {
 async fn connect(
     store: Store,
     io: SocketIo,
-    held: Arc<Held>,
+    held: Arc<Rooms>,
     per_subscriber: usize,
     socket: SocketRef,
 ) {
@@ -473,10 +395,7 @@ async fn connect(
             tracing::info!(env = env.as_str(), subscriber = %subscriber, socket = %s.id, %reason, "Inbox socket closed");
             // Offline when this was its last socket here; other processes holding one say otherwise.
             if held.remove(&room, s.id) {
-                set_online(&store, &env, &subscriber, false).await;
-                store
-                    .inbox_events()
-                    .publish(vec![InboxEvent::offline(&env, &subscriber)]);
+                inbox_socket::went_offline(&store, &[(env.clone(), subscriber)]).await;
             }
         }
     });
@@ -495,13 +414,7 @@ async fn connect(
         return;
     }
     if first {
-        set_online(&store, &env, &subscriber, true).await;
-    }
-}
-
-async fn set_online(store: &Store, env: &EnvironmentId, subscriber: &SubscriberRef, online: bool) {
-    if let Err(e) = store.set_subscriber_online(env, subscriber, online).await {
-        tracing::warn!(error = ?e, "a subscriber's online state was not saved");
+        inbox_socket::set_online(&store, &env, &subscriber, true).await;
     }
 }
 
@@ -594,15 +507,18 @@ async fn tell_room(
             // Recorded offline by another process (or by this one, for a socket that joined since); a
             // socket closing is no longer connected while it leaves.
             if io.to(room.clone()).sockets().iter().any(|o| o.connected()) {
-                set_online(&store, &e.environment_id, &e.subscriber_ref, true).await;
+                let env = e.environment_id.clone();
+                inbox_socket::set_online(&store, &env, &e.subscriber_ref, true).await;
             }
             continue;
         }
         if let Some(id) = &e.created {
-            if let Some((context_keys, message)) = raw_message(&store, e, id).await? {
+            let env = e.environment_id.clone();
+            if let Some(m) = inbox_socket::message(&store, &env, &e.subscriber_ref, id).await? {
+                let to = context_room(&room, &m.message.context_keys);
                 let _ = io
-                    .to(context_room(&room, &context_keys))
-                    .emit("notification_received", &json!({ "message": message }))
+                    .to(to)
+                    .emit("notification_received", &NotificationReceivedOut::from(m))
                     .await;
             }
         }
@@ -613,111 +529,187 @@ async fn tell_room(
     };
     let env = e.environment_id.clone();
     for context_keys in contexts_held(&io, &room) {
-        let unseen = store
-            .count_up_to(
-                &env,
-                &MessageFilter {
-                    seen: Some(false),
-                    ..MessageFilter::inbox_of(&e.subscriber_ref, &context_keys)
-                },
-                INBOX_COUNT_CAP + 1,
-            )
-            .await?;
-        let unread =
-            inbox_session::unread_counts(&store, &env, &e.subscriber_ref, &context_keys).await?;
-        let [high, medium, low, none] = unread.severity;
+        let (unseen, unread) =
+            inbox_socket::counts(&store, &env, &e.subscriber_ref, &context_keys).await?;
         let to = context_room(&room, &context_keys);
         let _ = io
             .to(to.clone())
-            .emit(
-                "unseen_count_changed",
-                &json!({ "unseenCount": unseen.min(INBOX_COUNT_CAP), "hasMore": unseen > INBOX_COUNT_CAP }),
-            )
+            .emit("unseen_count_changed", &UnseenCountOut::of(unseen))
             .await;
         let _ = io
             .to(to)
-            .emit(
-                "unread_count_changed",
-                &json!({
-                    "unreadCount": unread.total,
-                    "counts": {"total": unread.total, "severity": {"high": high, "medium": medium, "low": low, "none": none}},
-                    "hasMore": unread.total >= INBOX_COUNT_CAP,
-                }),
-            )
+            .emit("unread_count_changed", &UnreadCountChangedOut::from(unread))
             .await;
     }
     Ok(())
 }
 
-/// The message `id` as the socket sends it: the stored message's own fields (Novu sends its document, which
-/// `@novu/js` maps itself), with its workflow and subscriber, and its context keys; `None` when it is gone.
-async fn raw_message(
-    store: &Store,
-    e: &InboxEvent,
-    id: &str,
-) -> crate::error::Result<Option<(Vec<String>, Value)>> {
-    let env = e.environment_id.clone();
-    let f = MessageFilter {
-        ids: vec![MessageId::from(id)],
-        ..MessageFilter::in_app_of(&e.subscriber_ref)
-    };
-    let Some(m) = store
-        .list_messages_from(&env, &f, 0, 1)
-        .await?
-        .0
-        .into_iter()
-        .next()
-    else {
-        return Ok(None);
-    };
-    let workflow = store
-        .get_workflow_cached(&env, m.workflow_ref.as_str())
-        .await?;
-    let subscriber = store.get_subscriber(&env, &m.subscriber_id).await?;
-    let context_keys = m.context_keys.clone();
-    Ok(Some((
-        context_keys,
-        raw(m, workflow.as_deref(), subscriber.as_ref()),
-    )))
+// The socket's payloads. Their fields are in the order of their names, as the socket sent them when they
+// were written as JSON values.
+
+/// `notification_received`: the new message.
+#[derive(Debug, Serialize)]
+pub struct NotificationReceivedOut {
+    pub message: SocketMessageOut,
 }
 
-fn raw(
-    m: Message,
-    workflow: Option<&crate::domain::workflow::Workflow>,
-    subscriber: Option<&crate::domain::subscriber::Subscriber>,
-) -> Value {
-    let iso = |t: Option<crate::domain::Timestamp>| t.map(|t| t.to_iso());
-    let now = crate::domain::Timestamp::now();
-    json!({
-        "_id": m.id.as_str(),
-        "transactionId": m.transaction_id,
-        "content": m.content,
-        "subject": m.subject,
-        "read": m.read,
-        "seen": m.seen,
-        "archived": m.archived,
-        "snoozedUntil": iso(m.snoozed_until.filter(|t| t.0 > now.0)),
-        "deliveredAt": [m.created_at.to_iso()],
-        "createdAt": m.created_at.to_iso(),
-        "lastReadDate": iso(m.last_read_date.filter(|_| m.read)),
-        "firstSeenDate": iso(m.first_seen_date),
-        "archivedAt": iso(m.archived_at),
-        "channel": "in_app",
-        "avatar": m.avatar,
-        "tags": m.tags,
-        "data": m.data,
-        "severity": m.severity,
-        "workflow": workflow.map(InboxWorkflowOut::from),
-        "subscriber": {
-            "_id": m.subscriber_ref.as_str(),
-            "subscriberId": m.subscriber_id,
-            "firstName": subscriber.and_then(|s| s.profile.first_name.clone()),
-            "lastName": subscriber.and_then(|s| s.profile.last_name.clone()),
-            "avatar": subscriber.and_then(|s| s.profile.avatar.clone()),
-        },
-        // Always an object: @novu/js reads `cta.action` of every message it is sent.
-        "cta": if m.cta.is_object() { m.cta } else { json!({}) },
-    })
+impl From<InboxMessage> for NotificationReceivedOut {
+    fn from(m: InboxMessage) -> Self {
+        Self {
+            message: SocketMessageOut::from(m),
+        }
+    }
+}
+
+/// A message as the socket sends it: the stored message's own fields (Novu sends its document, which
+/// `@novu/js` maps itself), with its workflow and subscriber.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SocketMessageOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub archived: bool,
+    pub archived_at: Option<IsoTime>,
+    pub avatar: Option<String>,
+    pub channel: &'static str,
+    pub content: String,
+    pub created_at: IsoTime,
+    /// Always an object: @novu/js reads `cta.action` of every message it is sent.
+    pub cta: Value,
+    pub data: Option<Value>,
+    pub delivered_at: [IsoTime; 1],
+    pub first_seen_date: Option<IsoTime>,
+    pub last_read_date: Option<IsoTime>,
+    pub read: bool,
+    pub seen: bool,
+    pub severity: crate::domain::workflow::Severity,
+    pub snoozed_until: Option<IsoTime>,
+    pub subject: Option<String>,
+    pub subscriber: SocketSubscriberOut,
+    pub tags: Vec<String>,
+    pub transaction_id: String,
+    pub workflow: Option<InboxWorkflowOut>,
+}
+
+/// The subscriber of a message the socket sends.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SocketSubscriberOut {
+    #[serde(rename = "_id")]
+    pub id: String,
+    pub avatar: Option<String>,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub subscriber_id: String,
+}
+
+impl From<InboxMessage> for SocketMessageOut {
+    fn from(
+        InboxMessage {
+            message: m,
+            workflow,
+            subscriber,
+        }: InboxMessage,
+    ) -> Self {
+        let now = crate::domain::Timestamp::now();
+        let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
+            subscriber.as_deref().and_then(|s| f(s).clone())
+        };
+        Self {
+            subscriber: SocketSubscriberOut {
+                id: m.subscriber_ref.as_str().to_owned(),
+                avatar: profile(|s| &s.profile.avatar),
+                first_name: profile(|s| &s.profile.first_name),
+                last_name: profile(|s| &s.profile.last_name),
+                subscriber_id: m.subscriber_id,
+            },
+            id: m.id.into(),
+            archived: m.archived,
+            archived_at: m.archived_at.map(IsoTime),
+            avatar: m.avatar,
+            channel: crate::domain::Channel::InApp.as_str(),
+            content: m.content,
+            created_at: IsoTime(m.created_at),
+            cta: if m.cta.is_object() {
+                m.cta
+            } else {
+                Value::Object(Default::default())
+            },
+            data: m.data,
+            delivered_at: [IsoTime(m.created_at)],
+            first_seen_date: m.first_seen_date.map(IsoTime),
+            last_read_date: m.last_read_date.filter(|_| m.read).map(IsoTime),
+            read: m.read,
+            seen: m.seen,
+            severity: m.severity,
+            snoozed_until: m.snoozed_until.filter(|t| t.0 > now.0).map(IsoTime),
+            subject: m.subject,
+            tags: m.tags,
+            transaction_id: m.transaction_id,
+            workflow: workflow.as_deref().map(InboxWorkflowOut::from),
+        }
+    }
+}
+
+/// `unseen_count_changed`: the unseen count, capped.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnseenCountOut {
+    pub has_more: bool,
+    pub unseen_count: i64,
+}
+
+impl UnseenCountOut {
+    /// Of `unseen`, counted up to one past the cap.
+    fn of(unseen: i64) -> Self {
+        Self {
+            has_more: unseen > INBOX_COUNT_CAP,
+            unseen_count: unseen.min(INBOX_COUNT_CAP),
+        }
+    }
+}
+
+/// `unread_count_changed`: the unread count, in all and by severity.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnreadCountChangedOut {
+    pub counts: UnreadCountsOut,
+    pub has_more: bool,
+    pub unread_count: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UnreadCountsOut {
+    pub severity: SeverityCountsOut,
+    pub total: i64,
+}
+
+/// Unread messages by severity.
+#[derive(Debug, Serialize)]
+pub struct SeverityCountsOut {
+    pub high: i64,
+    pub low: i64,
+    pub medium: i64,
+    pub none: i64,
+}
+
+impl From<UnreadCounts> for UnreadCountChangedOut {
+    fn from(unread: UnreadCounts) -> Self {
+        let [high, medium, low, none] = unread.severity;
+        Self {
+            counts: UnreadCountsOut {
+                severity: SeverityCountsOut {
+                    high,
+                    low,
+                    medium,
+                    none,
+                },
+                total: unread.total,
+            },
+            has_more: unread.total >= INBOX_COUNT_CAP,
+            unread_count: unread.total,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -732,6 +724,27 @@ mod tests {
         for path in ["/socket.iox", "/v1/socket.io/", "/", "/socket"] {
             assert!(!is_socket_path(path), "{path}");
         }
+    }
+
+    /// The counts' payloads are typed, with their fields in the order of their names, as the socket sent
+    /// them when they were written as JSON values (whose keys are sorted).
+    #[test]
+    fn the_count_payloads_keep_their_wire_form() {
+        let unseen = serde_json::to_string(&UnseenCountOut::of(INBOX_COUNT_CAP + 1)).unwrap();
+        assert_eq!(
+            unseen,
+            format!(r#"{{"hasMore":true,"unseenCount":{INBOX_COUNT_CAP}}}"#)
+        );
+        let unread = UnreadCountChangedOut::from(UnreadCounts {
+            total: 7,
+            severity: [1, 2, 3, 1],
+        });
+        assert_eq!(
+            serde_json::to_string(&unread).unwrap(),
+            r#"{"counts":{"severity":{"high":1,"low":3,"medium":2,"none":1},"total":7},"hasMore":false,"unreadCount":7}"#
+        );
+        let sorted = serde_json::to_value(&unread).unwrap().to_string();
+        assert_eq!(serde_json::to_string(&unread).unwrap(), sorted);
     }
 
     #[test]

@@ -325,7 +325,7 @@ pub struct Message {
     pub workflow_identifier: String,
     pub job_id: JobId,
     pub transaction_id: String,
-    pub channel: String,
+    pub channel: super::Channel,
     pub subject: Option<String>,
     pub content: String,
     pub avatar: Option<String>,
@@ -346,8 +346,8 @@ pub struct Message {
     pub snoozed_until: Option<Timestamp>,
     /// Its notification's tags and severity, which the Inbox filters by.
     pub tags: Vec<String>,
-    pub severity: String,
-    pub status: String,
+    pub severity: super::workflow::Severity,
+    pub status: MessageStatus,
     pub provider_id: String,
     pub context_keys: Vec<String>,
     pub deleted: bool,
@@ -355,6 +355,37 @@ pub struct Message {
     pub delivery: MessageDelivery,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// How a message's delivery ended: `sent`, or `error` (its provider refused it, or it could not be sent).
+/// Stored and written on the wire as [`MessageStatus::as_str`] (the serde form is the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Sent,
+    Error,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl TryFrom<String> for MessageStatus {
+    type Error = String;
+
+    /// A stored status; the error names the value.
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "sent" => Ok(Self::Sent),
+            "error" => Ok(Self::Error),
+            _ => Err(format!("unknown message status {s:?}")),
+        }
+    }
 }
 
 impl Message {
@@ -374,7 +405,7 @@ impl Message {
             workflow_identifier: n.workflow_identifier.clone(),
             job_id: job.id.clone(),
             transaction_id: job.transaction_id.clone(),
-            channel: channel.as_str().to_owned(),
+            channel,
             subject: None,
             content: String::new(),
             avatar: None,
@@ -391,8 +422,10 @@ impl Message {
             first_seen_date: None,
             snoozed_until: None,
             tags: n.tags.clone(),
-            severity: n.severity.clone(),
-            status: "sent".to_owned(),
+            // The notification's severity was checked when the workflow was saved.
+            severity: super::workflow::Severity::parse(&n.severity)
+                .unwrap_or(super::workflow::Severity::None),
+            status: MessageStatus::Sent,
             provider_id: job.provider_id.clone(),
             context_keys: n.context_keys.clone(),
             deleted: false,

@@ -35,7 +35,6 @@ use crate::domain::workflow::StepType;
 use crate::domain::Timestamp;
 use crate::metrics::FinishedJob;
 use crate::store::fanouts::Advance;
-use crate::store::inbox_events::InboxEvent;
 use crate::store::jobs::JobOutcome;
 use crate::store::triggers::TriggerRecord;
 use crate::store::Store;
@@ -116,7 +115,7 @@ pub async fn expand_once(
         let to = batch.to.clone();
         // Put in the writer's line here, in order; only the answer is awaited by a task of its own.
         recording.push_back(crate::background::spawn(record(
-            store, triggers, worker, &fanout, batch, keep_until,
+            triggers, worker, &fanout, batch, keep_until,
         )?));
         if last {
             break;
@@ -153,7 +152,7 @@ pub async fn expand_batch(
         HashSet::new(),
     )
     .await?;
-    record(store, triggers, worker, &fanout, batch, None)?.await?;
+    record(triggers, worker, &fanout, batch, None)?.await?;
     Ok(())
 }
 
@@ -251,10 +250,9 @@ async fn prepare(
 
 /// Puts a prepared batch of `fanout` (read from its position) in the trigger writer's line with the advance
 /// of its cursor — batches reach the database in the order this is called — and returns what awaits it: true
-/// when it was recorded (the lease released, or kept until `keep_until`; its in-app messages announced),
+/// when it was recorded (the lease released, or kept until `keep_until`; its in-app messages announced by the store),
 /// false when it was not: canceled meanwhile, or the lease went to another process that recorded it.
 fn record(
-    store: &Store,
     triggers: &TriggerWriter,
     worker: &str,
     fanout: &Fanout,
@@ -279,20 +277,13 @@ fn record(
         }),
         ran: batch.ran,
     };
-    let created: Vec<InboxEvent> = record
-        .ran
-        .iter()
-        .filter_map(|(_, o)| o.message.as_ref().and_then(InboxEvent::created))
-        .collect();
     let submitted = triggers.submit(vec![record])?;
     let (finished, fanout_id) = (batch.finished, fanout.id.clone());
-    let events = store.inbox_events().clone();
     Ok(async move {
         let recorded = submitted.answer().await?.first() == Some(&true);
         if recorded {
             crate::metrics::fanout_recipients(recipients);
             finished.into_iter().for_each(FinishedJob::count);
-            events.publish(created);
         } else {
             tracing::debug!(fanout = %fanout_id, "a fan-out batch was not recorded");
         }

@@ -33,7 +33,6 @@ use crate::domain::subscriber::Subscriber;
 use crate::domain::{
     new_object_id, EnvironmentId, JobId, NotificationId, SubscriberRef, Timestamp, WorkflowRef,
 };
-use crate::store::inbox_events::InboxEvent;
 use crate::store::jobs::{Claimed, JobOutcome};
 use crate::store::Store;
 
@@ -466,16 +465,13 @@ impl Batch {
         claims.held.remove(&ids);
         match completed {
             Ok(owned) => {
-                let mut created = Vec::new();
                 for ((job, outcome), ok) in finished.iter().zip(owned) {
                     if ok {
                         crate::metrics::job_finished(job, outcome);
-                        created.extend(outcome.message.as_ref().and_then(InboxEvent::created));
                     } else {
                         tracing::info!(job = %job.id, "lease lost; another worker owns the job");
                     }
                 }
-                store.inbox_events().publish(created);
             }
             Err(e) => {
                 tracing::warn!(error = ?e, "completing jobs failed; they will be claimed again")

@@ -66,20 +66,25 @@ pub async fn list_of(
     list(store, tenant, &f, page, limit).await
 }
 
-/// The subscriber's in-app feed; `payload` (the query's, see [`payload_filter`]) narrows it to the
-/// messages whose trigger payload holds those values.
-#[allow(clippy::too_many_arguments)]
+/// What a subscriber's feed shows: its messages of these `read` and `seen` states whose trigger payload
+/// holds `payload`'s values (the query's, see [`payload_filter`]), a page of `limit` of them.
+#[derive(Debug, Clone, Default)]
+pub struct FeedQuery {
+    pub read: Option<bool>,
+    pub seen: Option<bool>,
+    pub payload: Option<String>,
+    pub page: i64,
+    pub limit: i64,
+}
+
+/// The subscriber's in-app feed, as `q` narrows it.
 pub async fn feed(
     store: &Store,
     tenant: &Tenant,
     subscriber_id: &str,
-    read: Option<bool>,
-    seen: Option<bool>,
-    payload: Option<&str>,
-    page: i64,
-    limit: i64,
+    q: &FeedQuery,
 ) -> Result<(Vec<Message>, bool, i64)> {
-    let payload = match payload {
+    let payload = match q.payload.as_deref() {
         Some(raw) => {
             let mut v = Validation::new();
             let conditions = payload_filter(&mut v, raw);
@@ -90,12 +95,12 @@ pub async fn feed(
     };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        read,
-        seen,
+        read: q.read,
+        seen: q.seen,
         payload,
         ..MessageFilter::in_app_of(&subscriber)
     };
-    list(store, tenant, &f, page, limit).await
+    list(store, tenant, &f, q.page, q.limit).await
 }
 
 /// Most keys a feed's `payload` filter may hold.
@@ -226,17 +231,11 @@ pub async fn mark_as(
     };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter {
-        subscriber_ref: Some(subscriber.clone()),
+        subscriber_ref: Some(subscriber),
         ids,
         ..Default::default()
     };
-    let marked = store
-        .mark_messages(&tenant.environment_id, &f, mark)
-        .await?;
-    store
-        .inbox_events()
-        .changed(&tenant.environment_id, &subscriber);
-    Ok(marked)
+    store.mark_messages(&tenant.environment_id, &f, mark).await
 }
 
 /// Marks all the subscriber's in-app messages; returns how many changed.
@@ -252,23 +251,14 @@ pub async fn mark_all(
     };
     let subscriber = require_subscriber(store, tenant, subscriber_id).await?;
     let f = MessageFilter::in_app_of(&subscriber);
-    let changed = store.mark_where(&tenant.environment_id, &f, mark).await?;
-    if changed > 0 {
-        store
-            .inbox_events()
-            .changed(&tenant.environment_id, &subscriber);
-    }
-    Ok(changed)
+    store.mark_where(&tenant.environment_id, &f, mark).await
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> Result<()> {
-    if let Some(subscriber) = store
+    if store
         .delete_message(&tenant.environment_id, message_id)
         .await?
     {
-        store
-            .inbox_events()
-            .changed(&tenant.environment_id, &subscriber);
         Ok(())
     } else {
         Err(Error::NotFound(format!(

@@ -11,6 +11,42 @@ use crate::error::{Error, Result, Validation};
 use crate::store::messages::{plain_key, DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
 
+/// An in-app message with what its audiences show beside it: its workflow and its subscriber's profile
+/// (each when it still exists). The one source of the Inbox's notification (`api::inbox`) and of the
+/// socket's message (`api::socket`), each derived from it with `From`.
+#[derive(Debug, Clone)]
+pub struct InboxMessage {
+    pub message: Message,
+    pub workflow: Option<std::sync::Arc<crate::domain::workflow::Workflow>>,
+    pub subscriber: Option<std::sync::Arc<crate::domain::subscriber::Subscriber>>,
+}
+
+/// Each of `messages`, all of the subscriber `subscriber_id`, as an [`InboxMessage`]: the subscriber read
+/// once, the workflows through the workflow cache.
+pub async fn with_context(
+    store: &Store,
+    env: &crate::domain::EnvironmentId,
+    subscriber_id: &str,
+    messages: Vec<Message>,
+) -> Result<Vec<InboxMessage>> {
+    let subscriber = store
+        .get_subscriber(env, subscriber_id)
+        .await?
+        .map(std::sync::Arc::new);
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        let workflow = store
+            .get_workflow_cached(env, message.workflow_ref.as_str())
+            .await?;
+        out.push(InboxMessage {
+            message,
+            workflow,
+            subscriber: subscriber.clone(),
+        });
+    }
+    Ok(out)
+}
+
 /// The most filters one count request may hold (Novu's).
 pub const COUNT_FILTERS: usize = 30;
 /// The longest snooze, in hours (the session's `maxSnoozeDurationHours`).
@@ -293,21 +329,12 @@ pub async fn mark(store: &Store, who: &InboxSubscriber, id: &str, mark: MarkAs) 
         ids: vec![MessageId::from(id)],
         ..own(who)
     };
-    let marked = store
+    store
         .mark_messages(&who.tenant.environment_id, &f, mark)
         .await?
         .into_iter()
         .next()
-        .ok_or_else(|| not_found(id))?;
-    announce(store, who);
-    Ok(marked)
-}
-
-/// Tells the subscriber's sockets that its messages changed.
-fn announce(store: &Store, who: &InboxSubscriber) {
-    store
-        .inbox_events()
-        .changed(&who.tenant.environment_id, &who.subscriber_ref);
+        .ok_or_else(|| not_found(id))
 }
 
 /// Snoozes a notification until `until` (ISO 8601): at least a minute ahead and at most
@@ -396,10 +423,7 @@ pub async fn delete(store: &Store, who: &InboxSubscriber, id: &str) -> Result<()
     };
     match store.delete_where(&who.tenant.environment_id, &f).await? {
         0 => Err(not_found(id)),
-        _ => {
-            announce(store, who);
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 
@@ -422,7 +446,7 @@ pub async fn bulk(
     op: Bulk,
 ) -> Result<u64> {
     let env = &who.tenant.environment_id;
-    let changed = match op {
+    Ok(match op {
         Bulk::Seen => store.mark_where(env, &f, MarkAs::Seen).await?,
         Bulk::Read => store.mark_where(env, &f, MarkAs::Read).await?,
         Bulk::Archive => store.mark_where(env, &f, MarkAs::Archive).await?,
@@ -431,11 +455,7 @@ pub async fn bulk(
             store.mark_where(env, &f, MarkAs::Archive).await?
         }
         Bulk::Delete => store.delete_where(env, &f).await?,
-    };
-    if changed > 0 {
-        announce(store, who);
-    }
-    Ok(changed)
+    })
 }
 
 fn not_found(id: &str) -> Error {

@@ -8,6 +8,7 @@ pub mod events;
 pub mod inbox;
 pub mod inbox_notifications;
 pub mod inbox_session;
+pub mod inbox_socket;
 pub mod inbox_topics;
 pub mod integrations;
 pub mod preferences;

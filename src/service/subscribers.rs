@@ -169,12 +169,10 @@ pub async fn delete(store: &Store, tenant: &Tenant, subscriber_id: &str) -> Resu
         .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
         .await?
         .ok_or_else(|| not_found(subscriber_id))?;
+    // The store announces it: the subscriber's sockets are closed on every process.
     if !store.delete_subscriber(&s).await? {
         return Err(not_found(subscriber_id));
     }
-    store.inbox_events().publish(vec![
-        crate::store::inbox_events::InboxEvent::subscriber_deleted(&tenant.environment_id, &s.id),
-    ]);
     Ok(s)
 }
 

@@ -4,6 +4,7 @@
 //! rest, which may be large, in bounded batches (`engine::erasure`): the notifications lose their recipient
 //! (`to`, subscriberId) and their unfinished jobs, and the messages go.
 
+use super::inbox_events::InboxEvent;
 use super::row::sql_row;
 use super::sql::{bind_args, Sql};
 use super::{on_db, Store};
@@ -64,6 +65,14 @@ impl Store {
             tx.commit().await?;
             Ok::<bool, sqlx::Error>(n == 1)
         })?;
+        if deleted {
+            // Its sessions end: their sockets are closed wherever they are held.
+            self.inbox_events()
+                .publish(vec![InboxEvent::subscriber_deleted(
+                    &s.environment_id,
+                    &s.id,
+                )]);
+        }
         Ok(deleted)
     }
 
@@ -140,10 +149,13 @@ impl Store {
     /// Deletes at most `limit` of the erased subscriber's messages (any channel, deleted or not, through
     /// `messages_subscriber`); answers how many.
     pub async fn delete_erased_messages(&self, e: &Erasure, limit: i64) -> Result<u64> {
-        let n = on_db!(self.w(), p => sqlx::query(ERASED_MESSAGES)
-            .bind(&e.environment_id).bind(&e.subscriber_ref).bind(limit)
-            .execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n)
+        let mut q = Sql::new(ERASED_MESSAGES);
+        q.args = vec![
+            e.environment_id.as_str().into(),
+            e.subscriber_ref.clone().into(),
+            limit.into(),
+        ];
+        self.write_messages(q).await
     }
 
     /// Ends an erasure `worker` holds: what a subscriber deleted by an earlier build (only marked deleted)

@@ -89,7 +89,7 @@ impl InboxEvent {
 
     /// `m` was created; `None` for a message of another channel than in-app.
     pub fn created(m: &crate::domain::job::Message) -> Option<Self> {
-        (m.channel == crate::domain::Channel::InApp.as_str()).then(|| Self {
+        (m.channel == crate::domain::Channel::InApp).then(|| Self {
             environment_id: m.environment_id.clone(),
             subscriber_ref: m.subscriber_ref.clone(),
             created: Some(m.id.as_str().to_owned()),
@@ -132,11 +132,6 @@ impl InboxEvents {
             outbox: OnceLock::new(),
             listening: OnceLock::new(),
         }))
-    }
-
-    /// Announces that the subscriber's messages changed state.
-    pub fn changed(&self, environment_id: &EnvironmentId, subscriber: &SubscriberRef) {
-        self.publish(vec![InboxEvent::changed(environment_id, subscriber)]);
     }
 
     /// Announces `events` to every process; returns at once (a background task sends them on PostgreSQL).

@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::digests::{digest_keys, key_locks, opening};
+use super::inbox_events::InboxEvent;
 use super::insert::{activate_jobs, batched, fail_fast_sql, insert_details, insert_messages};
 use super::row::{table, Table};
 use super::sql::{bind_args, Arg, Sql};
@@ -234,6 +235,7 @@ impl Store {
             let owned = complete_in_transaction!(tx, completion);
             tx.commit().await.map(|_| owned)
         })?;
+        self.inbox_events().publish(created(items, &owned));
         Ok(items
             .iter()
             .map(|(j, _)| owned.contains(j.id.as_str()))
@@ -469,6 +471,20 @@ macro_rules! complete_in_transaction {
     }};
 }
 pub(super) use complete_in_transaction;
+
+/// The announcements of the in-app messages that completing `items` created: those of the jobs in `owned`
+/// (the ones the transaction completed). Every completion that writes messages announces them with this,
+/// once committed.
+pub(super) fn created(
+    items: &[(&Job, &JobOutcome)],
+    owned: &std::collections::HashSet<String>,
+) -> Vec<InboxEvent> {
+    items
+        .iter()
+        .filter(|(j, _)| owned.contains(j.id.as_str()))
+        .filter_map(|(_, o)| o.message.as_ref().and_then(InboxEvent::created))
+        .collect()
+}
 
 /// The activations of the next steps of the finished jobs `done` (see [`activate_jobs`]), but for the
 /// digests, settled one by one ([`settle_digests!`]).

@@ -1,9 +1,11 @@
 //! Messages: the inbox's list, mark-as, count and soft delete. They are written by job completions (see
-//! `jobs`).
+//! `jobs`). Every change to a stored message goes through [`Store::write_messages`], which announces the
+//! in-app ones to the Inbox's sockets.
 
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::inbox_events::InboxEvent;
 use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
@@ -11,7 +13,7 @@ use super::sqlite::rows::ReadRow;
 use super::{on_db, Cost, Dialect, Store};
 use crate::crypto::Cipher;
 use crate::domain::job::{Message, MessageDelivery};
-use crate::domain::{EnvironmentId, MessageId, SubscriberRef, Timestamp};
+use crate::domain::{Channel, EnvironmentId, MessageId, SubscriberRef, Timestamp};
 use crate::error::Result;
 
 table! {
@@ -395,9 +397,7 @@ impl Store {
             .append(&f.to_sql(env, self.dialect(), now))
             .push(" and ")
             .push(unchanged);
-        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
-            .execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n)
+        self.write_messages(q).await
     }
 
     /// Soft-deletes the messages `f` selects; returns how many.
@@ -407,9 +407,7 @@ impl Store {
         q.bind(now)
             .push(" where ")
             .append(&f.to_sql(env, self.dialect(), now));
-        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
-            .execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n)
+        self.write_messages(q).await
     }
 
     /// Replaces the `cta` of the messages `f` selects; answers how many.
@@ -424,9 +422,7 @@ impl Store {
         q.bind(cta.clone()).push(", updated_at = ").bind(now);
         q.push(" where ")
             .append(&f.to_sql(env, self.dialect(), now));
-        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone())
-            .execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n)
+        self.write_messages(q).await
     }
 
     /// How many messages `f` selects, by severity: `[high, medium, low, none]`.
@@ -461,13 +457,10 @@ impl Store {
     }
 
     /// Ends the snoozes that are over at `now` (at most `limit`): each message whose `snoozed_until` has
-    /// passed gets none, and is answered as `(environment, subscriber's _id, message)`. Atomic per message, so that
-    /// processes sweeping together each answer a different one.
-    pub async fn end_snoozes(
-        &self,
-        now: i64,
-        limit: i64,
-    ) -> Result<Vec<(EnvironmentId, String, String)>> {
+    /// passed gets none, and is announced as new again (its subscriber's sockets get it, as when it was first
+    /// delivered). Atomic per message, so that processes sweeping together each end (and announce) a
+    /// different one. Answers how many ended.
+    pub async fn end_snoozes(&self, now: i64, limit: i64) -> Result<usize> {
         let mut q = Sql::new("update messages set snoozed_until = null where id in (select id from messages where snoozed_until <= ");
         q.bind(now)
             .push(" and snoozed_until is not null limit ")
@@ -475,22 +468,57 @@ impl Store {
         q.push(") and snoozed_until <= ")
             .bind(now)
             .push(" returning environment_id, subscriber_ref, id");
-        Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, (EnvironmentId, String, String)>(&q.text), q.args.clone()).fetch_all(p).await)?,
-        )
+        let ended: Vec<(EnvironmentId, String, String)> = on_db!(self.w(), p => bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(p).await)?;
+        let n = ended.len();
+        self.inbox_events().publish(
+            ended
+                .into_iter()
+                .map(|(env, subscriber, id)| InboxEvent {
+                    created: Some(id),
+                    ..InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
+                })
+                .collect(),
+        );
+        Ok(n)
     }
 
-    /// Soft-deletes a message; answers its subscriber's `_id`, `None` when there is no such message.
-    pub async fn delete_message(
-        &self,
-        env: &EnvironmentId,
-        id: &MessageId,
-    ) -> Result<Option<SubscriberRef>> {
-        Ok(on_db!(self.w(), p => sqlx::query_scalar::<_, String>(
-            "update messages set deleted = true, updated_at = $1 where environment_id = $2 and id = $3 and deleted = false \
-             returning subscriber_ref")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).fetch_optional(p).await)?
-            .map(SubscriberRef::from))
+    /// Soft-deletes a message; `false` when there is no such message.
+    pub async fn delete_message(&self, env: &EnvironmentId, id: &MessageId) -> Result<bool> {
+        let mut q = Sql::new("update messages set deleted = true, updated_at = ");
+        q.bind(Timestamp::now().0)
+            .push(" where environment_id = ")
+            .bind(env.as_str())
+            .push(" and id = ")
+            .bind(id.as_str())
+            .push(" and deleted = false");
+        Ok(self.write_messages(q).await? > 0)
+    }
+
+    /// Runs `q`, a write of messages (an `update` or a `delete` without `returning`), and announces the
+    /// subscribers whose in-app messages it changed (`store::inbox_events`); answers how many rows it
+    /// changed. Every change to the state of stored messages (marks, snoozes, actions, deletes, erasures)
+    /// takes this one path, so that none has to be announced by its caller; messages are created by job
+    /// completions, which announce them in the same way (`jobs::created`).
+    pub(super) async fn write_messages(&self, mut q: Sql) -> Result<u64> {
+        q.push(" returning environment_id, subscriber_ref, channel");
+        let rows: Vec<(EnvironmentId, String, String)> = on_db!(self.w(), p => bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(p).await)?;
+        let n = rows.len() as u64;
+        let mut changed: Vec<(EnvironmentId, String)> = rows
+            .into_iter()
+            .filter(|(_, _, channel)| channel == Channel::InApp.as_str())
+            .map(|(env, subscriber, _)| (env, subscriber))
+            .collect();
+        changed.sort_unstable();
+        changed.dedup();
+        self.inbox_events().publish(
+            changed
+                .into_iter()
+                .map(|(env, subscriber)| {
+                    InboxEvent::changed(&env, &SubscriberRef::from(subscriber))
+                })
+                .collect(),
+        );
+        Ok(n)
     }
 }
 

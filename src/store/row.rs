@@ -24,7 +24,7 @@ use crate::domain::channel::ProviderId;
 use crate::domain::endpoint::{ConnectionMode, EndpointType};
 use crate::domain::fanout::FanoutStatus;
 use crate::domain::id::Id;
-use crate::domain::job::{DetailStatus, JobStatus};
+use crate::domain::job::{DetailStatus, JobStatus, MessageStatus};
 use crate::domain::workflow::Severity;
 use crate::domain::{Channel, IntegrationKind};
 use crate::domain::{EnvironmentId, OrganizationId, Timestamp};
@@ -546,6 +546,7 @@ macro_rules! stored_as_names {
 }
 stored_as_names!(
     JobStatus,
+    MessageStatus,
     DetailStatus,
     FanoutStatus,
     Channel,

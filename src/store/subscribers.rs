@@ -10,7 +10,9 @@ use super::row::{insert_with, table, update_with, view, Sealable, Stored, Table}
 use super::sql::{bind_args, Sql};
 use super::sqlite::rows::ReadRow;
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
-use crate::domain::subscriber::{ChannelSettings, Subscriber, SubscriberContact, SubscriberProfile};
+use crate::domain::subscriber::{
+    ChannelSettings, Subscriber, SubscriberContact, SubscriberProfile,
+};
 use crate::domain::{EnvironmentId, SubscriberRef, Timestamp};
 use crate::error::{Error, Result};
 
@@ -399,7 +401,6 @@ view! {
         phone: OptText,
     }
 }
-
 
 #[cfg(test)]
 mod plan_tests {

@@ -8,7 +8,7 @@ use super::insert::{
     batched, fail_fast_sql, insert_declared, insert_details, insert_jobs, insert_notifications,
     insert_rows,
 };
-use super::jobs::{complete_in_transaction, Completion, JobOutcome};
+use super::jobs::{complete_in_transaction, created, Completion, JobOutcome};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Dialect, Store};
 use crate::domain::fanout::Fanout;
@@ -203,12 +203,19 @@ impl Store {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             settle_digests!(tx, dialect, rows.openings.clone(), false, now);
-            if let Some(completion) = completion.take() {
-                complete_in_transaction!(tx, completion);
-            }
+            let announced = match completion.take() {
+                Some(completion) => {
+                    let items = completion.items.clone();
+                    let owned = complete_in_transaction!(tx, completion);
+                    created(&items, &owned)
+                }
+                None => Vec::new(),
+            };
             tx.commit().await?;
-            Ok::<_, sqlx::Error>(Recorded { fresh, leased })
+            Ok::<_, sqlx::Error>((Recorded { fresh, leased }, announced))
         })?;
+        let (recorded, announced) = recorded;
+        self.inbox_events().publish(announced);
         Ok(recorded)
     }
 }

@@ -373,3 +373,222 @@ async fn sockets_are_capped(backend: Backend) {
     assert!(!log.contains(&ann) && !log.contains(&bob), "{log}");
 }
 db_test!(inbox_socket_caps, sockets_are_capped, backend);
+
+/// How long a socket event may take on a loaded machine (the snooze sweep runs every 5 s).
+const HEARD_WITHIN: Duration = Duration::from_secs(30);
+
+impl Ws {
+    /// The payload of the next `event` the socket hears for which `wanted` holds, other packets dropped;
+    /// panics when none comes within [`HEARD_WITHIN`].
+    async fn heard(&mut self, event: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let found = tokio::time::timeout(HEARD_WITHIN, async {
+            while let Some(text) = self.recv().await {
+                let Some(packet) = text.strip_prefix("42") else {
+                    continue;
+                };
+                let v: Value = serde_json::from_str(packet).unwrap();
+                if v[0] == event && wanted(&v[1]) {
+                    return Some(v[1].clone());
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(v)) => v,
+            Ok(None) => panic!("the socket closed before {event}"),
+            Err(_) => panic!("no {event} as wanted within {HEARD_WITHIN:?}"),
+        }
+    }
+
+    /// Waits for `notification_received` of the message whose body is `body`; answers its id.
+    async fn received(&mut self, body: &str) -> String {
+        let m = self
+            .heard("notification_received", |v| v["message"]["content"] == body)
+            .await;
+        m["message"]["_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits for `unseen_count_changed` with `unseen` and `unread_count_changed` with `unread`.
+    async fn counts(&mut self, unseen: i64, unread: i64) {
+        self.heard("unseen_count_changed", |v| v["unseenCount"] == unseen)
+            .await;
+        self.heard("unread_count_changed", |v| v["unreadCount"] == unread)
+            .await;
+    }
+}
+
+/// Every kind of change to a subscriber's in-app messages reaches its socket, whichever entry point made it
+/// (issue 37): none of them announces by hand, the store does. Created by the engine's in-app step and by a
+/// topic's fan-out (`notification_received`, then the counts); read, seen, unread, archived, snoozed and
+/// deleted through the API key's routes and the Inbox's (the counts); a snooze ended by the sweep (the
+/// message again); erased with its subscriber (the socket closed). Each step moves a count, so that the
+/// count heard is this step's.
+async fn every_in_app_change_reaches_the_socket(app: TestApp) {
+    let (status, out) = app
+        .post(
+            "/v2/workflows",
+            json!({"name": "News", "workflowId": "news", "steps": [
+                {"name": "Inbox", "type": "in_app", "controlValues": {"body": "News {{payload.n}}"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let token = session(&app.client, &app.base, &app.application_identifier, "ann").await;
+    let mut ws = dial(&app.base, &with_token(&token), None).await.unwrap();
+    assert!(ws.join("").await.starts_with("40"));
+    let inbox = |method: reqwest::Method, path: String, body: Value| {
+        let req = app
+            .client
+            .request(method, app.url(&path))
+            .bearer_auth(&token)
+            .json(&body);
+        async move {
+            let (status, out) = send(req).await;
+            assert!(status.is_success(), "{path}: {status} {out}");
+            out
+        }
+    };
+
+    // Created by the engine's in-app step.
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "news", "to": "ann", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let first = ws.received("News 1").await;
+    ws.counts(1, 1).await;
+    // Created by a topic's fan-out.
+    let (status, out) = app
+        .post(
+            "/v2/topics/team/subscriptions",
+            json!({"subscriptions": ["ann"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "news", "to": [{"type": "Topic", "topicKey": "team"}], "payload": {"n": 2}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let second = ws.received("News 2").await;
+    ws.counts(2, 2).await;
+
+    // The API key's routes: seen, read (mark-all), unread, delete.
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ann/messages/mark-as",
+            json!({"messageId": first, "markAs": "seen"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    ws.counts(1, 2).await;
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ann/messages/mark-all",
+            json!({"markAs": "read"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    ws.counts(0, 0).await;
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ann/messages/mark-as",
+            json!({"messageId": [first, second], "markAs": "unread"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    ws.counts(0, 2).await;
+
+    // The Inbox's routes: read, unread, archive, snooze, bulk seen, delete.
+    use reqwest::Method;
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{first}/read"),
+        json!({}),
+    )
+    .await;
+    ws.counts(0, 1).await;
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{first}/unread"),
+        json!({}),
+    )
+    .await;
+    ws.counts(0, 2).await;
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{second}/archive"),
+        json!({}),
+    )
+    .await;
+    ws.counts(0, 1).await;
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{second}/unarchive"),
+        json!({}),
+    )
+    .await;
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{second}/unread"),
+        json!({}),
+    )
+    .await;
+    ws.counts(0, 2).await;
+    let until = chrono::Utc::now() + chrono::Duration::hours(1);
+    inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{first}/snooze"),
+        json!({"snoozeUntil": until.to_rfc3339()}),
+    )
+    .await;
+    ws.counts(0, 1).await;
+    // The snooze sweep: the snooze planted as over (the API's shortest is a minute), the message comes back.
+    support::execute(
+        &app,
+        &format!("update messages set snoozed_until = 1 where id = '{first}'"),
+    )
+    .await;
+    let back = ws.received("News 1").await;
+    assert_eq!(back, first);
+    ws.counts(0, 2).await;
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ann/messages/mark-as",
+            json!({"messageId": [first, second], "markAs": "unseen"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    ws.counts(2, 2).await;
+    inbox(
+        Method::POST,
+        "/v1/inbox/notifications/seen".into(),
+        json!({"notificationIds": [second]}),
+    )
+    .await;
+    ws.counts(1, 2).await;
+    inbox(
+        Method::DELETE,
+        format!("/v1/inbox/notifications/{second}/delete"),
+        json!({}),
+    )
+    .await;
+    ws.counts(1, 1).await;
+    // Deleted with the API key.
+    let (status, out) = app.delete(&format!("/v1/messages/{first}")).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    ws.counts(0, 0).await;
+
+    // Erased with its subscriber: the session ends, the socket is closed.
+    let (status, out) = app.delete("/v2/subscribers/ann").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert!(ws.closed_within(HEARD_WITHIN).await.is_some());
+}
+db_test!(
+    inbox_socket_hears_every_change,
+    every_in_app_change_reaches_the_socket
+);

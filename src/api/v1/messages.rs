@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
@@ -47,7 +47,8 @@ pub struct MessageOut {
     pub subscriber_id: String,
     pub template_identifier: String,
     pub transaction_id: String,
-    pub channel: String,
+    #[schema(value_type = String)]
+    pub channel: Channel,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
     pub content: String,
@@ -72,7 +73,8 @@ pub struct MessageOut {
     /// Until when the subscriber snoozed it in the Inbox (only while that is ahead).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snoozed_until: Option<IsoTime>,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: crate::domain::job::MessageStatus,
     pub provider_id: WireName,
     /// When the message reached its provider (in-app: when it was created); empty when it was not delivered.
     pub delivered_at: Vec<IsoTime>,
@@ -100,7 +102,7 @@ pub struct MessageOut {
 
 impl From<Message> for MessageOut {
     fn from(m: Message) -> Self {
-        let delivered_at = if m.channel == Channel::InApp.as_str() {
+        let delivered_at = if m.channel == Channel::InApp {
             vec![IsoTime(m.created_at)]
         } else {
             m.delivery
@@ -273,18 +275,14 @@ pub async fn subscriber_feed(
     let read = q.bool(&mut v, "read");
     let seen = q.bool(&mut v, "seen");
     v.finish()?;
-    let payload = q.string("payload");
-    let found = service::feed(
-        &state.store,
-        &tenant,
-        &subscriber_id,
+    let query = service::FeedQuery {
         read,
         seen,
-        payload.as_deref(),
+        payload: q.string("payload"),
         page,
         limit,
-    )
-    .await?;
+    };
+    let found = service::feed(&state.store, &tenant, &subscriber_id, &query).await?;
     Ok(Reply::page(page_body::<FeedItemOut>(found, page, limit)).into_response())
 }
 
@@ -308,7 +306,13 @@ pub async fn unseen_count(
     let seen = seen.or(if read.is_none() { Some(false) } else { None });
     let count = service::count(&state.store, &tenant, &subscriber_id, read, seen).await?;
     let count = limit.map_or(count, |l| count.min(l));
-    Ok(Reply::ok(json!({ "count": count })).into_response())
+    Ok(Reply::ok(CountOut { count }).into_response())
+}
+
+/// `{count}`: how many of a subscriber's messages are unseen (or as asked).
+#[derive(Debug, Serialize)]
+pub struct CountOut {
+    pub count: i64,
 }
 
 /// Body of `POST …/messages/mark-as`.

@@ -28,7 +28,8 @@ use serde_json::Value;
 use super::steps::{Chain, Runner};
 use super::{detail, finished};
 use crate::domain::job::{
-    DetailStatus, ExecutionDetail, Job, JobStatus, Message, MessageDelivery, Notification,
+    DetailStatus, ExecutionDetail, Job, JobStatus, Message, MessageDelivery, MessageStatus,
+    Notification,
 };
 use crate::domain::subscriber::Subscriber;
 use crate::domain::{Channel, EnvironmentId, Timestamp};
@@ -269,7 +270,7 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
             outcome.message = Some(message(
                 step,
                 rendered.as_ref(),
-                "sent",
+                MessageStatus::Sent,
                 provider_id,
                 record,
             ));
@@ -313,7 +314,13 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
                 ..Default::default()
             };
             let provider_id = provider_id.unwrap_or_else(|| job.provider_id.clone());
-            let m = message(step, rendered.as_ref(), "error", provider_id, delivery);
+            let m = message(
+                step,
+                rendered.as_ref(),
+                MessageStatus::Error,
+                provider_id,
+                delivery,
+            );
             outcome.message = Some(m);
             Ok((outcome, Chain::after_failure(job)))
         }
@@ -324,7 +331,7 @@ fn record(step: ChannelJob<'_>, run: Run) -> Result<(JobOutcome, Chain)> {
 fn message(
     step: ChannelJob<'_>,
     content: Option<&Rendered>,
-    status: &str,
+    status: MessageStatus,
     provider_id: String,
     delivery: MessageDelivery,
 ) -> Message {
@@ -332,7 +339,7 @@ fn message(
     Message {
         subject: content.and_then(|c| c.subject.clone()),
         content: content.map(|c| c.body.clone()).unwrap_or_default(),
-        status: status.to_owned(),
+        status,
         provider_id,
         delivery,
         ..Message::of_job(job, n, channel)
