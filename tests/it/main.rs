@@ -4,6 +4,7 @@
 
 mod support;
 
+mod architecture_doc;
 mod auth_and_wire;
 mod channels;
 mod corpus;
