@@ -304,10 +304,21 @@ async fn sockets_are_capped(backend: Backend) {
         gauge(&text, "tidings_sockets_open")
     };
 
+    // A socket is the subscriber's from when its connect handler has run (logged "opened"), which may be
+    // after the client read its `40`: each is awaited, so that the oldest is the one dialled first.
+    let opened = |n: usize| {
+        let server = &server;
+        eventually(move || async move {
+            let log = server.log();
+            (log.matches("Inbox socket opened").count() >= n).then_some(())
+        })
+    };
     let mut ann1 = dial(&base, &with_token(&ann), None).await.unwrap();
     assert!(ann1.join("").await.starts_with("40{"));
+    opened(1).await;
     let mut ann2 = dial(&base, &with_token(&ann), None).await.unwrap();
     assert!(ann2.join("").await.starts_with("40{"));
+    opened(2).await;
     assert_eq!(metrics().await, 2.0, "{}", server.log());
 
     // Ann's third socket closes her oldest.
