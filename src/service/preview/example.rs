@@ -29,17 +29,21 @@ pub(super) const EXAMPLE_PROFILE: [(&str, &str); 7] = [
 
 /// The example subscriber (caller fields are merged over it): every profile field, with an example value
 /// where there is one, and empty `data`.
-pub(crate) fn example_subscriber() -> Value {
-    let mut s = serde_json::to_value(SubscriberProfile {
-        data: Some(json!({})),
-        ..SubscriberProfile::default()
-    })
-    .unwrap_or_else(|_| json!({}));
-    for (field, example) in EXAMPLE_PROFILE {
-        s[field] = json!(example);
-    }
-    s["subscriberId"] = json!("123456");
-    s
+pub(crate) fn example_subscriber() -> &'static Value {
+    // Built once: it follows the profile's type, which does not change while the process runs.
+    static EXAMPLE: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        let mut s = serde_json::to_value(SubscriberProfile {
+            data: Some(json!({})),
+            ..SubscriberProfile::default()
+        })
+        .unwrap_or_else(|_| json!({}));
+        for (field, example) in EXAMPLE_PROFILE {
+            s[field] = json!(example);
+        }
+        s["subscriberId"] = json!("123456");
+        s
+    });
+    &EXAMPLE
 }
 
 /// Merges the caller's value over the example: what the caller sends wins at every depth.
@@ -216,7 +220,7 @@ pub(super) fn example_payload(
         merge_caller(&mut payload, &c);
     }
 
-    let mut subscriber = example_subscriber();
+    let mut subscriber = example_subscriber().clone();
     if let Some(d) = derived.get("subscriber") {
         fill_missing(&mut subscriber, d);
     }

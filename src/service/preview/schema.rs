@@ -43,29 +43,35 @@ pub(super) fn profile_field_notes(field: &str) -> Value {
 }
 
 /// The subscriber's schema: `subscriberId` and every profile field, as the profile type declares it.
-pub(crate) fn subscriber_schema() -> Value {
-    use utoipa::PartialSchema;
-    let declared = serde_json::to_value(SubscriberProfile::schema()).unwrap_or_else(|_| json!({}));
-    let mut properties = Map::new();
-    properties.insert(
-        "subscriberId".into(),
-        json!({"type": "string", "description": "Unique identifier of the subscriber"}),
-    );
-    for (field, schema) in declared["properties"].as_object().into_iter().flatten() {
-        let mut schema = schema.clone();
-        if let (Value::Object(s), Value::Object(notes)) = (&mut schema, profile_field_notes(field))
-        {
-            s.extend(notes);
+pub(crate) fn subscriber_schema() -> &'static Value {
+    // Built once: it follows the profile's type, which does not change while the process runs.
+    static SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        use utoipa::PartialSchema;
+        let declared =
+            serde_json::to_value(SubscriberProfile::schema()).unwrap_or_else(|_| json!({}));
+        let mut properties = Map::new();
+        properties.insert(
+            "subscriberId".into(),
+            json!({"type": "string", "description": "Unique identifier of the subscriber"}),
+        );
+        for (field, schema) in declared["properties"].as_object().into_iter().flatten() {
+            let mut schema = schema.clone();
+            if let (Value::Object(s), Value::Object(notes)) =
+                (&mut schema, profile_field_notes(field))
+            {
+                s.extend(notes);
+            }
+            properties.insert(field.clone(), schema);
         }
-        properties.insert(field.clone(), schema);
-    }
-    json!({
-        "type": "object",
-        "description": "The subscriber the notification is sent to",
-        "properties": properties,
-        "required": ["subscriberId"],
-        "additionalProperties": false
-    })
+        json!({
+            "type": "object",
+            "description": "The subscriber the notification is sent to",
+            "properties": properties,
+            "required": ["subscriberId"],
+            "additionalProperties": false
+        })
+    });
+    &SCHEMA
 }
 
 pub(super) fn step_output_schema(t: StepType) -> Value {
