@@ -41,6 +41,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::v2::preferences::InboxWorkflowOut;
 use super::wire::IsoTime;
+use crate::api::inbox::InboxSubscriberOut;
 use crate::domain::{EnvironmentId, SubscriberRef};
 use crate::service::inbox_notifications::InboxMessage;
 use crate::service::inbox_session::{self, UnreadCounts, INBOX_COUNT_CAP};
@@ -612,16 +613,14 @@ impl From<InboxMessage> for SocketMessageOut {
         }: InboxMessage,
     ) -> Self {
         let now = crate::domain::Timestamp::now();
-        let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
-            subscriber.as_deref().and_then(|s| f(s).clone())
-        };
+        let to = InboxSubscriberOut::of(&m, subscriber.as_deref());
         Self {
             subscriber: SocketSubscriberOut {
-                id: m.subscriber_ref.as_str().to_owned(),
-                avatar: profile(|s| &s.profile.avatar),
-                first_name: profile(|s| &s.profile.first_name),
-                last_name: profile(|s| &s.profile.last_name),
-                subscriber_id: m.subscriber_id,
+                id: to.id,
+                avatar: to.avatar,
+                first_name: to.first_name,
+                last_name: to.last_name,
+                subscriber_id: to.subscriber_id,
             },
             id: m.id.into(),
             archived: m.archived,

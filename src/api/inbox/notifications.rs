@@ -14,6 +14,7 @@ use crate::api::v2::preferences::InboxWorkflowOut;
 use crate::api::wire::{no_content, IsoTime, Reply};
 use crate::api::AppState;
 use crate::domain::job::Message;
+use crate::domain::subscriber::Subscriber;
 use crate::domain::MessageId;
 use crate::error::{Error, Validation};
 use crate::service::inbox_notifications::{
@@ -60,6 +61,20 @@ pub struct InboxSubscriberOut {
     pub last_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avatar: Option<String>,
+}
+
+impl InboxSubscriberOut {
+    /// The recipient of `m`, with the profile fields the Inbox shows when its record was read.
+    pub fn of(m: &Message, subscriber: Option<&Subscriber>) -> Self {
+        let profile = subscriber.map(|s| &s.profile);
+        Self {
+            id: m.subscriber_ref.as_str().to_owned(),
+            subscriber_id: m.subscriber_id.clone(),
+            first_name: profile.and_then(|p| p.first_name.clone()),
+            last_name: profile.and_then(|p| p.last_name.clone()),
+            avatar: profile.and_then(|p| p.avatar.clone()),
+        }
+    }
 }
 
 /// A notification as the Inbox shows it.
@@ -111,16 +126,7 @@ impl From<InboxMessage> for InboxNotificationOut {
             subscriber,
         }: InboxMessage,
     ) -> Self {
-        let profile = |f: fn(&crate::domain::subscriber::Subscriber) -> &Option<String>| {
-            subscriber.as_deref().and_then(|s| f(s).clone())
-        };
-        let to = InboxSubscriberOut {
-            id: m.subscriber_ref.as_str().to_owned(),
-            subscriber_id: m.subscriber_id.clone(),
-            first_name: profile(|s| &s.profile.first_name),
-            last_name: profile(|s| &s.profile.last_name),
-            avatar: profile(|s| &s.profile.avatar),
-        };
+        let to = InboxSubscriberOut::of(&m, subscriber.as_deref());
         let now = crate::domain::Timestamp::now();
         let snoozed_until = m.snoozed_until.filter(|t| t.0 > now.0);
         let action = m.cta.get("action");
