@@ -73,16 +73,8 @@ pub fn digest_key(job: &Job, step: &Step, payload: &Value) -> String {
     )
 }
 
-/// A dotted path into a JSON value.
-pub fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.')
-        .filter(|p| !p.is_empty())
-        .try_fold(v, |cur, part| match cur {
-            Value::Object(m) => m.get(part),
-            Value::Array(a) => part.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        })
-}
+/// A dotted path into a JSON value: the one the providers read their answers with.
+pub use crate::providers::http::lookup;
 
 /// When a job for `step` created now should run: delays and digest windows push it into the future.
 pub fn run_at_for(step: &Step, payload: &Value, now: Timestamp) -> Timestamp {
