@@ -10,15 +10,13 @@ use utoipa::ToSchema;
 use super::InboxSubscriber;
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
-use crate::api::v2::preferences::{ChannelsOut, InboxPreferenceOut};
+use crate::api::v2::preferences::{criticality_of, ChannelsOut, InboxPreferenceOut};
 use crate::api::wire::Reply;
 use crate::api::AppState;
 use crate::domain::preference::ChannelChoices;
 use crate::domain::Channel;
 use crate::error::Validation;
-use crate::service::preferences::{
-    self, Change, Changed, Criticality, GlobalPreference, BULK_ITEMS,
-};
+use crate::service::preferences::{self, Change, Changed, GlobalPreference, BULK_ITEMS};
 
 fn global_out(g: &GlobalPreference) -> InboxPreferenceOut {
     InboxPreferenceOut {
@@ -43,10 +41,7 @@ pub async fn list_preferences(
     q: QueryMap,
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
-    let criticality = q
-        .one_of(&mut v, "criticality", &["nonCritical", "critical", "all"])
-        .and_then(|c| Criticality::parse(&c))
-        .unwrap_or_default();
+    let criticality = criticality_of(&q, &mut v);
     let tags = q.list(&mut v, "tags");
     let severity = q.list(&mut v, "severity");
     v.finish()?;

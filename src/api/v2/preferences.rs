@@ -242,6 +242,14 @@ fn unsupported(v: &mut Validation, field: &str, value: Option<&Value>) {
     }
 }
 
+/// The `criticality` query parameter of a preference list (`nonCritical` when absent); a bad value is added
+/// to `v`.
+pub(crate) fn criticality_of(q: &QueryMap, v: &mut Validation) -> Criticality {
+    q.one_of(v, "criticality", &["nonCritical", "critical", "all"])
+        .and_then(|c| Criticality::parse(&c))
+        .unwrap_or_default()
+}
+
 /// A subscriber's preferences: the global one, and one per workflow (with a channel step) that
 /// `criticality` shows, each channel naming the level its value comes from.
 #[utoipa::path(get, path = "/v2/subscribers/{subscriberId}/preferences", tag = "Subscribers",
@@ -256,10 +264,7 @@ pub async fn get_preferences(
     q: QueryMap,
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
-    let criticality = q
-        .one_of(&mut v, "criticality", &["nonCritical", "critical", "all"])
-        .and_then(|c| Criticality::parse(&c))
-        .unwrap_or_default();
+    let criticality = criticality_of(&q, &mut v);
     let keys = q.list(&mut v, "contextKeys");
     unsupported(&mut v, "contextKeys", Some(&Value::from(keys)));
     v.finish()?;
