@@ -719,70 +719,68 @@ async function main() {
   });
 
   // ------------------------------------------------------------------ topics and subscriptions
-  const topics = novu.topics;
   const statusOfLast = () => Number(/ -> (\d{3}) /.exec(lastExchange())?.[1]);
   await group("topics: create (201, then 200), get, update, list, 404, 422", async () => {
     for (const subscriberId of ["tp-ann", "tp-bob"]) {
       await novu.subscribers.create({ subscriberId, firstName: subscriberId });
     }
-    const created = (await topics.create({ key: "tp-news", name: "News" })).result;
+    const created = (await novu.topics.create({ key: "tp-news", name: "News" })).result;
     eq(statusOfLast(), 201, "create: 201");
     eq([created.key, created.name], ["tp-news", "News"], "created topic");
     check(OBJECT_ID.test(created.id) && ISO_UTC.test(created.createdAt ?? ""), `created: ${JSON.stringify(created)}`);
-    const again = (await topics.create({ key: "tp-news", name: "Newer" })).result;
+    const again = (await novu.topics.create({ key: "tp-news", name: "Newer" })).result;
     eq(statusOfLast(), 200, "upsert of an existing topic: 200");
     eq([again.id, again.name], [created.id, "Newer"], "same topic, new name");
-    const e = await expectError(() => topics.create({ key: "tp-news" }, true), errors.TopicResponseDto, 409, "failIfExists");
+    const e = await expectError(() => novu.topics.create({ key: "tp-news" }, true), errors.TopicResponseDto, 409, "failIfExists");
     eq([e.id, e.key], [created.id, "tp-news"], "the 409 shows the existing topic");
-    eq((await topics.get("tp-news")).result.name, "Newer", "get");
-    eq((await topics.update({ name: "Renamed" }, "tp-news")).result.name, "Renamed", "update");
-    await topics.create({ key: "tp-other" });
-    const page = (await topics.list({ key: "tp-news" })).result;
+    eq((await novu.topics.get("tp-news")).result.name, "Newer", "get");
+    eq((await novu.topics.update({ name: "Renamed" }, "tp-news")).result.name, "Renamed", "update");
+    await novu.topics.create({ key: "tp-other" });
+    const page = (await novu.topics.list({ key: "tp-news" })).result;
     eq([page.data.map((t) => t.key), page.totalCount, page.next], [["tp-news"], 1, null], "list by key");
-    const named = (await topics.list({ name: "renam", limit: 5 })).result;
+    const named = (await novu.topics.list({ name: "renam", limit: 5 })).result;
     eq(named.data.map((t) => t.key), ["tp-news"], "list by name substring");
-    await expectError(() => topics.get("tp-none"), errors.ErrorDto, 404, "unknown topic");
-    const v = await expectError(() => topics.create({ key: "bad key" }), errors.ValidationErrorDto, 422, "bad key");
+    await expectError(() => novu.topics.get("tp-none"), errors.ErrorDto, 404, "unknown topic");
+    const v = await expectError(() => novu.topics.create({ key: "bad key" }), errors.ValidationErrorDto, 422, "bad key");
     eq(Object.keys(v.errors ?? {}), ["key"], "the 422 names the key");
     // Tidings' extension field (a topic open to self-subscription through the Inbox) is parsed past.
     await rawOk("POST", "/v2/topics", { key: "tp-open", allowSelfSubscription: true }, 201);
-    eq((await topics.get("tp-open")).result.key, "tp-open", "a topic with allowSelfSubscription parses");
+    eq((await novu.topics.get("tp-open")).result.key, "tp-open", "a topic with allowSelfSubscription parses");
   });
 
   await group("topics: subscriptions create (partial, all failed), list, get, update, delete; subscriber's list; v1 membership", async () => {
-    const subs = topics.subscriptions;
-    const out = (await subs.create({ subscriptions: ["tp-ann", { identifier: "bob-news", subscriberId: "tp-bob" }, "tp-ghost"] }, "tp-news")).result;
+    const out = (await novu.topics.subscriptions.create({ subscriptions: ["tp-ann", { identifier: "bob-news", subscriberId: "tp-bob" }, "tp-ghost"] }, "tp-news")).result;
     eq(statusOfLast(), 201, "subscribe: 201");
     eq([out.meta.totalCount, out.meta.successful, out.meta.failed], [3, 2, 1], "meta");
     eq(out.errors.map((x) => [x.subscriberId, x.code]), [["tp-ghost", "SUBSCRIBER_NOT_FOUND"]], "errors");
     eq(out.data.map((x) => [x.identifier, x.topic.key, x.subscriber.subscriberId, x.subscriber.firstName]),
       [["tk_tp-news:si_tp-ann", "tp-news", "tp-ann", "tp-ann"], ["bob-news", "tp-news", "tp-bob", "tp-bob"]], "subscriptions");
-    await expectError(() => subs.create({ subscriptions: ["tp-ghost"] }, "tp-news"), errors.ErrorDto, 400, "all failed");
+    await expectError(() => novu.topics.subscriptions.create({ subscriptions: ["tp-ghost"] }, "tp-news"), errors.ErrorDto, 400, "all failed");
     eq(lastJson().errors?.[0]?.code, "SUBSCRIBER_NOT_FOUND", "the 400 reports each subscriber");
-    const page = (await subs.list({ topicKey: "tp-news", orderDirection: "ASC" })).result;
+    const page = (await novu.topics.subscriptions.list({ topicKey: "tp-news", orderDirection: "ASC" })).result;
     eq(page.data.map((x) => [x.identifier, x.subscriber.subscriberId, x.topic.name]),
       [["tk_tp-news:si_tp-ann", "tp-ann", "Renamed"], ["bob-news", "tp-bob", "Renamed"]], "list");
-    const one = (await subs.list({ topicKey: "tp-news", subscriberId: "tp-bob" })).result;
+    const one = (await novu.topics.subscriptions.list({ topicKey: "tp-news", subscriberId: "tp-bob" })).result;
     eq(one.data.map((x) => x.identifier), ["bob-news"], "list by subscriberId");
-    const detail = (await subs.getSubscription("tp-news", "bob-news")).result;
+    const detail = (await novu.topics.subscriptions.getSubscription("tp-news", "bob-news")).result;
     eq([detail.id, detail.identifier], [out.data[1].id, "bob-news"], "get by identifier");
-    const same = (await subs.update({ topicKey: "tp-news", identifier: "bob-news", updateTopicSubscriptionRequestDto: {} })).result;
+    const same = (await novu.topics.subscriptions.update({ topicKey: "tp-news", identifier: "bob-news", updateTopicSubscriptionRequestDto: {} })).result;
     eq([same.id, same.identifier], [out.data[1].id, "bob-news"], "update answers the subscription");
     const mine = (await novu.subscribers.topics.list({ subscriberId: "tp-ann" })).result;
     eq(mine.data.map((x) => [x.topic.key, x.identifier]), [["tp-news", "tk_tp-news:si_tp-ann"]], "a subscriber's subscriptions");
-    const member = (await topics.subscribers.retrieve("tp-bob", "tp-news")).result;
+    const member = (await novu.topics.subscribers.retrieve("tp-bob", "tp-news")).result;
     eq([member.topicKey, member.externalSubscriberId, member.topicId], ["tp-news", "tp-bob", out.data[1].topic.id], "v1 membership");
-    await expectError(() => topics.subscribers.retrieve("tp-ghost", "tp-news"), errors.ErrorDto, 404, "v1: not subscribed");
-    const gone = (await subs.delete({ subscriptions: [{ identifier: "bob-news" }, { subscriberId: "tp-ghost" }] }, "tp-news")).result;
+    await expectError(() => novu.topics.subscribers.retrieve("tp-ghost", "tp-news"), errors.ErrorDto, 404, "v1: not subscribed");
+    const gone = (await novu.topics.subscriptions.delete({ subscriptions: [{ identifier: "bob-news" }, { subscriberId: "tp-ghost" }] }, "tp-news")).result;
     eq([gone.meta.successful, gone.meta.failed, gone.data.map((x) => x.identifier)], [1, 1, ["bob-news"]], "unsubscribe");
-    eq((await topics.delete("tp-news")).result.acknowledged, true, "delete topic");
+    eq((await novu.topics.delete("tp-news")).result.acknowledged, true, "delete topic");
     const after = (await novu.subscribers.topics.list({ subscriberId: "tp-ann" })).result;
     eq(after.data, [], "deleting the topic removed its subscriptions");
   });
 
   await group("events: trigger to a topic (mixed, exclude, actor); notifications by topicKey and subscriptionId", async () => {
     for (const subscriberId of ["tt-1", "tt-2", "tt-3", "tt-boss"]) await novu.subscribers.create({ subscriberId });
-    await topics.subscriptions.create({ subscriptions: ["tt-1", "tt-2", "tt-3", "tt-boss"] }, "tt-team");
+    await novu.topics.subscriptions.create({ subscriptions: ["tt-1", "tt-2", "tt-3", "tt-boss"] }, "tt-team");
     const { result: out } = await sdk("trigger to a topic", () => novu.trigger({
       workflowId: "hello", payload: {}, transactionId: tx("topic"), actor: "tt-boss",
       to: ["tt-1", { type: "Topic", topicKey: "tt-team", exclude: ["tt-3"] }],

@@ -714,7 +714,6 @@ def main():
     # A subscriber of their own (the triggers above are not affected) and three workflows: default
     # preferences set at creation (email off), read-only defaults, and a critical one (raw: the SDK's create
     # model has no `critical`). The v1 routes run with an older release: tests/sdk/preferences_v1.py.
-    prefs = novu.subscribers.preferences
     every_on = {"email": True, "sms": True, "in_app": True, "chat": True, "push": True}
 
     def chans(c):
@@ -754,7 +753,7 @@ def main():
     group("workflows: create with preferences (round trip through the SDK's models)", workflows_with_preferences)
 
     def prefs_defaults():
-        p = prefs.list(subscriber_id="pat").result
+        p = novu.subscribers.preferences.list(subscriber_id="pat").result
         eq((p.global_.enabled, chans(p.global_.channels)), (True, every_on), "global: every channel on")
         d = of(p, "prefs-defaults")
         eq((d.enabled, chans(d.channels), overrides(d), d.workflow.slug, d.workflow.name, d.updated_at),
@@ -763,14 +762,14 @@ def main():
         eq(chans(of(p, "prefs-locked").channels), {"in_app": True}, "prefs-locked")
         eq(of(p, "prefs-critical"), None, "the critical workflow is not listed by default")
         eq(chans(of(p, "digest").channels), {"in_app": True}, "a workflow with a digest and an in-app step shows in-app")
-        critical = prefs.list(subscriber_id="pat", criticality=models.Criticality.CRITICAL).result
+        critical = novu.subscribers.preferences.list(subscriber_id="pat", criticality=models.Criticality.CRITICAL).result
         eq([w.workflow.identifier for w in critical.workflows], ["prefs-critical"], "criticality=critical")
-        every = prefs.list(subscriber_id="pat", criticality=models.Criticality.ALL).result
+        every = novu.subscribers.preferences.list(subscriber_id="pat", criticality=models.Criticality.ALL).result
         check(all(of(every, w) for w in ["prefs-defaults", "prefs-locked", "prefs-critical"]), "criticality=all lists every one")
     group("subscriber preferences: list, defaults only", prefs_defaults)
 
     def prefs_global():
-        p = prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"in_app": False}}).result
+        p = novu.subscribers.preferences.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"in_app": False}}).result
         eq((p.global_.enabled, chans(p.global_.channels)), (True, {**every_on, "in_app": False}), "global in-app off")
         d = of(p, "prefs-defaults")
         eq((chans(d.channels), overrides(d)[0]), ({"email": False, "in_app": False}, ("in_app", "subscriber")), "prefs-defaults")
@@ -778,7 +777,7 @@ def main():
     group("subscriber preferences: a global change", prefs_global)
 
     def prefs_workflow():
-        p = prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+        p = novu.subscribers.preferences.update(subscriber_id="pat", patch_subscriber_preferences_dto={
             "workflow_id": "prefs-defaults", "channels": {"email": True}}).result
         d = of(p, "prefs-defaults")
         eq((chans(d.channels), overrides(d)), ({"email": True, "in_app": False}, [("in_app", "subscriber"), ("email", "subscriber")]),
@@ -789,7 +788,7 @@ def main():
     group("subscriber preferences: a workflow change (overrides name subscriber or template)", prefs_workflow)
 
     def prefs_bulk():
-        out = prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+        out = novu.subscribers.preferences.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
             {"workflow_id": "prefs-defaults", "channels": {"email": False}},
             {"workflow_id": "mail-only", "channels": {"email": False}}]}).result
         eq([(val(x.level), x.enabled, x.workflow.identifier, x.workflow.critical, val(x.workflow.severity), chans(x.channels)) for x in out],
@@ -799,32 +798,32 @@ def main():
 
     def prefs_refused():
         for w in ["prefs-locked", "prefs-critical"]:
-            e = expect_error(lambda w=w: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+            e = expect_error(lambda w=w: novu.subscribers.preferences.update(subscriber_id="pat", patch_subscriber_preferences_dto={
                 "workflow_id": w, "channels": {"in_app": False}}), models.ErrorDto, 400, w)
             check(w in e.data.message, f"{w}: the 400 names the workflow: {e.data.message}")
-        expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+        expect_error(lambda: novu.subscribers.preferences.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
             {"workflow_id": "prefs-locked", "channels": {"in_app": False}}]}), models.ErrorDto, 400, "bulk with a read-only workflow")
     group("subscriber preferences: read-only and critical workflows refuse a change (400)", prefs_refused)
 
     def prefs_unknown():
-        expect_error(lambda: prefs.list(subscriber_id="nobody"), models.ErrorDto, 404, "list")
-        expect_error(lambda: prefs.update(subscriber_id="nobody", patch_subscriber_preferences_dto={"channels": {"email": False}}),
+        expect_error(lambda: novu.subscribers.preferences.list(subscriber_id="nobody"), models.ErrorDto, 404, "list")
+        expect_error(lambda: novu.subscribers.preferences.update(subscriber_id="nobody", patch_subscriber_preferences_dto={"channels": {"email": False}}),
                      models.ErrorDto, 404, "update")
-        e = expect_error(lambda: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={
+        e = expect_error(lambda: novu.subscribers.preferences.update(subscriber_id="pat", patch_subscriber_preferences_dto={
             "workflow_id": "nothing", "channels": {"email": False}}), models.ErrorDto, 404, "update an unknown workflow")
         check("nothing" in e.data.message, f"the 404 names the workflow: {e.data.message}")
-        expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+        expect_error(lambda: novu.subscribers.preferences.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
             {"workflow_id": "nothing", "channels": {"email": False}}]}), models.ErrorDto, 404, "bulk with an unknown workflow")
     group("subscriber preferences: unknown subscriber or workflow (404)", prefs_unknown)
 
     def prefs_invalid():
-        v = expect_error(lambda: prefs.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"tool": True}}),
+        v = expect_error(lambda: novu.subscribers.preferences.update(subscriber_id="pat", patch_subscriber_preferences_dto={"channels": {"tool": True}}),
                          models.ValidationErrorDto, 422, "tool")
         eq(list(v.data.errors), ["channels.tool"], "the channel named")
-        b = expect_error(lambda: prefs.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
+        b = expect_error(lambda: novu.subscribers.preferences.bulk_update(subscriber_id="pat", bulk_update_subscriber_preferences_dto={"preferences": [
             {"workflow_id": "prefs-defaults", "channels": {"tool": True}}]}), models.ValidationErrorDto, 422, "bulk with tool")
         eq(list(b.data.errors), ["preferences.0.channels.tool"], "bulk: the channel named")
-        eq(chans(of(prefs.list(subscriber_id="pat").result, "prefs-defaults").channels), {"email": False, "in_app": False},
+        eq(chans(of(novu.subscribers.preferences.list(subscriber_id="pat").result, "prefs-defaults").channels), {"email": False, "in_app": False},
            "nothing changed")
     group("subscriber preferences: a channel outside the five (422)", prefs_invalid)
 
@@ -906,72 +905,70 @@ def main():
     group("integrations: credentials.port accepted as a JSON number", port_number)
 
     # ------------------------------------------------------------------ topics and subscriptions
-    topics = novu.topics
 
     def topics_crud():
         for sid in ["tp-ann", "tp-bob"]:
             novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": sid, "first_name": sid})
-        created, wire = sdk("topics.create", lambda: topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "News"}))
+        created, wire = sdk("topics.create", lambda: novu.topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "News"}))
         eq(RECORDER.last.status_code, 201, "create: 201")
         eq((created.key, created.name), ("tp-news", "News"), "created topic")
         check(OBJECT_ID.match(created.id) and ISO_UTC.match(created.created_at or ""), f"created: {wire}")
-        again, _ = sdk("topics.create again", lambda: topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "Newer"}))
+        again, _ = sdk("topics.create again", lambda: novu.topics.create(create_update_topic_request_dto={"key": "tp-news", "name": "Newer"}))
         eq(RECORDER.last.status_code, 200, "upsert of an existing topic: 200")
         eq((again.id, again.name), (created.id, "Newer"), "same topic, new name")
-        e = expect_error(lambda: topics.create(create_update_topic_request_dto={"key": "tp-news"}, fail_if_exists=True),
+        e = expect_error(lambda: novu.topics.create(create_update_topic_request_dto={"key": "tp-news"}, fail_if_exists=True),
                          models.TopicResponseDtoError, 409, "failIfExists")
         eq((e.data.id, e.data.key, e.data.name), (created.id, "tp-news", "Newer"), "the 409 shows the existing topic")
-        got, _ = sdk("topics.get", lambda: topics.get(topic_key="tp-news"))
+        got, _ = sdk("topics.get", lambda: novu.topics.get(topic_key="tp-news"))
         eq(got.name, "Newer", "get")
-        updated, _ = sdk("topics.update", lambda: topics.update(topic_key="tp-news", update_topic_request_dto={"name": "Renamed"}))
+        updated, _ = sdk("topics.update", lambda: novu.topics.update(topic_key="tp-news", update_topic_request_dto={"name": "Renamed"}))
         eq(updated.name, "Renamed", "update")
-        topics.create(create_update_topic_request_dto={"key": "tp-other"})
-        page, _ = sdk("topics.list", lambda: topics.list(request={"key": "tp-news"}))
+        novu.topics.create(create_update_topic_request_dto={"key": "tp-other"})
+        page, _ = sdk("topics.list", lambda: novu.topics.list(request={"key": "tp-news"}))
         eq([t.key for t in page.data], ["tp-news"], "list by key")
         eq((page.total_count, page.next), (1, None), "list counts")
-        named, _ = sdk("topics.list by name", lambda: topics.list(request={"name": "renam", "limit": 5}))
+        named, _ = sdk("topics.list by name", lambda: novu.topics.list(request={"name": "renam", "limit": 5}))
         eq([t.key for t in named.data], ["tp-news"], "list by name substring")
-        expect_error(lambda: topics.get(topic_key="tp-none"), models.ErrorDto, 404, "unknown topic")
-        e = expect_error(lambda: topics.create(create_update_topic_request_dto={"key": "bad key"}), models.ValidationErrorDto, 422, "bad key")
+        expect_error(lambda: novu.topics.get(topic_key="tp-none"), models.ErrorDto, 404, "unknown topic")
+        e = expect_error(lambda: novu.topics.create(create_update_topic_request_dto={"key": "bad key"}), models.ValidationErrorDto, 422, "bad key")
         eq(sorted(e.data.errors), ["key"], "the 422 names the key")
         # Tidings' extension field (a topic open to self-subscription through the Inbox) is parsed past.
         raw_ok("POST", "/v2/topics", {"key": "tp-open", "allowSelfSubscription": True}, 201)
-        opened, wire = sdk("topics.get open", lambda: topics.get(topic_key="tp-open"))
+        opened, wire = sdk("topics.get open", lambda: novu.topics.get(topic_key="tp-open"))
         eq((opened.key if opened else None, (wire or {}).get("allowSelfSubscription")), ("tp-open", True),
            "a topic with allowSelfSubscription parses")
     group("topics: create (201, then 200), get, update, list, 404, 422", topics_crud)
 
     def topic_subscriptions():
-        subs = topics.subscriptions
-        out, wire = sdk("subscriptions.create", lambda: subs.create(topic_key="tp-news", create_topic_subscriptions_request_dto={
+        out, wire = sdk("subscriptions.create", lambda: novu.topics.subscriptions.create(topic_key="tp-news", create_topic_subscriptions_request_dto={
             "subscriptions": ["tp-ann", {"identifier": "bob-news", "subscriber_id": "tp-bob"}, "tp-ghost"]}))
         eq(RECORDER.last.status_code, 201, "subscribe: 201")
         eq((out.meta.total_count, out.meta.successful, out.meta.failed), (3, 2, 1), "meta")
         eq([(x.subscriber_id, x.code) for x in out.errors], [("tp-ghost", "SUBSCRIBER_NOT_FOUND")], "errors")
         eq([(x.identifier, x.topic.key, x.subscriber.subscriber_id, x.subscriber.first_name) for x in out.data],
            [("tk_tp-news:si_tp-ann", "tp-news", "tp-ann", "tp-ann"), ("bob-news", "tp-news", "tp-bob", "tp-bob")], "subscriptions")
-        e = expect_error(lambda: subs.create(topic_key="tp-news", create_topic_subscriptions_request_dto={"subscriptions": ["tp-ghost"]}),
+        e = expect_error(lambda: novu.topics.subscriptions.create(topic_key="tp-news", create_topic_subscriptions_request_dto={"subscriptions": ["tp-ghost"]}),
                          models.ErrorDto, 400, "all failed")
         eq(RECORDER.last.json()["errors"][0]["code"], "SUBSCRIBER_NOT_FOUND", "the 400 reports each subscriber")
-        page, _ = sdk("subscriptions.list", lambda: subs.list(request={"topic_key": "tp-news", "order_direction": models.TopicsControllerListTopicSubscriptionsQueryParamOrderDirection.ASC}))
+        page, _ = sdk("subscriptions.list", lambda: novu.topics.subscriptions.list(request={"topic_key": "tp-news", "order_direction": models.TopicsControllerListTopicSubscriptionsQueryParamOrderDirection.ASC}))
         eq([(x.identifier, x.subscriber.subscriber_id, x.topic.name) for x in page.data],
            [("tk_tp-news:si_tp-ann", "tp-ann", "Renamed"), ("bob-news", "tp-bob", "Renamed")], "list")
-        one, _ = sdk("subscriptions.list by subscriberId", lambda: subs.list(request={"topic_key": "tp-news", "subscriber_id": "tp-bob"}))
+        one, _ = sdk("subscriptions.list by subscriberId", lambda: novu.topics.subscriptions.list(request={"topic_key": "tp-news", "subscriber_id": "tp-bob"}))
         eq([x.identifier for x in one.data], ["bob-news"], "list by subscriberId")
-        detail, _ = sdk("subscriptions.get_subscription", lambda: subs.get_subscription(topic_key="tp-news", identifier="bob-news"))
+        detail, _ = sdk("subscriptions.get_subscription", lambda: novu.topics.subscriptions.get_subscription(topic_key="tp-news", identifier="bob-news"))
         eq((detail.id, detail.identifier), (out.data[1].id, "bob-news"), "get by identifier")
-        same, _ = sdk("subscriptions.update (nothing to change)", lambda: subs.update(topic_key="tp-news", identifier="bob-news",
+        same, _ = sdk("subscriptions.update (nothing to change)", lambda: novu.topics.subscriptions.update(topic_key="tp-news", identifier="bob-news",
                                                                                        update_topic_subscription_request_dto={}))
         eq((same.id, same.identifier), (out.data[1].id, "bob-news"), "update answers the subscription")
         mine, _ = sdk("subscribers.topics.list", lambda: novu.subscribers.topics.list(request={"subscriber_id": "tp-ann"}))
         eq([(x.topic.key, x.identifier) for x in mine.data], [("tp-news", "tk_tp-news:si_tp-ann")], "a subscriber's subscriptions")
-        member, _ = sdk("topics.subscribers.retrieve (v1)", lambda: topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-bob"))
+        member, _ = sdk("topics.subscribers.retrieve (v1)", lambda: novu.topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-bob"))
         eq((member.topic_key, member.external_subscriber_id, member.topic_id), ("tp-news", "tp-bob", out.data[1].topic.id), "v1 membership")
-        expect_error(lambda: topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-ghost"), models.ErrorDto, 404, "v1: not subscribed")
-        gone, _ = sdk("subscriptions.delete", lambda: subs.delete(topic_key="tp-news", delete_topic_subscriptions_request_dto={
+        expect_error(lambda: novu.topics.subscribers.retrieve(topic_key="tp-news", external_subscriber_id="tp-ghost"), models.ErrorDto, 404, "v1: not subscribed")
+        gone, _ = sdk("subscriptions.delete", lambda: novu.topics.subscriptions.delete(topic_key="tp-news", delete_topic_subscriptions_request_dto={
             "subscriptions": [{"identifier": "bob-news"}, {"subscriber_id": "tp-ghost"}]}))
         eq((gone.meta.successful, gone.meta.failed, [x.identifier for x in gone.data]), (1, 1, ["bob-news"]), "unsubscribe")
-        deleted, _ = sdk("topics.delete", lambda: topics.delete(topic_key="tp-news"))
+        deleted, _ = sdk("topics.delete", lambda: novu.topics.delete(topic_key="tp-news"))
         eq(deleted.acknowledged, True, "delete topic")
         mine, _ = sdk("subscribers.topics.list after delete", lambda: novu.subscribers.topics.list(request={"subscriber_id": "tp-ann"}))
         eq(mine.data, [], "deleting the topic removed its subscriptions")
@@ -980,7 +977,7 @@ def main():
     def topic_triggers():
         for sid in ["tt-1", "tt-2", "tt-3", "tt-boss"]:
             novu.subscribers.create(create_subscriber_request_dto={"subscriber_id": sid})
-        topics.subscriptions.create(topic_key="tt-team", create_topic_subscriptions_request_dto={
+        novu.topics.subscriptions.create(topic_key="tt-team", create_topic_subscriptions_request_dto={
             "subscriptions": ["tt-1", "tt-2", "tt-3", "tt-boss"]})
         out, _ = sdk("trigger to a topic", lambda: novu.trigger(trigger_event_request_dto={
             "workflow_id": "hello", "payload": {}, "transaction_id": tx("topic"), "actor": "tt-boss",
