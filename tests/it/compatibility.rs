@@ -504,6 +504,19 @@ fn scripts(dir: &str, ext: &str) -> Vec<(String, String)> {
     out
 }
 
+/// How the README names the pinned releases (tests/sdk/requirements.txt, tests/sdk-ts/package.json).
+fn pins() -> [String; 2] {
+    let requirements = std::fs::read_to_string(repo().join("tests/sdk/requirements.txt")).unwrap();
+    let py = requirements
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("novu-py=="))
+        .expect("novu-py is pinned in tests/sdk/requirements.txt");
+    let package = std::fs::read_to_string(repo().join("tests/sdk-ts/package.json")).unwrap();
+    let package: serde_json::Value = serde_json::from_str(&package).unwrap();
+    let ts = package["dependencies"]["@novu/api"].as_str().unwrap();
+    [format!("`novu-py` {py}"), format!("`@novu/api` {ts}")]
+}
+
 /// The operations of the server's OpenAPI document (`novu` profile).
 async fn served_operations() -> BTreeSet<Key> {
     let app = TestApp::spawn_with(Backend::Sqlite, WireProfile::Novu).await;
@@ -519,8 +532,8 @@ async fn served_operations() -> BTreeSet<Key> {
     out
 }
 
-/// The README's table against the pinned SDKs, the OpenAPI document and the SDK scripts. The document does
-/// not depend on the database, so this runs on SQLite only.
+/// The README's table against the pinned SDKs (named in the section), the OpenAPI document and the SDK
+/// scripts. The document does not depend on the database, so this runs on SQLite only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_table_tells_the_truth() {
     let python = tokio::task::spawn_blocking(support::sdk::python)
@@ -542,6 +555,20 @@ async fn the_readme_table_tells_the_truth() {
     let py_calls = calls(&scripts("tests/sdk", "py"), "novu = client(");
     let ts_calls = calls(&scripts("tests/sdk-ts", "mjs"), "const novu = client(");
     problems.extend(check(&ops, &served, &table, &py_calls, &ts_calls));
+    let section = readme[readme.find(SECTION).unwrap() + SECTION.len()..]
+        .split("\n## ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for pin in pins() {
+        if !section.contains(&pin) {
+            problems.push(format!(
+                "README.md: the section should name the pinned release {pin}"
+            ));
+        }
+    }
     assert!(
         problems.is_empty(),
         "{} problem(s) with README.md's \"Compatibility with Novu\" ({} SDK operations, {} served):\n  - {}",
