@@ -7,6 +7,7 @@ mod support;
 mod architecture_doc;
 mod auth_and_wire;
 mod channels;
+mod contexts;
 mod corpus;
 mod delivery;
 mod digests;
