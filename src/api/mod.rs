@@ -182,7 +182,7 @@ fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
     delivery_routes(subscriber_routes(routes)).router
 }
 
-/// Subscribers, topics, environments, preferences and subscriber credentials.
+/// Subscribers, topics, contexts, environments, preferences and subscriber credentials.
 fn subscriber_routes(routes: Routes) -> Routes {
     routes
         .routes(routes!(
@@ -210,6 +210,15 @@ fn subscriber_routes(routes: Routes) -> Routes {
             v2::topics::patch_subscription
         ))
         .routes(routes!(v2::topics::list_subscriber_subscriptions))
+        .routes(routes!(
+            v2::contexts::list_contexts,
+            v2::contexts::create_context
+        ))
+        .routes(routes!(
+            v2::contexts::get_context,
+            v2::contexts::update_context,
+            v2::contexts::delete_context
+        ))
         .routes(routes!(v1::environments::list_environments))
         .routes(routes!(v1::environments::current_environment))
         .routes(routes!(v1::environments::end_sessions))

@@ -4,10 +4,14 @@
 
 use serde_json::Value;
 
+use super::Timestamp;
 use crate::error::Validation;
 
 /// Most context entries one resource may carry.
 pub const MAX_CONTEXTS: usize = 5;
+
+/// Largest `data` of a context, serialized (64 KiB, as Novu).
+pub const MAX_DATA_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextEntry {
@@ -22,8 +26,45 @@ impl ContextEntry {
     }
 }
 
-fn valid_part(s: &str) -> bool {
+/// A stored context: its entry (`data` is `None` when a trigger named it without any) and its times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Context {
+    pub entry: ContextEntry,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Whether `s` can be a context's type or id: 1 to 100 characters, no `:` (the key's separator), no newline
+/// (a key set's).
+pub fn valid_part(s: &str) -> bool {
     !s.is_empty() && s.len() <= 100 && !s.contains(':') && !s.contains('\n')
+}
+
+/// Checks a context's type or id (see [`valid_part`]).
+pub fn validate_part(v: &mut Validation, field: &str, value: &str) {
+    if !valid_part(value) {
+        v.add(
+            field,
+            format!("{field} must be 1 to 100 characters without ':'"),
+            value,
+        );
+    }
+}
+
+/// Checks a context's `data`: an object of at most [`MAX_DATA_BYTES`] serialized.
+pub fn validate_data(v: &mut Validation, field: &str, data: &Value) {
+    if !data.is_object() {
+        v.add(field, "data must be an object", data.clone());
+    } else if data.to_string().len() > MAX_DATA_BYTES {
+        v.add(
+            field,
+            format!(
+                "data must be at most {} KiB serialized",
+                MAX_DATA_BYTES / 1024
+            ),
+            Value::Null,
+        );
+    }
 }
 
 /// Parses a `context` body field: a map of type → id string or `{id, data?}`, at most five entries.
@@ -50,12 +91,8 @@ pub fn parse_context(v: &mut Validation, field: &str, value: &Value) -> Vec<Cont
             Value::Object(o) => match o.get("id") {
                 Some(Value::String(id)) => {
                     let data = o.get("data").cloned().filter(|d| !d.is_null());
-                    if data.as_ref().is_some_and(|d| !d.is_object()) {
-                        v.add(
-                            &format!("{field}.{kind}.data"),
-                            "data must be an object",
-                            entry.clone(),
-                        );
+                    if let Some(d) = &data {
+                        validate_data(v, &format!("{field}.{kind}.data"), d);
                     }
                     (id.clone(), data)
                 }

@@ -3,6 +3,7 @@
 
 pub mod activity;
 pub mod channels;
+pub mod contexts;
 pub mod environments;
 pub mod events;
 pub mod inbox;

@@ -1,4 +1,4 @@
-//! Contexts, channel connections and channel endpoints.
+//! Channel connections and channel endpoints (the contexts they name are in `store::contexts`).
 
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::{insert, insert_with, sql_row, table, Sealable, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
-use crate::domain::context::{context_set, ContextEntry};
+use crate::domain::context::context_set;
 use crate::domain::endpoint::{
     ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing, EndpointType,
 };
@@ -122,49 +122,6 @@ impl Keyed for ChannelConnection {
 }
 
 impl Store {
-    /// Records contexts that do not exist yet (existing ones keep their data).
-    pub async fn ensure_contexts(
-        &self,
-        env: &EnvironmentId,
-        entries: &[ContextEntry],
-    ) -> Result<()> {
-        let now = Timestamp::now().0;
-        for e in entries {
-            on_db!(self.w(), p => sqlx::query(
-                "insert into contexts (environment_id, context_type, context_id, data, created_at, updated_at)
-                 values ($1, $2, $3, $4, $5, $5) on conflict (environment_id, context_type, context_id) do nothing")
-                .bind(env.as_str()).bind(&e.kind).bind(&e.id).bind(e.data.clone().map(Json)).bind(now)
-                .execute(p).await.map(|_| ()))?;
-        }
-        Ok(())
-    }
-
-    /// The stored contexts of `type:id` keys, in the keys' order (unknown keys are left out).
-    pub async fn get_contexts(
-        &self,
-        env: &EnvironmentId,
-        keys: &[String],
-    ) -> Result<Vec<ContextEntry>> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some((kind, id)) = key.split_once(':') else {
-                continue;
-            };
-            let mut q = Sql::new("select data from contexts where environment_id = ");
-            q.bind(env.as_str()).push(" and context_type = ").bind(kind);
-            q.push(" and context_id = ").bind(id);
-            let row: Option<ContextData> = self.row(Cost::Point, q).await?;
-            if let Some(ContextData { data }) = row {
-                out.push(ContextEntry {
-                    kind: kind.to_owned(),
-                    id: id.to_owned(),
-                    data: data.map(|d| d.0),
-                });
-            }
-        }
-        Ok(out)
-    }
-
     pub async fn insert_connection(&self, c: &ChannelConnection) -> Result<Inserted> {
         let q = insert_with(c, self.cipher())?;
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
@@ -286,12 +243,6 @@ table! {
     }
     written {
         context_set: String = |e: &ChannelEndpoint| context_set(&e.context_keys),
-    }
-}
-
-sql_row! {
-    struct ContextData {
-        data: Option<Json<Value>>,
     }
 }
 

@@ -4,6 +4,7 @@
 //! code says so in an explicit two-arm `match`.
 
 pub mod channels;
+pub mod contexts;
 mod digests;
 pub mod erasures;
 pub mod fanouts;
@@ -95,6 +96,7 @@ embed_migrations!(
     "20261129021000_inbox_sessions.sql",
     "20261129022000_sealed_secrets.sql",
     "20261129024000_topic_self_subscription.sql",
+    "20261129033000_context_list.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -8,6 +8,7 @@ mod architecture_doc;
 mod auth_and_wire;
 mod channels;
 mod compatibility;
+mod contexts;
 mod corpus;
 mod delivery;
 mod digests;

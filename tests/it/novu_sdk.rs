@@ -113,6 +113,20 @@ async fn topics_v1(backend: Backend, sdk: Sdk) {
     }
 }
 
+/// Runs the contexts scenario (`tests/sdk/contexts.py`, `tests/sdk-ts/contexts.mjs`) with `sdk` on `backend`,
+/// with the key of a second environment (`TIDINGS_OTHER_KEY`) whose contexts must stay apart.
+async fn contexts(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_OTHER_KEY", app.second_environment("Other").await)];
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "contexts.py", &env).await,
+        Sdk::Node => support::sdk::run_node(&app, "contexts.mjs", &env).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
 macro_rules! scenario_test {
     ($name:ident, $run:ident, $sdk:expr) => {
@@ -135,3 +149,5 @@ scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
 scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);
 scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
 scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
+scenario_test!(contexts_py, contexts, Sdk::Python);
+scenario_test!(contexts_ts, contexts, Sdk::Node);
