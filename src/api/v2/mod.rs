@@ -1,5 +1,6 @@
 //! `/v2/…` routes.
 
+pub mod environments;
 pub mod preferences;
 pub mod preview;
 pub mod subscribers;
