@@ -333,7 +333,7 @@ async fn who_may_promote(app: TestApp) {
             &app,
             &prod_key,
             Method::POST,
-            &format!("/v2/environments/{dev}/{op}"),
+            &format!("/v2/environments/{prod}/{op}"),
             json!({}),
         )
         .await;

@@ -81,7 +81,9 @@ await group("environments.publish", async () => {
   await novu.workflows.update({ name: "welcome", tags: ["onboarding", "beta"], origin: "novu-cloud",
     preferences: { user: null, workflow: null }, steps: [inboxStep("hello", "Hi {{ payload.name }}")] }, "welcome");
   const d = (await novu.environments.diff({ sourceEnvironmentId: dev }, PROD)).result;
-  eq(d.resources.map((r) => [r.targetResource.id, r.changes.map((c) => c.action)]), [["welcome", ["modified"]]], "diff after a change");
+  eq(d.resources.map((r) => [r.targetResource.id, r.changes.map((c) => c.action)]), [["welcome", ["modified", "modified"]]],
+    "diff after a change: the workflow's preferences and the step");
+  eq([d.resources[0].changes[1].stepType, d.resources[0].changes[1].previousIndex], ["in_app", 0], "diff: the step's position");
   const again = (await novu.environments.publish({ sourceEnvironmentId: dev }, PROD)).result;
   eq(successful(again), [["welcome", "updated"]], "publish again");
   eq(again.results[0].skipped.map((s) => [s.resourceName, s.reason]), [["goodbye", "No changes"]], "publish again: skipped");
@@ -99,7 +101,7 @@ await group("errors and the key rule", async () => {
     [() => novu.environments.publish({}, FOREIGN), 404, "another organization"],
     [() => novu.environments.diff({}, UNKNOWN_ID), 404, "unknown target"],
     [() => novu.environments.diff({ sourceEnvironmentId: FOREIGN }, PROD), 404, "another organization's source"],
-    [() => prod.environments.publish({}, dev), 403, "Production's key, Development as the source"],
+    [() => prod.environments.publish({}, PROD), 403, "Production's key, Development as the source"],
     [() => novu.environments.diff({ sourceEnvironmentId: PROD }, dev), 403, "Development's key, Production as the source"],
   ];
   for (const [call, status, what] of cases) {

@@ -102,8 +102,10 @@ def main():
         "steps": [inbox_step("hello", "Hi {{ payload.name }}")],
     })
     d = novu.environments.diff(target_environment_id=PROD, diff_environment_request_dto={"source_environment_id": dev_id}).result
-    eq([(r.target_resource.id, [c.action.value for c in r.changes]) for r in d.resources], [("welcome", ["modified"])], "diff after a change")
-    eq(d.resources[0].changes[0].previous_index, 0, "diff: the step's position")
+    eq([(r.target_resource.id, [c.action.value for c in r.changes]) for r in d.resources], [("welcome", ["modified", "modified"])],
+       "diff after a change: the workflow's preferences and the step")
+    eq((d.resources[0].changes[1].step_type, d.resources[0].changes[1].previous_index), ("in_app", 0), "diff: the step's position")
+    eq(d.resources[0].changes[1].diffs.previous["controlValues"]["body"], "Hello {{ payload.name }}", "diff: the step before")
     pub = novu.environments.publish(target_environment_id=PROD, publish_environment_request_dto={"source_environment_id": dev_id}).result
     eq(successful(pub), [("welcome", "updated")], "publish again")
     eq([(s.resource_name, s.reason) for s in pub.results[0].skipped], [("goodbye", "No changes")], "publish again: skipped")
@@ -123,7 +125,7 @@ def main():
         (lambda: novu.environments.diff(target_environment_id=UNKNOWN_ID, diff_environment_request_dto={}), 404, "unknown target"),
         (lambda: novu.environments.diff(target_environment_id=PROD, diff_environment_request_dto={"source_environment_id": FOREIGN}), 404,
          "another organization's source"),
-        (lambda: prod.environments.publish(target_environment_id=dev_id, publish_environment_request_dto={}), 403,
+        (lambda: prod.environments.publish(target_environment_id=PROD, publish_environment_request_dto={}), 403,
          "Production's key, Development as the source"),
         (lambda: novu.environments.diff(target_environment_id=dev_id, diff_environment_request_dto={"source_environment_id": PROD}), 403,
          "Development's key, Production as the source"),
