@@ -455,14 +455,26 @@ mod tests {
             3,
             "the workflow and its two steps"
         );
-        let again = plan(&source, &[created.clone()], &into, &all, Timestamp(11));
+        let again = plan(
+            &source,
+            std::slice::from_ref(created),
+            &into,
+            &all,
+            Timestamp(11),
+        );
         assert!(again.writes.is_empty(), "{again:?}");
         assert_eq!(again.skipped[0].reason, SkipReason::Unchanged);
         assert_eq!(again.skipped[0].id, created.id.as_str());
 
         // A changed body and a step moved: one update, keeping `_id`s.
         let changed = vec![workflow(&dev, "b", vec![step("s2", "y"), step("s1", "z")])];
-        let third = plan(&changed, &[created.clone()], &into, &all, Timestamp(12));
+        let third = plan(
+            &changed,
+            std::slice::from_ref(created),
+            &into,
+            &all,
+            Timestamp(12),
+        );
         let Write::Update {
             workflow,
             expected_version,
@@ -477,14 +489,26 @@ mod tests {
         assert_eq!(actions, [DiffAction::Moved, DiffAction::Modified]);
 
         // Gone from the source: deleted in the target, unless the scope names workflows.
-        let fourth = plan(&[], &[created.clone()], &into, &all, Timestamp(13));
+        let fourth = plan(
+            &[],
+            std::slice::from_ref(created),
+            &into,
+            &all,
+            Timestamp(13),
+        );
         assert!(matches!(fourth.writes[0], Write::Delete { .. }));
         let named = Scope {
             only: Some(vec!["other".into()]),
             deletes: false,
         };
-        assert!(plan(&[], &[created.clone()], &into, &named, Timestamp(13))
-            .writes
-            .is_empty());
+        assert!(plan(
+            &[],
+            std::slice::from_ref(created),
+            &into,
+            &named,
+            Timestamp(13)
+        )
+        .writes
+        .is_empty());
     }
 }
