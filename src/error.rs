@@ -73,6 +73,9 @@ pub enum Error {
     /// Missing, malformed or unknown credentials (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// The caller's API key may not do this (403): e.g. promote from an environment that is not its own.
+    #[error("{0}")]
+    Forbidden(String),
     /// The resource does not exist in the caller's environment (404).
     #[error("{0}")]
     NotFound(String),

@@ -287,6 +287,11 @@ fn delivery_routes(routes: Routes) -> Routes {
             v2::workflows::delete_workflow
         ))
         .routes(routes!(v2::preview::preview_step))
+        .routes(routes!(v2::workflows::get_step))
+        .routes(routes!(v2::workflows::sync_workflow))
+        .routes(routes!(v2::environments::environment_tags))
+        .routes(routes!(v2::environments::diff_environment))
+        .routes(routes!(v2::environments::publish_environment))
         .routes(routes!(
             v1::channels::list_channel_connections,
             v1::channels::create_channel_connection

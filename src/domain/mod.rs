@@ -11,6 +11,7 @@ pub mod integration;
 pub mod job;
 pub mod payload_schema;
 pub mod preference;
+pub mod promotion;
 pub mod session;
 pub mod skip;
 pub mod subscriber;

@@ -14,6 +14,7 @@ pub mod inbox_topics;
 pub mod integrations;
 pub mod preferences;
 pub mod preview;
+pub mod promotion;
 pub mod subscribers;
 pub mod topics;
 pub mod unsubscribe;
@@ -47,6 +48,10 @@ pub mod limits {
     pub const WORKFLOW_STEPS: usize = 50;
     /// A step's `filters` and an integration's `conditions`.
     pub const FILTERS: usize = 100;
+    /// Workflows of an environment a diff or a publish reads (a larger environment publishes in parts).
+    pub const PROMOTED_WORKFLOWS: usize = 1000;
+    /// `resources` of a publish.
+    pub const PUBLISH_RESOURCES: usize = 100;
     /// Values of one repeated query parameter (`channels=a&channels=b`, `tags[]=…`).
     pub const QUERY_VALUES: usize = 100;
 }

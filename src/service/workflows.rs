@@ -47,7 +47,7 @@ pub struct WorkflowInput {
     pub steps: Vec<StepInput>,
 }
 
-fn not_found(id: &str) -> Error {
+pub(crate) fn not_found(id: &str) -> Error {
     Error::NotFound(format!("Workflow not found: {id}"))
 }
 
@@ -484,6 +484,24 @@ async fn change(
     Err(Error::Conflict(format!(
         "Workflow {id} is being changed concurrently; retry the request"
     )))
+}
+
+/// Step `step_id` (`_id` or `stepId`) of workflow `id`: the workflow, the step's position, and the JSON
+/// Schema of the variables the step may use (the preview's).
+pub async fn get_step(
+    store: &Store,
+    tenant: &Tenant,
+    id: &str,
+    step_id: &str,
+) -> Result<(Workflow, usize, Value)> {
+    let w = get(store, tenant, id).await?;
+    let index = w
+        .steps
+        .iter()
+        .position(|s| s.id == step_id || s.step_id == step_id)
+        .ok_or_else(|| Error::NotFound(format!("Step not found: {step_id} in workflow {id}")))?;
+    let variables = super::preview::step_variables(&w, index);
+    Ok((w, index, variables))
 }
 
 pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<()> {

@@ -12,6 +12,7 @@ use super::row::{insert, sql_row, table, update, Table};
 use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
 use crate::domain::id::is_object_id;
+use crate::domain::promotion::Write;
 use crate::domain::workflow::{Step, Workflow, WorkflowStatus};
 use crate::domain::{EnvironmentId, Timestamp, WorkflowRef};
 use crate::error::{Error, Result};
@@ -264,6 +265,90 @@ impl Store {
 }
 
 impl Store {
+    /// Every workflow of the environment, by identifier, at most `cap + 1` (the caller refuses more than
+    /// `cap`).
+    pub async fn all_workflows(&self, env: &EnvironmentId, cap: usize) -> Result<Vec<Workflow>> {
+        let mut q = Sql::new("select ");
+        q.push(Workflow::COLUMNS)
+            .push(" from workflows where environment_id = ")
+            .bind(env.as_str())
+            .push(" and deleted = false order by workflow_id limit ")
+            .bind(i64::try_from(cap).unwrap_or(i64::MAX).saturating_add(1));
+        self.rows(Cost::Scan, q).await
+    }
+
+    /// The distinct tags of the environment's workflows, sorted.
+    pub async fn workflow_tags(&self, env: &EnvironmentId) -> Result<Vec<String>> {
+        let elements = match self.dialect() {
+            Dialect::Sqlite => "json_each(workflows.tags)",
+            Dialect::Postgres => "jsonb_array_elements_text(workflows.tags) as t(value)",
+        };
+        let mut q = Sql::new(&format!(
+            "select distinct value as name from workflows, {elements} where environment_id = "
+        ));
+        q.bind(env.as_str())
+            .push(" and deleted = false order by name");
+        let rows: Vec<TagRow> = self.rows(Cost::Scan, q).await?;
+        Ok(rows.into_iter().map(|r| r.name).collect())
+    }
+
+    /// Applies a promotion's writes to environment `target` in one transaction. `Ok(false)` (nothing
+    /// written) when a workflow changed since the plan read it: an update or delete finds another
+    /// version, or a create finds its identifier taken.
+    pub async fn apply_promotion(&self, target: &EnvironmentId, writes: &[Write]) -> Result<bool> {
+        let mut statements = Vec::with_capacity(writes.len());
+        for w in writes {
+            statements.push(match w {
+                Write::Create(w) => insert(w)?,
+                Write::Update {
+                    workflow,
+                    expected_version,
+                } => {
+                    let mut q = update(
+                        workflow,
+                        &["id", "organization_id", "environment_id", "created_at"],
+                    )?;
+                    q.push(" where environment_id = ").bind(target.as_str());
+                    q.push(" and id = ").bind(workflow.id.as_str());
+                    q.push(" and version = ").bind(*expected_version);
+                    q.push(" and deleted = false");
+                    q
+                }
+                Write::Delete {
+                    id,
+                    expected_version,
+                    ..
+                } => {
+                    let mut q = Sql::new(
+                        "update workflows set deleted = true, version = version + 1, updated_at = ",
+                    );
+                    q.bind(Timestamp::now().0);
+                    q.push(" where environment_id = ").bind(target.as_str());
+                    q.push(" and id = ").bind(id.as_str());
+                    q.push(" and version = ").bind(*expected_version);
+                    q.push(" and deleted = false");
+                    q
+                }
+            });
+        }
+        let res = on_db!(self.w(), p => async {
+            let mut tx = p.begin().await?;
+            for q in statements {
+                match bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await {
+                    Ok(r) if r.rows_affected() == 1 => {}
+                    Ok(_) => return Ok(false),
+                    Err(e) if is_unique_violation(&e) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+            }
+            tx.commit().await.map(|()| true)
+        }.await);
+        self.workflow_cache.clear();
+        Ok(res?)
+    }
+}
+
+impl Store {
     /// The names of workflows, by `_id`, deleted ones included (activity records outlive them), as
     /// `(id, name)`. One query.
     pub async fn workflow_names(
@@ -285,6 +370,12 @@ impl Store {
 sql_row! {
     struct CountRow {
         n: i64,
+    }
+}
+
+sql_row! {
+    struct TagRow {
+        name: String,
     }
 }
 

@@ -37,6 +37,7 @@ mod pagination;
 mod preferences;
 mod preferences_v1;
 mod preview;
+mod promotion;
 mod providers_chat;
 mod providers_email;
 mod providers_sms_push;

@@ -127,6 +127,42 @@ async fn contexts(backend: Backend, sdk: Sdk) {
     }
 }
 
+/// Runs the promotion scenario (`tests/sdk/promotion.py`, `tests/sdk-ts/promotion.mjs`) with `sdk` on
+/// `backend`: the app's environment is Development; a Production environment of its organization and an
+/// environment of another organization are made here.
+async fn promotion(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let prod = tidings::service::environments::create(&app.store, "Production", None)
+        .await
+        .unwrap();
+    let org = tidings::domain::OrganizationId::new();
+    support::execute(
+        &app,
+        &format!(
+            "insert into organizations (id, name, created_at) values ('{}', 'Elsewhere', 0)",
+            org.as_str()
+        ),
+    )
+    .await;
+    let foreign = app
+        .store
+        .insert_environment(&org, "Production", false)
+        .await
+        .unwrap();
+    let env = [
+        ("TIDINGS_PROD_ID", prod.environment_id.0.clone()),
+        ("TIDINGS_PROD_KEY", prod.api_key.clone()),
+        ("TIDINGS_FOREIGN_ID", foreign.id.0.clone()),
+    ];
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "promotion.py", &env).await,
+        Sdk::Node => support::sdk::run_node(&app, "promotion.mjs", &env).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
 macro_rules! scenario_test {
     ($name:ident, $run:ident, $sdk:expr) => {
@@ -151,3 +187,5 @@ scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
 scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
 scenario_test!(contexts_py, contexts, Sdk::Python);
 scenario_test!(contexts_ts, contexts, Sdk::Node);
+scenario_test!(promotion_py, promotion, Sdk::Python);
+scenario_test!(promotion_ts, promotion, Sdk::Node);

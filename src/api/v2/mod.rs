@@ -1,6 +1,7 @@
 //! `/v2/…` routes.
 
 pub mod contexts;
+pub mod environments;
 pub mod preferences;
 pub mod preview;
 pub mod subscribers;

@@ -202,6 +202,11 @@ fn default_preferences() -> Value {
 }
 
 fn step_out(s: Step, w: &Workflow) -> StepOut {
+    step_with_variables(s, w, json!({}))
+}
+
+/// A step with the JSON Schema of the variables it may use.
+fn step_with_variables(s: Step, w: &Workflow, variables: Value) -> StepOut {
     StepOut {
         id: s.id,
         slug: s.step_id.clone(),
@@ -210,7 +215,7 @@ fn step_out(s: Step, w: &Workflow) -> StepOut {
         step_type: s.step_type,
         controls: json!({ "values": s.control_values }),
         control_values: s.control_values,
-        variables: json!({}),
+        variables,
         filters: s.filters,
         should_stop_on_fail: s.should_stop_on_fail,
         origin: WireName("svc-cloud".into()),
@@ -551,4 +556,47 @@ pub async fn delete_workflow(
 ) -> ApiResult<Response> {
     service::delete(&state.store, &tenant, &id).await?;
     Ok(no_content())
+}
+
+/// Retrieve one step of a workflow (by `_id` or `stepId`), with the JSON Schema of the variables it may use
+/// (`variables`: payload, subscriber, earlier steps, context, env), as the step preview builds it.
+#[utoipa::path(get, path = "/v2/workflows/{workflowId}/steps/{stepId}", tag = "Workflows",
+    params(("workflowId" = String, Path), ("stepId" = String, Path)),
+    responses((status = 200, body = StepOut), (status = 404, description = "Unknown workflow or step")))]
+pub async fn get_step(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath((workflow_id, step_id)): AppPath<(String, String)>,
+) -> ApiResult<Response> {
+    let (mut w, index, variables) =
+        service::get_step(&state.store, &tenant, &workflow_id, &step_id).await?;
+    let step = w.steps.swap_remove(index);
+    Ok(Reply::ok(step_with_variables(step, &w, variables)).into_response())
+}
+
+/// Body of `PUT /v2/workflows/{workflowId}/sync`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncIn {
+    /// Another environment of the organization.
+    pub target_environment_id: String,
+}
+
+/// Copy a workflow of the API key's environment into another environment of the organization: created
+/// there, or updated keeping the target's `_id`s (matched by `workflowId` and `stepId`). Answers the copy.
+#[utoipa::path(put, path = "/v2/workflows/{workflowId}/sync", tag = "Workflows", request_body = SyncIn,
+    params(("workflowId" = String, Path)),
+    responses((status = 200, body = WorkflowOut), (status = 400, description = "Same environment, or steps with issues"),
+        (status = 404, description = "Unknown workflow, or unknown (or another organization's) environment"),
+        (status = 409, description = "The target kept changing; retry")))]
+pub async fn sync_workflow(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(id): AppPath<String>,
+    AppJson(body): AppJson<SyncIn>,
+) -> ApiResult<Response> {
+    let w =
+        crate::service::promotion::sync(&state.store, &tenant, &id, &body.target_environment_id)
+            .await?;
+    Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }

@@ -162,6 +162,23 @@ pub async fn preview(
     }))
 }
 
+/// The JSON Schema of the variables step `index` of `workflow` may use: a preview's `schema`, over the
+/// step's stored controls and no caller payload.
+pub fn step_variables(workflow: &Workflow, index: usize) -> Value {
+    build(&Subject {
+        workflow,
+        index,
+        controls: None,
+        caller: &Map::new(),
+        actor: None,
+        environment: None,
+        key: None,
+        now: Timestamp::now(),
+    })
+    .schema
+    .unwrap_or_else(|| json!({}))
+}
+
 /// 422 for a body that is not the documented shape.
 /// Replacement controls (if given) and the caller's preview payload.
 type Validated = (Option<Map<String, Value>>, Map<String, Value>);
