@@ -73,6 +73,10 @@ pub enum Error {
     /// Missing, malformed or unknown credentials (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// The caller may not do this to that resource, which exists (403): an API key acting on another
+    /// environment than its own.
+    #[error("{0}")]
+    Forbidden(String),
     /// The resource does not exist in the caller's environment (404).
     #[error("{0}")]
     NotFound(String),

@@ -60,6 +60,7 @@ impl IntoResponse for ApiError {
                 error_response(StatusCode::BAD_REQUEST, &message, extra)
             }
             Error::Unauthorized(m) => error_response(StatusCode::UNAUTHORIZED, &m, Map::new()),
+            Error::Forbidden(m) => error_response(StatusCode::FORBIDDEN, &m, Map::new()),
             Error::NotFound(m) => error_response(StatusCode::NOT_FOUND, &m, Map::new()),
             Error::Conflict(m) => error_response(StatusCode::CONFLICT, &m, Map::new()),
             e @ Error::Duplicate => {

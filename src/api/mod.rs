@@ -210,7 +210,14 @@ fn subscriber_routes(routes: Routes) -> Routes {
             v2::topics::patch_subscription
         ))
         .routes(routes!(v2::topics::list_subscriber_subscriptions))
-        .routes(routes!(v1::environments::list_environments))
+        .routes(routes!(
+            v1::environments::list_environments,
+            v1::environments::create_environment
+        ))
+        .routes(routes!(
+            v1::environments::update_environment,
+            v1::environments::delete_environment
+        ))
         .routes(routes!(v1::environments::current_environment))
         .routes(routes!(v1::environments::end_sessions))
         .routes(routes!(v1::topics::get_topic_subscriber))

@@ -5,6 +5,7 @@
 
 pub mod channels;
 mod digests;
+pub mod environment_erasures;
 pub mod erasures;
 pub mod fanouts;
 pub mod idempotency;
@@ -95,6 +96,7 @@ embed_migrations!(
     "20261129021000_inbox_sessions.sql",
     "20261129022000_sealed_secrets.sql",
     "20261129024000_topic_self_subscription.sql",
+    "20261129030000_environment_erasure.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
