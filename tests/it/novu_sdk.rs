@@ -135,3 +135,19 @@ scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
 scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);
 scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
 scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
+
+/// Runs the environments scenario (`tests/sdk/environments.py`, `tests/sdk-ts/environments.mjs`, issue 38)
+/// with `sdk` on `backend`.
+async fn environments(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "environments.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "environments.mjs", &[]).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
+scenario_test!(environments_py, environments, Sdk::Python);
+scenario_test!(environments_ts, environments, Sdk::Node);
