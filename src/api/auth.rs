@@ -70,6 +70,25 @@ impl KeyCache {
     }
 }
 
+/// Forgets the cached keys of every environment deleted by any process, as the store announces it, until
+/// the store closes: a deleted environment's keys are refused everywhere at once, not after [`KEY_CACHE_TTL`].
+pub async fn forget_deleted_environments(state: AppState) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut rx = state.store.inbox_events().subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(events) => {
+                for e in events.iter().filter(|e| e.is_environment_deleted()) {
+                    state.keys.forget_environment(&e.environment_id);
+                }
+            }
+            // A deleted environment's announcement lost: its keys go within the TTL.
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
 /// Values by key digest, each for `ttl`, at most [`CACHE_MAX`] of them (when full, the expired ones go,
 /// else all).
 struct Recent<V> {

@@ -367,6 +367,7 @@ pub fn router(state: AppState) -> Router {
         state.background.clone(),
     );
     let _ = state.sockets.set(io);
+    tokio::spawn(auth::forget_deleted_environments(state.clone()));
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)
         .routes(routes!(health_check))

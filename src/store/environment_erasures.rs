@@ -111,10 +111,10 @@ impl Store {
             Ok::<EnvironmentDeletion, sqlx::Error>(outcome)
         })?;
         if outcome == EnvironmentDeletion::Deleted {
-            // Its sessions are refused already (they read the environment); their sockets close wherever
-            // they are held.
+            // Its sessions are refused already (they read the environment); their sockets close, and the
+            // keys cached by every process are forgotten (`api::auth::forget_deleted_environments`).
             self.inbox_events()
-                .publish(vec![InboxEvent::sessions_ended(env, i64::MAX)]);
+                .publish(vec![InboxEvent::environment_deleted(env)]);
         }
         Ok(outcome)
     }

@@ -188,8 +188,8 @@ pub async fn delete_environment(
 ) -> ApiResult<Response> {
     let id = EnvironmentId::from(id);
     service::delete(&state.store, &tenant, &id).await?;
-    // This process refuses the keys from the next request on (other processes hear it from the store), and
-    // its erasure loop starts on the environment's rows at once.
+    // This process refuses the keys from the next request on (every process also hears it from the store:
+    // `auth::forget_deleted_environments`), and its erasure loop starts on the environment's rows at once.
     state.keys.forget_environment(&id);
     state.wakeup.notify();
     Ok(Reply::ok(SubscriberDeletedOut {
