@@ -73,16 +73,6 @@ async fn furnish(app: &TestApp, key: &str, to: &str) -> String {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
-    let body = json!({"subscriptions": [to]});
-    let (status, out) = as_key(
-        app,
-        key,
-        Method::POST,
-        "/v2/topics/team/subscriptions",
-        Some(body),
-    )
-    .await;
-    assert!(status.is_success(), "{out}");
     let tx = format!("{to}-tx");
     let trigger = json!({"name": "news", "to": to, "payload": {"n": 1}, "transactionId": tx});
     let req = app
@@ -428,7 +418,6 @@ async fn erased_in_batches(mut app: TestApp) {
         "execution_details",
         "workflows",
         "topics",
-        "topic_subscriptions",
         "trigger_transactions",
         "idempotency_keys",
     ] {
