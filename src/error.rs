@@ -73,7 +73,8 @@ pub enum Error {
     /// Missing, malformed or unknown credentials (401).
     #[error("{0}")]
     Unauthorized(String),
-    /// The caller's API key may not do this (403): e.g. promote from an environment that is not its own.
+    /// The caller may not do this to that resource, which exists (403): an API key acting on another
+    /// environment than its own (updating it, promoting from it).
     #[error("{0}")]
     Forbidden(String),
     /// The resource does not exist in the caller's environment (404).

@@ -29,7 +29,7 @@ use super::error::ApiError;
 use super::idempotency;
 use super::ratelimit::{self, RouteLimit, Verdict};
 use super::AppState;
-use crate::domain::Tenant;
+use crate::domain::{EnvironmentId, Tenant};
 use crate::error::Error;
 
 /// How long an instance trusts a key it looked up: the bound on a rotated key still being accepted. Short, as
@@ -60,6 +60,32 @@ impl Default for KeyCache {
 impl KeyCache {
     fn get(&self, digest: &KeyDigest) -> Option<Tenant> {
         self.known.get(digest)
+    }
+
+    /// Forgets every key of `env` this process trusts: the environment was deleted, and its keys are
+    /// refused from the next request on rather than after [`KEY_CACHE_TTL`].
+    pub fn forget_environment(&self, env: &EnvironmentId) {
+        let mut entries = self.known.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.retain(|_, (t, _)| &t.environment_id != env);
+    }
+}
+
+/// Forgets the cached keys of every environment deleted by any process, as the store announces it, until
+/// the store closes: a deleted environment's keys are refused everywhere at once, not after [`KEY_CACHE_TTL`].
+pub async fn forget_deleted_environments(state: AppState) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut rx = state.store.inbox_events().subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(events) => {
+                for e in events.iter().filter(|e| e.is_environment_deleted()) {
+                    state.keys.forget_environment(&e.environment_id);
+                }
+            }
+            // A deleted environment's announcement lost: its keys go within the TTL.
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
     }
 }
 

@@ -219,7 +219,14 @@ fn subscriber_routes(routes: Routes) -> Routes {
             v2::contexts::update_context,
             v2::contexts::delete_context
         ))
-        .routes(routes!(v1::environments::list_environments))
+        .routes(routes!(
+            v1::environments::list_environments,
+            v1::environments::create_environment
+        ))
+        .routes(routes!(
+            v1::environments::update_environment,
+            v1::environments::delete_environment
+        ))
         .routes(routes!(v1::environments::current_environment))
         .routes(routes!(v1::environments::end_sessions))
         .routes(routes!(v1::topics::get_topic_subscriber))
@@ -374,6 +381,7 @@ pub fn router(state: AppState) -> Router {
         state.background.clone(),
     );
     let _ = state.sockets.set(io);
+    tokio::spawn(auth::forget_deleted_environments(state.clone()));
     let (authed, mut openapi) = api_routes(&state).split_for_parts();
     let (public, public_doc) = Routes::new(Default::default(), None)
         .routes(routes!(health_check))

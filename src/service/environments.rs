@@ -5,9 +5,10 @@ use serde::Serialize;
 
 use crate::crypto::{new_api_key, sha256_hex};
 use crate::domain::{EnvironmentId, OrganizationId, Tenant};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Validation};
 use crate::service::inbox_session;
-use crate::store::tenants::EnvironmentRow;
+use crate::store::environment_erasures::EnvironmentDeletion;
+use crate::store::tenants::{EnvironmentRow, EnvironmentUpdate};
 use crate::store::Store;
 
 /// What `tidings environments create` prints.
@@ -67,17 +68,31 @@ pub async fn create_with_hmac(
         return Err(Error::bad_request("environment name must not be empty"));
     }
     let org = store.default_organization().await?;
-    if store.get_environment_by_name(&org, name).await?.is_some() {
-        return Err(Error::Conflict(format!(
-            "Environment \"{name}\" already exists"
-        )));
+    create_in(store, &org, name, key, hmac || requires_hmac(name), None).await
+}
+
+/// Creates the environment `name` (trimmed, not empty) in `org` with the API key `key` (a new one when
+/// `None`); 409 when the organization has one of this name already (a concurrent create of the same name
+/// loses at the database's unique index).
+async fn create_in(
+    store: &Store,
+    org: &OrganizationId,
+    name: &str,
+    key: Option<&str>,
+    hmac: bool,
+    color: Option<&str>,
+) -> Result<CreatedEnvironment> {
+    let exists = || Error::Conflict(format!("Environment \"{name}\" already exists"));
+    if store.get_environment_by_name(org, name).await?.is_some() {
+        return Err(exists());
     }
-    let env = store
-        .insert_environment(&org, name, hmac || requires_hmac(name))
-        .await?;
+    let env = match store.insert_environment(org, name, hmac, color).await {
+        Err(Error::Duplicate) => return Err(exists()),
+        other => other?,
+    };
     let api_key = key.map(str::to_owned).unwrap_or_else(new_api_key);
     let tenant = Tenant {
-        organization_id: org,
+        organization_id: org.clone(),
         environment_id: env.id,
     };
     store.insert_api_key(&tenant, &api_key).await?;
@@ -118,6 +133,212 @@ pub async fn list(store: &Store) -> Result<Vec<EnvironmentSummary>> {
 /// The environments of the caller's organization, oldest first (what an API key may see of them: no key).
 pub async fn of_organization(store: &Store, tenant: &Tenant) -> Result<Vec<EnvironmentRow>> {
     store.list_environments(Some(&tenant.organization_id)).await
+}
+
+/// The most characters of an environment's name.
+pub const NAME_CHARS: usize = 100;
+/// The most characters of an environment's public identifier (the Inbox's `applicationIdentifier`).
+pub const IDENTIFIER_CHARS: usize = 64;
+
+/// The environments every organization is started with, as Novu names them: the API creates none of these
+/// names, renames none of them and deletes none of them (Novu's rule).
+const PROTECTED: [&str; 2] = ["Development", "Production"];
+
+fn protected(name: &str) -> bool {
+    PROTECTED
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(name.trim()))
+}
+
+/// What `POST /v1/environments` and `PUT /v1/environments/{environmentId}` ask for; `None` leaves a field
+/// as it is. `refused` names what was sent that Tidings does not have (a parent environment, an inbound
+/// parse domain, a framework bridge), each refused with a 422 rather than dropped.
+#[derive(Debug, Clone, Default)]
+pub struct EnvironmentInput {
+    pub name: Option<String>,
+    pub identifier: Option<String>,
+    pub color: Option<String>,
+    pub refused: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl EnvironmentInput {
+    /// The 422 of every field that does not fit, all at once.
+    fn validate(&self) -> Result<()> {
+        let mut v = Validation::new();
+        if let Some(name) = &self.name {
+            let n = name.trim().chars().count();
+            if n == 0 || n > NAME_CHARS {
+                v.add(
+                    "name",
+                    format!("name must hold 1 to {NAME_CHARS} characters"),
+                    name.as_str(),
+                );
+            } else if protected(name) {
+                v.add(
+                    "name",
+                    "Environment name cannot be Development or Production",
+                    name.as_str(),
+                );
+            }
+        }
+        if let Some(id) = &self.identifier {
+            let fits = (1..=IDENTIFIER_CHARS).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !fits {
+                v.add(
+                    "identifier",
+                    format!(
+                        "identifier must hold 1 to {IDENTIFIER_CHARS} letters, digits, '-' or '_'"
+                    ),
+                    id.as_str(),
+                );
+            }
+        }
+        if let Some(color) = &self.color {
+            let hex = color.strip_prefix('#').unwrap_or("");
+            if !matches!(hex.len(), 3 | 6) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                v.add(
+                    "color",
+                    "color must be a hex color: #rgb or #rrggbb",
+                    color.as_str(),
+                );
+            }
+        }
+        for (field, value) in &self.refused {
+            v.add(
+                field,
+                format!("{field} is not supported by Tidings"),
+                value.clone(),
+            );
+        }
+        v.finish()
+    }
+}
+
+/// `POST /v1/environments`: creates an environment in the caller's organization, with a new API key and
+/// public identifier as `tidings environments create` does. Any API key of the organization may; the
+/// answer is the only place the new key is ever shown.
+pub async fn create_for(
+    store: &Store,
+    tenant: &Tenant,
+    input: &EnvironmentInput,
+) -> Result<(EnvironmentRow, String)> {
+    input.validate()?;
+    let Some(name) = input.name.as_deref().map(str::trim) else {
+        return Err(Error::invalid(
+            "name",
+            "name is required",
+            serde_json::Value::Null,
+        ));
+    };
+    let org = &tenant.organization_id;
+    let created = create_in(store, org, name, None, false, input.color.as_deref()).await?;
+    let env = store
+        .environment_of(org, &created.environment_id)
+        .await?
+        .ok_or_else(|| {
+            Error::NotFound(format!("Environment {} not found", created.environment_id))
+        })?;
+    Ok((env, created.api_key))
+}
+
+/// The organization's environment `id`, which an API key may change only when it is its own: 404 when the
+/// organization has no such environment, 403 when it is another one (Novu's rule: an API key is scoped to
+/// one environment).
+async fn own_environment(
+    store: &Store,
+    tenant: &Tenant,
+    id: &EnvironmentId,
+    doing: &str,
+) -> Result<EnvironmentRow> {
+    let env = store
+        .environment_of(&tenant.organization_id, id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("Environment {id} not found")))?;
+    if env.id != tenant.environment_id {
+        return Err(Error::Forbidden(format!(
+            "API key authentication is scoped to a single environment and cannot {doing} a different \
+             environment. Use the API key of environment {id}."
+        )));
+    }
+    Ok(env)
+}
+
+/// `PUT /v1/environments/{environmentId}`: renames the caller's own environment, changes its public
+/// identifier or its color. Development and Production keep their names; names are unique in the
+/// organization and identifiers everywhere (409).
+pub async fn update(
+    store: &Store,
+    tenant: &Tenant,
+    id: &EnvironmentId,
+    input: &EnvironmentInput,
+) -> Result<EnvironmentRow> {
+    input.validate()?;
+    let env = own_environment(store, tenant, id, "update").await?;
+    let name = input
+        .name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| *n != env.name);
+    if name.is_some() && protected(&env.name) {
+        return Err(Error::invalid(
+            "name",
+            "Cannot update the name of Development or Production environments",
+            env.name.as_str(),
+        ));
+    }
+    let change = EnvironmentUpdate {
+        name,
+        identifier: input.identifier.as_deref(),
+        color: input.color.as_deref(),
+    };
+    match store
+        .update_environment(&tenant.organization_id, id, &change)
+        .await
+    {
+        Err(Error::Duplicate) => Err(Error::Conflict(match name {
+            Some(n)
+                if store
+                    .get_environment_by_name(&tenant.organization_id, n)
+                    .await?
+                    .is_some() =>
+            {
+                format!("Environment \"{n}\" already exists")
+            }
+            _ => "Environment identifier already exists".to_owned(),
+        })),
+        Ok(None) => Err(Error::NotFound(format!("Environment {id} not found"))),
+        Ok(Some(env)) => Ok(env),
+        Err(e) => Err(e),
+    }
+}
+
+/// `DELETE /v1/environments/{environmentId}`: deletes the caller's own environment. Its keys, Inbox
+/// identifier and sessions are refused at once; workers erase its data in bounded batches
+/// (`engine::erasure`). Development and Production cannot be deleted, nor an organization's last
+/// environment (400).
+pub async fn delete(store: &Store, tenant: &Tenant, id: &EnvironmentId) -> Result<()> {
+    let env = own_environment(store, tenant, id, "delete").await?;
+    if protected(&env.name) {
+        return Err(Error::bad_request(format!(
+            "The {} environment is protected and cannot be deleted. Only custom environments can be deleted.",
+            env.name
+        )));
+    }
+    match store
+        .delete_environment(&tenant.organization_id, id)
+        .await?
+    {
+        EnvironmentDeletion::Deleted => Ok(()),
+        EnvironmentDeletion::NotFound => {
+            Err(Error::NotFound(format!("Environment {id} not found")))
+        }
+        EnvironmentDeletion::Last => Err(Error::bad_request(
+            "The last environment of an organization cannot be deleted",
+        )),
+    }
 }
 
 /// The default organization's environment `name`.

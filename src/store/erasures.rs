@@ -34,6 +34,20 @@ const ERASED_NOTIFICATIONS: &str = "select id from notifications where environme
 const ERASED_MESSAGES: &str = "delete from messages where id in (select id from messages \
     where environment_id = $1 and subscriber_ref = $2 limit $3)";
 
+/// A table of pending erasures, each claimed with a lease (`locked_by`, `locked_until`), oldest
+/// (`created_at`) first: the table and its key column.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Queue {
+    pub table: &'static str,
+    pub key: &'static str,
+}
+
+/// The deleted subscribers being erased.
+const SUBSCRIBERS: Queue = Queue {
+    table: "subscriber_erasures",
+    key: "subscriber_ref",
+};
+
 impl Store {
     /// Deletes the subscriber `s` and what is keyed by its subscriberId or small per subscriber, and
     /// records its erasure, in one transaction. `false` when the record was gone already (deleted by a
@@ -84,34 +98,88 @@ impl Store {
         now: i64,
         lease_ms: i64,
     ) -> Result<Option<Erasure>> {
-        let mut q = Sql::new("update subscriber_erasures set locked_by = ");
-        q.bind(worker)
-            .push(", locked_until = ")
-            .bind(now + lease_ms);
-        q.push(" where subscriber_ref = (select subscriber_ref from subscriber_erasures where locked_until is null or locked_until <= ")
-            .bind(now)
-            .push(" order by created_at limit 1)");
-        q.push(" and (locked_until is null or locked_until <= ")
-            .bind(now)
-            .push(") returning subscriber_ref, environment_id, subscriber_id, created_at");
-        Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Erasure>(&q.text), q.args).fetch_optional(p).await)?,
-        )
+        self.claim_queued(SUBSCRIBERS, Erasure::COLUMNS, worker, now, lease_ms)
+            .await
     }
 
     /// Extends the lease of an erasure `worker` holds to `until`; `false` when it holds it no more.
     pub async fn renew_erasure(&self, e: &Erasure, worker: &str, until: i64) -> Result<bool> {
-        let n = on_db!(self.w(), p => sqlx::query(
-            "update subscriber_erasures set locked_until = $1 where subscriber_ref = $2 and locked_by = $3")
-            .bind(until).bind(&e.subscriber_ref).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(n == 1)
+        self.renew_queued(SUBSCRIBERS, &e.subscriber_ref, worker, until)
+            .await
     }
 
     /// Lets the erasure go until `until`: no worker claims it before.
     pub async fn postpone_erasure(&self, e: &Erasure, worker: &str, until: i64) -> Result<()> {
-        on_db!(self.w(), p => sqlx::query(
-            "update subscriber_erasures set locked_by = null, locked_until = $1 where subscriber_ref = $2 and locked_by = $3")
-            .bind(until).bind(&e.subscriber_ref).bind(worker).execute(p).await.map(|_| ()))?;
+        self.postpone_queued(SUBSCRIBERS, &e.subscriber_ref, worker, until)
+            .await
+    }
+
+    /// Claims the oldest pending erasure of `queue` whose lease is free (none, or run out at `now`) for
+    /// `worker` until `now + lease_ms`, as a row of `columns`. Atomic: processes claiming together each get a
+    /// different one.
+    pub(super) async fn claim_queued<R>(
+        &self,
+        queue: Queue,
+        columns: &str,
+        worker: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<Option<R>>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + Send
+            + Unpin,
+    {
+        let Queue { table, key } = queue;
+        let mut q = Sql::new(&format!("update {table} set locked_by = "));
+        q.bind(worker)
+            .push(", locked_until = ")
+            .bind(now + lease_ms);
+        q.push(&format!(
+            " where {key} = (select {key} from {table} where locked_until is null or locked_until <= "
+        ))
+        .bind(now)
+        .push(" order by created_at limit 1)");
+        q.push(" and (locked_until is null or locked_until <= ")
+            .bind(now)
+            .push(&format!(") returning {columns}"));
+        Ok(
+            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, R>(&q.text), q.args).fetch_optional(p).await)?,
+        )
+    }
+
+    /// Extends the lease `worker` holds on the erasure `id` of `queue` to `until`; `false` when it holds it
+    /// no more.
+    pub(super) async fn renew_queued(
+        &self,
+        queue: Queue,
+        id: &str,
+        worker: &str,
+        until: i64,
+    ) -> Result<bool> {
+        let Queue { table, key } = queue;
+        let sql =
+            format!("update {table} set locked_until = $1 where {key} = $2 and locked_by = $3");
+        let n = on_db!(self.w(), p => sqlx::query(&sql)
+            .bind(until).bind(id).bind(worker).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Lets the erasure `id` of `queue` go until `until`: no worker claims it before.
+    pub(super) async fn postpone_queued(
+        &self,
+        queue: Queue,
+        id: &str,
+        worker: &str,
+        until: i64,
+    ) -> Result<()> {
+        let Queue { table, key } = queue;
+        let sql = format!(
+            "update {table} set locked_by = null, locked_until = $1 where {key} = $2 and locked_by = $3"
+        );
+        on_db!(self.w(), p => sqlx::query(&sql)
+            .bind(until).bind(id).bind(worker).execute(p).await.map(|_| ()))?;
         Ok(())
     }
 

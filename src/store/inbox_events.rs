@@ -79,6 +79,16 @@ impl InboxEvent {
         }
     }
 
+    /// The environment was deleted: every session of it ended, whatever its epoch.
+    pub fn environment_deleted(environment_id: &EnvironmentId) -> Self {
+        Self::sessions_ended(environment_id, i64::MAX)
+    }
+
+    /// Whether this announces that its environment was deleted.
+    pub fn is_environment_deleted(&self) -> bool {
+        self.ended == Some(Ended::Epoch(i64::MAX))
+    }
+
     /// The subscriber was recorded offline by a process whose last socket of it closed.
     pub fn offline(environment_id: &EnvironmentId, subscriber: &SubscriberRef) -> Self {
         Self {

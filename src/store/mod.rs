@@ -6,6 +6,7 @@
 pub mod channels;
 pub mod contexts;
 mod digests;
+pub mod environment_erasures;
 pub mod erasures;
 pub mod fanouts;
 pub mod idempotency;
@@ -96,6 +97,7 @@ embed_migrations!(
     "20261129021000_inbox_sessions.sql",
     "20261129022000_sealed_secrets.sql",
     "20261129024000_topic_self_subscription.sql",
+    "20261129030000_environment_erasure.sql",
     "20261129033000_context_list.sql",
 );
 

@@ -2,10 +2,10 @@
 
 use super::row::sql_row;
 use super::sql::Sql;
-use super::{on_db, Cost, Store};
+use super::{is_unique_violation, on_db, Cost, Store};
 use crate::crypto::sha256_hex;
 use crate::domain::{EnvironmentId, OrganizationId, Tenant, Timestamp};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 sql_row! {
     #[derive(Debug, Clone)]
@@ -20,13 +20,23 @@ sql_row! {
         pub inbox_hmac: bool,
         /// Signed into every session token; a token of an older epoch is refused.
         pub session_epoch: i64,
+        /// What Novu's dashboard shows it in (`#rrggbb`), when it was given one.
+        pub color: Option<String>,
     }
 }
 
 /// The select list of [`EnvironmentRow`] (an environment from before `inbox_hmac` reads as off until start-up
 /// decides it).
 const ENVIRONMENT_COLUMNS: &str = "id, organization_id, name, identifier, created_at, \
-    coalesce(inbox_hmac, false) as inbox_hmac, session_epoch";
+    coalesce(inbox_hmac, false) as inbox_hmac, session_epoch, color";
+
+/// What [`Store::update_environment`] sets; `None` leaves a field as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvironmentUpdate<'a> {
+    pub name: Option<&'a str>,
+    pub identifier: Option<&'a str>,
+    pub color: Option<&'a str>,
+}
 
 impl Store {
     /// The oldest organization, created as "Default" when there is none.
@@ -82,12 +92,13 @@ impl Store {
     }
 
     /// Creates an environment with a new public identifier; its Inbox sessions need the HMAC when
-    /// `inbox_hmac`.
+    /// `inbox_hmac`. [`Error::Duplicate`] when the organization has one of this name already.
     pub async fn insert_environment(
         &self,
         org: &OrganizationId,
         name: &str,
         inbox_hmac: bool,
+        color: Option<&str>,
     ) -> Result<EnvironmentRow> {
         let row = EnvironmentRow {
             id: EnvironmentId::new(),
@@ -97,13 +108,57 @@ impl Store {
             created_at: Timestamp::now().0,
             inbox_hmac,
             session_epoch: 0,
+            color: color.map(str::to_owned),
         };
-        on_db!(self.w(), p => sqlx::query(
+        let inserted = on_db!(self.w(), p => sqlx::query(
             "insert into environments (id, organization_id, name, identifier, created_at, updated_at, \
-             inbox_hmac, session_epoch) values ($1, $2, $3, $4, $5, $5, $6, 0)")
+             inbox_hmac, session_epoch, color) values ($1, $2, $3, $4, $5, $5, $6, 0, $7)")
             .bind(row.id.as_str()).bind(row.organization_id.as_str()).bind(&row.name).bind(&row.identifier)
-            .bind(row.created_at).bind(inbox_hmac).execute(p).await.map(|r| r.rows_affected()))?;
-        Ok(row)
+            .bind(row.created_at).bind(inbox_hmac).bind(color).execute(p).await.map(|r| r.rows_affected()));
+        match inserted {
+            Ok(_) => Ok(row),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The organization's environment `env` (`None` when the organization has no such environment).
+    pub async fn environment_of(
+        &self,
+        org: &OrganizationId,
+        env: &EnvironmentId,
+    ) -> Result<Option<EnvironmentRow>> {
+        let mut q = Sql::new(&format!(
+            "select {ENVIRONMENT_COLUMNS} from environments where id = "
+        ));
+        q.bind(env.as_str())
+            .push(" and organization_id = ")
+            .bind(org.as_str());
+        self.row(Cost::Point, q).await
+    }
+
+    /// Sets what is given of the organization's environment `env`'s name, public identifier and color;
+    /// answers it as it is now (`None`: no such environment). [`Error::Duplicate`] when the organization
+    /// has an environment of this name, or any environment this identifier, already.
+    pub async fn update_environment(
+        &self,
+        org: &OrganizationId,
+        env: &EnvironmentId,
+        change: &EnvironmentUpdate<'_>,
+    ) -> Result<Option<EnvironmentRow>> {
+        let sql = format!(
+            "update environments set name = coalesce($3, name), identifier = coalesce($4, identifier), \
+             color = coalesce($5, color), updated_at = $6 where id = $1 and organization_id = $2 \
+             returning {ENVIRONMENT_COLUMNS}"
+        );
+        let updated = on_db!(self.w(), p => sqlx::query_as::<_, EnvironmentRow>(&sql)
+            .bind(env.as_str()).bind(org.as_str()).bind(change.name).bind(change.identifier)
+            .bind(change.color).bind(Timestamp::now().0).fetch_optional(p).await);
+        match updated {
+            Ok(row) => Ok(row),
+            Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Sets whether the environment's Inbox sessions need the HMAC; `true` when that changed it.

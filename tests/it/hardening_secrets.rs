@@ -11,31 +11,7 @@ use tidings::service::environments;
 
 use crate::db_test;
 use crate::support::receiver::{Receiver, Reply};
-use crate::support::{deliver_one, Backend, TestApp};
-
-/// A statement on the app's database as another client would run it (its own connection, the app's
-/// PostgreSQL schema): the first column of each row as text.
-async fn raw_sql(app: &TestApp, sql: &str) -> Vec<String> {
-    match app.backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&app.database_url).await.unwrap();
-            let rows: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
-            pool.close().await;
-            rows.into_iter().map(|(t,)| t).collect()
-        }
-        Backend::Postgres => {
-            use std::str::FromStr;
-            let schema = app.pg_schema.clone().unwrap();
-            let options = sqlx::postgres::PgConnectOptions::from_str(&app.database_url)
-                .unwrap()
-                .options([("search_path", format!("\"{schema}\",public"))]);
-            let pool = sqlx::PgPool::connect_with(options).await.unwrap();
-            let rows: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
-            pool.close().await;
-            rows.into_iter().map(|(t,)| t).collect()
-        }
-    }
-}
+use crate::support::{deliver_one, raw_sql, TestApp};
 
 /// The stored `channels` column of subscriber `id`, as text.
 async fn stored_channels(app: &TestApp, id: &str) -> String {

@@ -14,6 +14,7 @@ mod delivery;
 mod digests;
 mod engine;
 mod environments;
+mod environments_api;
 mod erasure;
 mod erasure_js;
 mod fanout;

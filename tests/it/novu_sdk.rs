@@ -146,7 +146,7 @@ async fn promotion(backend: Backend, sdk: Sdk) {
     .await;
     let foreign = app
         .store
-        .insert_environment(&org, "Production", false)
+        .insert_environment(&org, "Production", false, None)
         .await
         .unwrap();
     let env = [
@@ -189,3 +189,19 @@ scenario_test!(contexts_py, contexts, Sdk::Python);
 scenario_test!(contexts_ts, contexts, Sdk::Node);
 scenario_test!(promotion_py, promotion, Sdk::Python);
 scenario_test!(promotion_ts, promotion, Sdk::Node);
+
+/// Runs the environments scenario (`tests/sdk/environments.py`, `tests/sdk-ts/environments.mjs`, issue 38)
+/// with `sdk` on `backend`.
+async fn environments(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "environments.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "environments.mjs", &[]).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
+scenario_test!(environments_py, environments, Sdk::Python);
+scenario_test!(environments_ts, environments, Sdk::Node);

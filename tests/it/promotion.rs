@@ -29,7 +29,7 @@ async fn foreign_environment(app: &TestApp) -> String {
     .await;
     let env = app
         .store
-        .insert_environment(&org, "Production", false)
+        .insert_environment(&org, "Production", false, None)
         .await
         .unwrap();
     env.id.0

@@ -24,9 +24,10 @@ http.addHook("response", async (res, req) => {
   exchanges.push({ method: req.method, url: req.url, status: res.status, body });
 });
 
-/** A Novu client against the server under test, retries off, every exchange recorded. */
-export function client() {
-  return new Novu({ secretKey: KEY, serverURL: URL, retryConfig: { strategy: "none" }, httpClient: http });
+/** A Novu client against the server under test (with `key`, the app's by default), retries off, every
+ * exchange recorded. */
+export function client(key = KEY) {
+  return new Novu({ secretKey: key, serverURL: URL, retryConfig: { strategy: "none" }, httpClient: http });
 }
 
 /** The last exchange, for failure messages. */

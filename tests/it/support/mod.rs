@@ -427,6 +427,30 @@ fn own_url(app: &TestApp) -> String {
     }
 }
 
+/// A statement on the app's database as another client would run it (its own connection, the app's
+/// PostgreSQL schema): the first column of each row as text.
+pub async fn raw_sql(app: &TestApp, sql: &str) -> Vec<String> {
+    match app.backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&app.database_url).await.unwrap();
+            let rows: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
+            pool.close().await;
+            rows.into_iter().map(|(t,)| t).collect()
+        }
+        Backend::Postgres => {
+            use std::str::FromStr;
+            let schema = app.pg_schema.clone().unwrap();
+            let options = sqlx::postgres::PgConnectOptions::from_str(&app.database_url)
+                .unwrap()
+                .options([("search_path", format!("\"{schema}\",public"))]);
+            let pool = sqlx::PgPool::connect_with(options).await.unwrap();
+            let rows: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
+            pool.close().await;
+            rows.into_iter().map(|(t,)| t).collect()
+        }
+    }
+}
+
 /// The one number `sql` (bound to `arg`) selects, read over a connection of the test's own.
 pub async fn count(app: &TestApp, sql: &str, arg: &str) -> i64 {
     let url = own_url(app);
