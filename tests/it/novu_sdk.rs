@@ -113,6 +113,19 @@ async fn topics_v1(backend: Backend, sdk: Sdk) {
     }
 }
 
+/// Runs the scenario of bulk subscribers, the online flag and deleting a trigger's messages
+/// (`tests/sdk/subscribers_bulk.py`, `tests/sdk-ts/subscribers_bulk.mjs`) with the current `sdk` on `backend`.
+async fn subscribers_bulk(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "subscribers_bulk.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "subscribers_bulk.mjs", &[]).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
 macro_rules! scenario_test {
     ($name:ident, $run:ident, $sdk:expr) => {
@@ -135,3 +148,5 @@ scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
 scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);
 scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
 scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
+scenario_test!(subscribers_bulk_py, subscribers_bulk, Sdk::Python);
+scenario_test!(subscribers_bulk_ts, subscribers_bulk, Sdk::Node);
