@@ -17,6 +17,16 @@ fn ids<'a>(out: &'a Value, list: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// How many subscribers the app's environment holds, counted in the database.
+async fn subscribers_of(app: &TestApp) -> i64 {
+    count(
+        app,
+        "select count(*) from subscribers where environment_id = $1",
+        app.tenant.environment_id.as_str(),
+    )
+    .await
+}
+
 async fn bulk(app: &TestApp, subscribers: Value) -> Value {
     let (status, out) = app
         .post(
@@ -122,12 +132,7 @@ async fn creates_updates_and_reports_failures(app: TestApp) {
     assert_eq!(ids(&out, "updated"), ["test1", "test2"]);
     let (_, s) = app.get("/v2/subscribers/test1").await;
     assert_eq!(s["__v"], 0, "{s}");
-    let n = count(
-        &app,
-        "select count(*) from subscribers where environment_id = $1",
-        app.tenant.environment_id.as_str(),
-    )
-    .await;
+    let n = subscribers_of(&app).await;
     assert_eq!(n, 3);
 
     // A deleted subscriber is created again.
@@ -157,12 +162,7 @@ async fn bounds_and_bad_bodies(app: TestApp) {
         out["message"],
         "subscribers must contain no more than 500 elements, got 501"
     );
-    let n = count(
-        &app,
-        "select count(*) from subscribers where environment_id = $1",
-        app.tenant.environment_id.as_str(),
-    )
-    .await;
+    let n = subscribers_of(&app).await;
     assert_eq!(n, 0, "nothing of a refused request is written");
 
     // 500 is the most, and all of them are written.
@@ -215,12 +215,7 @@ async fn concurrent_bulks_never_duplicate(app: TestApp) {
         created, 200,
         "each subscriber created by exactly one request"
     );
-    let n = count(
-        &app,
-        "select count(*) from subscribers where environment_id = $1",
-        app.tenant.environment_id.as_str(),
-    )
-    .await;
+    let n = subscribers_of(&app).await;
     assert_eq!(n, 200);
     // Every subscriber holds one request's whole write: the first name given by all, a last name of one.
     let (_, s) = app.get("/v2/subscribers/c007").await;
