@@ -55,6 +55,11 @@
 #                  notifications are written (mid-expansion), a restart, and again exactly one notification and one message per
 #                  subscriber once the expansion resumed (its lease expires first). Seeds BENCH_SUBSCRIBERS
 #                  subscribers.
+#   bulk_subscribers  POST /v1/subscribers/bulk: BENCH_BULK_TOTAL new subscribers (every profile field set, so
+#                  every search index is written) in batches of 500 over BENCH_BULK_CONNECTIONS keep-alive
+#                  connections (bench/bulk_subscribers.py); reports subscribers/s from the first request to the
+#                  last answer and each request's p50/p99, and fails unless every subscriber was created.
+#                  Seeds nothing.
 #
 # Settings (environment variables):
 #   BENCH_ONLY          comma-separated workload groups to run (default: all of them)
@@ -67,6 +72,8 @@
 #                       thread: each request already carries many events)
 #   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored, or a delivery backlog to reach the
 #                       receiver                              (default 300)
+#   BENCH_BULK_TOTAL    subscribers the bulk_subscribers group imports          (default 100000)
+#   BENCH_BULK_CONNECTIONS  its connections                                      (default 4)
 #   BENCH_DURATION      seconds per measured workload         (default 15)
 #   BENCH_WARMUP        seconds of warm-up per workload       (default 3)
 #   BENCH_THREADS       wrk threads                           (default 2)
@@ -105,7 +112,7 @@ KEEP_TMP="${BENCH_KEEP_TMP:-0}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics bulk_subscribers"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -131,6 +138,10 @@ TARGET_TRIGGER_EPS_SQLITE=5000     # events/s from trigger to stored in-app mess
 TARGET_TRIGGER_EPS_POSTGRES=3000
 TARGET_FANOUT_RPS_SQLITE=20000     # recipients/s from one trigger to a topic until the last in-app message is stored
 TARGET_FANOUT_RPS_POSTGRES=8000
+TARGET_BULK_SQLITE=20000           # subscribers/s through POST /v1/subscribers/bulk, batches of 500
+TARGET_BULK_POSTGRES=10000
+BULK_TOTAL="${BENCH_BULK_TOTAL:-100000}"
+BULK_CONNECTIONS="${BENCH_BULK_CONNECTIONS:-4}"
 TARGET_RSS_IDLE_MB=64
 TARGET_RSS_LOAD_MB=256
 
@@ -1112,6 +1123,20 @@ if selected topics; then
     log "topics: $KILL"
 fi
 
+if selected bulk_subscribers; then
+    wait_until_quiet
+    log "bulk_subscribers: $BULK_TOTAL subscribers in batches of 500 over $BULK_CONNECTIONS connections"
+    python3 "$BENCH_DIR/bulk_subscribers.py" "$BASE_URL" "$API_KEY" "$BULK_TOTAL" 500 "$BULK_CONNECTIONS" \
+        "bulk$$-" >"$WORK_DIR/bulk.out" &
+    CLIENT_PID=$!
+    python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$WORK_DIR/bulk.samples"
+    wait "$CLIENT_PID" || BULK_FAILED=1
+    CLIENT_PID=""
+    BULK="$(tail -n 1 "$WORK_DIR/bulk.out")"
+    BULK_SAMPLE="$(cat "$WORK_DIR/bulk.samples")"
+    log "bulk_subscribers: $BULK"
+fi
+
 RSS_HWM_KB="$(rss_kb VmHWM)"
 sleep 3
 RSS_AFTER_KB="$(rss_kb VmRSS)"
@@ -1343,6 +1368,15 @@ REPORT="$WORK_DIR/report.md"
         echo "| kill test: SIGKILL at a third, restart | $TOPIC_SIZE | — | — | — | — | ${KILL%%; after*}; after the restart $killed | exactly once | **$(verdict exactly_once "$killed")** |"
         echo
         echo "Topics: *time* runs from the trigger request until the newest in-app message of the fan-out was stored; the fan-out is expanded by the server's workers in batches while the same workers store the messages."
+        echo
+    fi
+    if selected bulk_subscribers; then
+        target="$TARGET_BULK_SQLITE"
+        [[ "$DB_KIND" == postgres ]] && target="$TARGET_BULK_POSTGRES"
+        rate="$(kv_field "$BULK" per_second)"
+        echo "| bulk import → stored subscribers | subscribers | time | subscribers/s | p50 / p99 per request | CPU server / other | target | result |"
+        echo "|---|---:|---:|---:|---:|---:|---|---|"
+        echo "| POST /v1/subscribers/bulk, batches of 500, $BULK_CONNECTIONS connections | $(kv_field "$BULK" created) created, $(kv_field "$BULK" failed) failed, $(kv_field "$BULK" errors) errors | $(kv_field "$BULK" seconds) s | $rate | $(kv_field "$BULK" p50_ms) / $(kv_field "$BULK" p99_ms) ms | $(kv_field "$BULK_SAMPLE" server_cpu_pct) % / $(kv_field "$BULK_SAMPLE" other_cpu_pct) % | ≥ $target/s | **$(if [[ -z "${BULK_FAILED:-}" ]] && ge "$rate" "$target"; then echo PASS; else echo FAIL; fi)** |"
         echo
     fi
     echo "| memory (server RSS) | measured | target | result |"

@@ -70,6 +70,20 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     }
 }
 
+/// Reads a `T` from `doc`, a part of a body already parsed (an item of a list whose items are judged one
+/// by one): as [`parse_json`] does, every field that keeps it from being a `T`.
+pub fn parse_value<T: DeserializeOwned>(doc: Value) -> Result<T, Validation> {
+    if !doc.is_object() {
+        let mut v = Validation::new();
+        v.add("body", "each item must be a JSON object", doc);
+        return Err(v);
+    }
+    match T::deserialize(&doc) {
+        Ok(t) => Ok(t),
+        Err(_) => Err(every_problem::<T>(doc)),
+    }
+}
+
 /// The one message for a NUL character, wherever it is.
 pub const NUL_MESSAGE: &str = "must not contain the NUL character (\\u0000)";
 

@@ -256,6 +256,8 @@ fn subscriber_routes(routes: Routes) -> Routes {
             v1::subscriber_credentials::patch_credentials
         ))
         .routes(routes!(v1::subscriber_credentials::delete_credentials))
+        .routes(routes!(v1::subscribers_bulk::create_bulk))
+        .routes(routes!(v1::subscribers_bulk::update_online_status))
 }
 
 /// Integrations, events, notifications, messages, workflows, the step preview and channels.
@@ -279,6 +281,7 @@ fn delivery_routes(routes: Routes) -> Routes {
         .routes(routes!(v1::notifications::get_notification))
         .routes(routes!(v1::messages::list_messages))
         .routes(routes!(v1::messages::delete_message))
+        .routes(routes!(v1::messages::delete_by_transaction))
         .routes(routes!(v1::messages::subscriber_feed))
         .routes(routes!(v1::messages::unseen_count))
         .routes(routes!(v1::messages::mark_as))

@@ -102,6 +102,14 @@ macro_rules! profile {
             }
 
             /// The profile it would give a new subscriber.
+            /// These fields, then `later`'s over them: what giving both in turn sets.
+            pub fn then(self, later: ProfileInput) -> ProfileInput {
+                ProfileInput {
+                    subscriber_id: later.subscriber_id.or(self.subscriber_id),
+                    $( $field: later.$field.or(self.$field), )+
+                }
+            }
+
             pub fn profile(&self) -> SubscriberProfile {
                 let mut p = SubscriberProfile::default();
                 self.clone().apply(&mut p);

@@ -266,3 +266,12 @@ pub async fn delete(store: &Store, tenant: &Tenant, message_id: &MessageId) -> R
         )))
     }
 }
+
+/// Deletes the environment's messages `f` selects (a trigger's, by transaction id); none is a 404, as
+/// Novu answers it.
+pub async fn delete_where(store: &Store, tenant: &Tenant, f: &MessageFilter) -> Result<()> {
+    if store.delete_where(&tenant.environment_id, f).await? == 0 {
+        return Err(Error::NotFound("Invalid transactionId or channel".into()));
+    }
+    Ok(())
+}

@@ -85,21 +85,7 @@ pub async fn create(
         });
     }
 
-    let now = Timestamp::now();
-    let s = Subscriber {
-        id: SubscriberRef::new(),
-        organization_id: tenant.organization_id.clone(),
-        environment_id: tenant.environment_id.clone(),
-        subscriber_id: subscriber_id.clone(),
-        profile: fields.profile(),
-        channels: Vec::new(),
-        is_online: None,
-        last_online_at: None,
-        deleted: false,
-        version: 0,
-        created_at: now,
-        updated_at: now,
-    };
+    let s = new_subscriber(tenant, &subscriber_id, &fields, Timestamp::now());
     match store.insert_subscriber(&s).await {
         Ok(()) => Ok(Created {
             subscriber: s,
@@ -118,6 +104,29 @@ pub async fn create(
             s.subscriber_id
         ))),
         Err(e) => Err(e),
+    }
+}
+
+/// A subscriber not stored yet, of version 0, with the profile `fields` give.
+fn new_subscriber(
+    tenant: &Tenant,
+    subscriber_id: &str,
+    fields: &ProfileInput,
+    now: Timestamp,
+) -> Subscriber {
+    Subscriber {
+        id: SubscriberRef::new(),
+        organization_id: tenant.organization_id.clone(),
+        environment_id: tenant.environment_id.clone(),
+        subscriber_id: subscriber_id.to_owned(),
+        profile: fields.profile(),
+        channels: Vec::new(),
+        is_online: None,
+        last_online_at: None,
+        deleted: false,
+        version: 0,
+        created_at: now,
+        updated_at: now,
     }
 }
 
@@ -457,4 +466,195 @@ async fn modify(
     Err(Error::Conflict(format!(
         "Subscriber {subscriber_id} is being changed concurrently; retry the request"
     )))
+}
+
+/// The most subscribers one bulk create takes.
+pub const BULK_MAX: usize = 500;
+
+/// A subscriber of a bulk create that was not written, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BulkFailure {
+    /// The item's subscriberId, when it has one.
+    pub subscriber_id: Option<String>,
+    pub message: String,
+}
+
+/// What a bulk create did, each list in the order of the items.
+#[derive(Debug, Default)]
+pub struct BulkOutcome {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub failed: Vec<BulkFailure>,
+}
+
+/// What happened to one subscriberId of a bulk create.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Written {
+    Created,
+    Updated,
+    Lost,
+}
+
+/// Creates or updates the subscribers `items` give (each parsed, or why it could not be), as
+/// [`create`] does one: the same rules per item, an existing subscriberId updated with the fields given.
+/// An item that breaks a rule is reported in `failed` and the others are written. A subscriberId given
+/// twice is written once with the later fields over the earlier ones, and reported as Novu does: created
+/// (or updated) the first time, updated the next. One read and one multi-row upsert per round; a round
+/// writes every subscriber no concurrent request changed meanwhile, and the others are read again.
+pub async fn create_bulk(
+    store: &Store,
+    tenant: &Tenant,
+    items: Vec<Result<ProfileInput, Validation>>,
+) -> Result<BulkOutcome> {
+    if items.len() > BULK_MAX {
+        return Err(Error::bad_request(format!(
+            "subscribers must contain no more than {BULK_MAX} elements, got {}",
+            items.len()
+        )));
+    }
+    let mut out = BulkOutcome::default();
+    // In the items' order: the subscriberId of each accepted item, and whether it repeats an earlier one.
+    let mut order: Vec<(String, bool)> = Vec::with_capacity(items.len());
+    let mut merged: Vec<(String, ProfileInput)> = Vec::with_capacity(items.len());
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for item in items {
+        let (id, fields) = match bulk_item(item) {
+            Ok(item) => item,
+            Err(failure) => {
+                out.failed.push(failure);
+                continue;
+            }
+        };
+        match at.get(&id) {
+            Some(&i) => {
+                let earlier = std::mem::take(&mut merged[i].1);
+                merged[i].1 = earlier.then(fields);
+                order.push((id, true));
+            }
+            None => {
+                at.insert(id.clone(), merged.len());
+                merged.push((id.clone(), fields));
+                order.push((id, false));
+            }
+        }
+    }
+    let written = write_bulk(store, tenant, &merged).await?;
+    for (id, again) in order {
+        match written.get(&id) {
+            Some(Written::Created) if !again => out.created.push(id),
+            Some(Written::Created | Written::Updated) => out.updated.push(id),
+            _ => out.failed.push(BulkFailure {
+                message: format!(
+                    "Subscriber {id} is being changed concurrently; retry the request"
+                ),
+                subscriber_id: Some(id),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// One item of a bulk create checked as [`create`] checks its body: its subscriberId and fields.
+fn bulk_item(
+    item: Result<ProfileInput, Validation>,
+) -> std::result::Result<(String, ProfileInput), BulkFailure> {
+    let failure = |subscriber_id: Option<&String>, v: Validation| BulkFailure {
+        subscriber_id: subscriber_id.cloned(),
+        message: v
+            .0
+            .iter()
+            .flat_map(|e| e.messages.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    let fields = item.map_err(|v| failure(None, v))?;
+    let mut v = Validation::new();
+    let Some(raw) = fields.subscriber_id.as_ref() else {
+        v.add("subscriberId", "subscriberId is required", Value::Null);
+        return Err(failure(None, v));
+    };
+    let id = clean_subscriber_id(&mut v, raw);
+    validate(&fields, &mut v);
+    if v.is_empty() {
+        Ok((id, fields))
+    } else {
+        Err(failure(Some(raw), v))
+    }
+}
+
+/// Writes `merged` (distinct subscriberIds and their fields) in rounds of one read and one upsert, until
+/// each is written or [`WRITE_ATTEMPTS`] rounds have gone by. A subscriber the fields would not change is
+/// left unwritten (updated, as far as the caller is concerned).
+async fn write_bulk(
+    store: &Store,
+    tenant: &Tenant,
+    merged: &[(String, ProfileInput)],
+) -> Result<std::collections::HashMap<String, Written>> {
+    let mut written: std::collections::HashMap<String, Written> = merged
+        .iter()
+        .map(|(id, _)| (id.clone(), Written::Lost))
+        .collect();
+    let mut pending: Vec<&(String, ProfileInput)> = merged.iter().collect();
+    for attempt in 0..WRITE_ATTEMPTS {
+        if pending.is_empty() {
+            break;
+        }
+        if attempt > 0 {
+            pause_after_lost_write(attempt).await;
+        }
+        let ids: Vec<String> = pending.iter().map(|(id, _)| id.clone()).collect();
+        let stored: std::collections::HashMap<String, Subscriber> = store
+            .subscribers_by_ids(&tenant.environment_id, &ids)
+            .await?
+            .into_iter()
+            .map(|s| (s.subscriber_id.clone(), s))
+            .collect();
+        let now = Timestamp::now();
+        let mut rows = Vec::with_capacity(pending.len());
+        for (id, fields) in &pending {
+            let Some(found) = stored.get(id) else {
+                rows.push(new_subscriber(tenant, id, fields, now));
+                continue;
+            };
+            let mut s = found.clone();
+            fields.clone().apply(&mut s.profile);
+            if s == *found {
+                written.insert(id.clone(), Written::Updated);
+                continue;
+            }
+            s.version = found.version + 1;
+            s.updated_at = now.max(Timestamp(found.updated_at.0 + 1));
+            rows.push(s);
+        }
+        for (id, version) in store.upsert_subscribers(&rows).await? {
+            let how = if version == 0 {
+                Written::Created
+            } else {
+                Written::Updated
+            };
+            written.insert(id, how);
+        }
+        pending.retain(|(id, _)| written.get(id) == Some(&Written::Lost));
+    }
+    Ok(written)
+}
+
+/// Sets whether the subscriber is online, as Novu's `online-status` does: going offline records when
+/// (`lastOnlineAt`). The flag stands until it is set again or the subscriber's Inbox sockets change it.
+pub async fn set_online(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    online: bool,
+) -> Result<Subscriber> {
+    if !store
+        .set_online_flag(&tenant.environment_id, subscriber_id, online)
+        .await?
+    {
+        return Err(not_found(subscriber_id));
+    }
+    store
+        .get_subscriber_for_update(&tenant.environment_id, subscriber_id)
+        .await?
+        .ok_or_else(|| not_found(subscriber_id))
 }

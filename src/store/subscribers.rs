@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::insert::insert_rows;
 use super::page::Keyed;
 use super::row::{insert_with, table, update_with, view, Sealable, Stored, Table};
 use super::sql::{bind_args, Sql};
@@ -141,6 +142,34 @@ impl Store {
             .push(" and deleted = false");
         on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args.clone()).execute(p).await.map(|_| ()))?;
         Ok(())
+    }
+
+    /// Sets the online flag of the environment's subscriber `subscriber_id` through the API: going offline
+    /// records `lastOnlineAt`. The flag has no heartbeat (the sweep of stale sockets leaves it alone) until
+    /// the subscriber's sockets set it. False when there is no such subscriber.
+    pub async fn set_online_flag(
+        &self,
+        env: &EnvironmentId,
+        subscriber_id: &str,
+        online: bool,
+    ) -> Result<bool> {
+        let now = Timestamp::now().0;
+        let mut q = Sql::new("update subscribers set is_online = ");
+        q.bind(online).push(", last_online_at = ");
+        if online {
+            q.push("last_online_at");
+        } else {
+            q.bind(now);
+        }
+        q.push(", online_heartbeat = null, version = version + 1, updated_at = ")
+            .bind(now)
+            .push(" where environment_id = ")
+            .bind(env.as_str())
+            .push(" and subscriber_id = ")
+            .bind(subscriber_id)
+            .push(" and deleted = false");
+        let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(n == 1)
     }
 
     /// Records that a process still holds sockets of these online subscribers of `env` at `at` (Unix ms):
@@ -299,6 +328,68 @@ impl Store {
         q.push(" and version = ").bind(expected_version);
         let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(res == 1)
+    }
+}
+
+/// The columns an upsert of an existing subscriber leaves as stored: its identity and creation, its presence
+/// and its channels (none of which a profile import sets).
+const UPSERT_KEEPS: [&str; 9] = [
+    "id",
+    "organization_id",
+    "environment_id",
+    "subscriber_id",
+    "is_online",
+    "last_online_at",
+    "deleted",
+    "channels",
+    "created_at",
+];
+
+impl Store {
+    /// Writes `rows` (of one environment) in one transaction, a multi-row upsert on the environment's
+    /// subscriberId: a row of version 0 is inserted unless its subscriberId exists; a row of version `n > 0`
+    /// replaces the profile of the stored one only while that is still at version `n - 1`. Answers the
+    /// subscriberIds written with their version (0: created); a row missing from the answer lost to a
+    /// concurrent writer (the caller reads it again). The search indexes follow through the table's
+    /// triggers, as for single writes; rows go in subscriberId order, so concurrent upserts over the same
+    /// ids lock them in the same order.
+    pub async fn upsert_subscribers(&self, rows: &[Subscriber]) -> Result<Vec<(String, i64)>> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut rows: Vec<&Subscriber> = rows.iter().collect();
+        rows.sort_unstable_by(|a, b| a.subscriber_id.cmp(&b.subscriber_id));
+        let args = rows
+            .iter()
+            .map(|r| r.args_with(self.cipher()))
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        let head = format!(
+            "insert into subscribers ({})",
+            Subscriber::WRITTEN.join(", ")
+        );
+        let set: Vec<String> = Subscriber::WRITTEN
+            .iter()
+            .filter(|c| !UPSERT_KEEPS.contains(c))
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect();
+        let tail = format!(
+            "on conflict (environment_id, subscriber_id) where deleted = false do update set {} \
+             where subscribers.version = excluded.version - 1 returning subscriber_id, version",
+            set.join(", ")
+        );
+        let statements = insert_rows(self.dialect(), &head, &tail, args);
+        let written = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let mut written = Vec::with_capacity(rows.len());
+            for q in statements {
+                let got: Vec<(String, i64)> =
+                    bind_args!(sqlx::query_as(&q.text), q.args).fetch_all(&mut *tx).await?;
+                written.extend(got);
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(written)
+        })?;
+        Ok(written)
     }
 }
 

@@ -593,6 +593,19 @@ async fn every_in_app_change_reaches_the_socket(app: TestApp) {
     let (status, out) = app.delete(&format!("/v1/messages/{first}")).await;
     assert_eq!(status, StatusCode::OK, "{out}");
     ws.counts(0, 0).await;
+    // Deleted with the API key by its transaction.
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "news", "to": "ann", "payload": {"n": 3}, "transactionId": "tx-3"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    ws.received("News 3").await;
+    ws.counts(1, 1).await;
+    let (status, out) = app.delete("/v1/messages/transaction/tx-3").await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
+    ws.counts(0, 0).await;
 
     // Erased with its subscriber: the session ends, the socket is closed.
     let (status, out) = app.delete("/v2/subscribers/ann").await;

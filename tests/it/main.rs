@@ -48,6 +48,7 @@ mod secrets_at_rest;
 mod server;
 mod structure;
 mod subscribers;
+mod subscribers_bulk;
 mod topics;
 mod unsubscribe;
 mod worker_metrics;

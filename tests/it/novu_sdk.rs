@@ -157,6 +157,13 @@ async fn promotion(backend: Backend, sdk: Sdk) {
     let script = match sdk {
         Sdk::Python => support::sdk::run_python(&app, "promotion.py", &env).await,
         Sdk::Node => support::sdk::run_node(&app, "promotion.mjs", &env).await,
+/// Runs the scenario of bulk subscribers, the online flag and deleting a trigger's messages
+/// (`tests/sdk/subscribers_bulk.py`, `tests/sdk-ts/subscribers_bulk.mjs`) with the current `sdk` on `backend`.
+async fn subscribers_bulk(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "subscribers_bulk.py", &[]).await,
+        Sdk::Node => support::sdk::run_node(&app, "subscribers_bulk.mjs", &[]).await,
     };
     if let Err(out) = script {
         panic!("{out}");
@@ -205,3 +212,5 @@ async fn environments(backend: Backend, sdk: Sdk) {
 
 scenario_test!(environments_py, environments, Sdk::Python);
 scenario_test!(environments_ts, environments, Sdk::Node);
+scenario_test!(subscribers_bulk_py, subscribers_bulk, Sdk::Python);
+scenario_test!(subscribers_bulk_ts, subscribers_bulk, Sdk::Node);

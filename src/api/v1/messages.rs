@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
-use crate::api::wire::{IsoTime, Reply, WireName};
+use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
 use crate::domain::context::parse_context_keys;
 use crate::domain::job::Message;
@@ -209,6 +209,21 @@ fn page_body<T: From<Message>>(
     }
 }
 
+/// The `channel` query parameter, which must name a channel.
+fn channel_param(v: &mut Validation, q: &QueryMap) -> Option<String> {
+    let channel = q.string("channel");
+    if let Some(c) = &channel {
+        if Channel::parse(c).is_none() {
+            v.add(
+                "channel",
+                "channel must be one of in_app, email, sms, chat, push",
+                c.as_str(),
+            );
+        }
+    }
+    channel
+}
+
 /// List messages, newest first.
 #[utoipa::path(get, path = "/v1/messages", tag = "Messages",
     params(("subscriberId" = Option<String>, Query), ("channel" = Option<String>, Query), ("transactionId" = Option<Vec<String>>, Query),
@@ -222,16 +237,7 @@ pub async fn list_messages(
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
     let (page, limit) = page_params(&mut v, &q, 1000);
-    let channel = q.string("channel");
-    if let Some(c) = &channel {
-        if Channel::parse(c).is_none() {
-            v.add(
-                "channel",
-                "channel must be one of in_app, email, sms, chat, push",
-                c.as_str(),
-            );
-        }
-    }
+    let channel = channel_param(&mut v, &q);
     let transaction_ids = q.list(&mut v, "transactionId");
     // `contextKeys=` (present but empty) asks for messages of triggers without a context.
     let context_keys = q.has("contextKeys").then(|| {
@@ -391,4 +397,28 @@ pub async fn delete_message(
         status: "deleted",
     })
     .into_response())
+}
+
+/// Delete the messages of a trigger (soft: they leave every list and the subscribers' Inbox), of one channel
+/// when `channel` is given.
+#[utoipa::path(delete, path = "/v1/messages/transaction/{transactionId}", tag = "Messages",
+    params(("transactionId" = String, Path), ("channel" = Option<String>, Query, description = "in_app, email, sms, chat or push")),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No message of this transaction (and channel)"),
+        (status = 422, description = "Unknown channel")))]
+pub async fn delete_by_transaction(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(transaction_id): AppPath<String>,
+    q: QueryMap,
+) -> ApiResult<Response> {
+    let mut v = Validation::new();
+    let channel = channel_param(&mut v, &q);
+    v.finish()?;
+    let f = MessageFilter {
+        channel,
+        transaction_ids: vec![transaction_id],
+        ..Default::default()
+    };
+    service::delete_where(&state.store, &tenant, &f).await?;
+    Ok(no_content())
 }

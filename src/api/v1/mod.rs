@@ -9,5 +9,6 @@ pub mod messages;
 pub mod notifications;
 pub mod preferences;
 pub mod subscriber_credentials;
+pub mod subscribers_bulk;
 pub mod topics;
 pub mod unsubscribe;
