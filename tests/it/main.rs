@@ -43,6 +43,7 @@ mod rendering;
 mod secrets_at_rest;
 mod server;
 mod structure;
+mod subscriber_notifications;
 mod subscribers;
 mod topics;
 mod unsubscribe;

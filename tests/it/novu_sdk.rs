@@ -113,6 +113,21 @@ async fn topics_v1(backend: Backend, sdk: Sdk) {
     }
 }
 
+/// Runs the v2 subscriber notifications' scenario (`tests/sdk/notifications_v2.py`,
+/// `tests/sdk-ts/notifications_v2.mjs`) with `sdk` on `backend`, with a second environment's key
+/// (`TIDINGS_KEY_B`) for the cross-environment cases.
+async fn notifications_v2(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_KEY_B", app.second_environment("Production").await)];
+    let script = match sdk {
+        Sdk::Python => support::sdk::run_python(&app, "notifications_v2.py", &env).await,
+        Sdk::Node => support::sdk::run_node(&app, "notifications_v2.mjs", &env).await,
+    };
+    if let Err(out) = script {
+        panic!("{out}");
+    }
+}
+
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
 macro_rules! scenario_test {
     ($name:ident, $run:ident, $sdk:expr) => {
@@ -135,3 +150,5 @@ scenario_test!(preferences_v1_py, preferences_v1, Sdk::Python);
 scenario_test!(preferences_v1_ts, preferences_v1, Sdk::Node);
 scenario_test!(topics_v1_py, topics_v1, Sdk::Python);
 scenario_test!(topics_v1_ts, topics_v1, Sdk::Node);
+scenario_test!(notifications_v2_py, notifications_v2, Sdk::Python);
+scenario_test!(notifications_v2_ts, notifications_v2, Sdk::Node);
