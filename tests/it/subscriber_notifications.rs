@@ -10,6 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::db_test;
+use crate::inbox::bodies;
 use crate::inbox_sockets::{dial, session, with_token};
 use crate::support::{assert_error, send, settled, TestApp};
 
@@ -49,15 +50,6 @@ async fn trigger(app: &TestApp, workflow: &str, to: &str, n: i64, context: Value
     let (status, out) = app.post("/v1/events/trigger", body).await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
     settled(app, &tx, 1).await;
-}
-
-fn bodies(page: &Value) -> Vec<&str> {
-    page["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{page}"))
-        .iter()
-        .map(|n| n["body"].as_str().unwrap())
-        .collect()
 }
 
 /// The page of ann's notifications `query` selects (200 expected).
@@ -518,7 +510,7 @@ async fn message_action(app: TestApp) {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
-    let m = &out["data"];
+    let m = &out; // a single body: bare in the `spec` profile
     assert_eq!(m["_id"], id.as_str());
     assert_eq!(m["cta"]["action"]["status"], "done");
     assert_eq!(
@@ -535,9 +527,9 @@ async fn message_action(app: TestApp) {
         .post(&path("ann", &id, "primary"), json!({"status": "pending"}))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{out}");
-    assert_eq!(out["data"]["cta"]["action"]["status"], "pending");
+    assert_eq!(out["cta"]["action"]["status"], "pending");
     assert_eq!(
-        out["data"]["cta"]["action"]["result"],
+        out["cta"]["action"]["result"],
         json!({"type": "primary", "payload": {}})
     );
     assert_eq!(
