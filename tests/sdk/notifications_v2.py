@@ -199,7 +199,7 @@ def main():
 
     # ------------------------------------------------------------------ errors through the SDK's models
     e = expect_error(lambda: nn.list(request={"subscriber_id": "sdk-nobody"}), models.ErrorDto, 404, "list: unknown subscriber")
-    check_error_body(e, 404, "/v2/subscribers/sdk-nobody/notifications", "list: unknown subscriber")
+    check_error_body(e, 404, "/v2/subscribers/sdk-nobody/notifications?limit=10", "list: unknown subscriber")
     e = expect_error(lambda: nn.list(request={"subscriber_id": ANN, "limit": 101}), models.ValidationErrorDto, 422, "list: limit 101")
     eq(e.data.status_code, 422, "list: limit 101: statusCode")
     expect_error(lambda: nn.list(request={"subscriber_id": ANN, "data": "{nope"}), models.ValidationErrorDto, 422, "list: bad data")
