@@ -60,6 +60,12 @@
 #                  connections (bench/bulk_subscribers.py); reports subscribers/s from the first request to the
 #                  last answer and each request's p50/p99, and fails unless every subscriber was created.
 #                  Seeds nothing.
+#   inbox          one subscriber's in-app notifications, 10 a page, read as the Inbox reads them
+#                  (GET /v1/inbox/notifications?limit=10 with a session's token) and with the API key
+#                  (GET /v2/subscribers/{id}/notifications?limit=10, the same service path): BENCH_INBOX_MESSAGES
+#                  messages of subscriber bench1, stored through bulk triggers of a one-step in-app workflow. No
+#                  target in design.md; issue 38: the v2 list within 10 % of the Inbox list (the report gives the
+#                  ratio). Seeds BENCH_SUBSCRIBERS subscribers.
 #
 # Settings (environment variables):
 #   BENCH_ONLY          comma-separated workload groups to run (default: all of them)
@@ -67,6 +73,7 @@
 #   BENCH_ENDPOINTS     channel endpoints to seed             (default 1000000)
 #   BENCH_NOTIFICATIONS notifications to seed                 (default 1000000)
 #   BENCH_TOPIC_SIZE    subscribers of the topics group's topic (default 100000, at most BENCH_SUBSCRIBERS)
+#   BENCH_INBOX_MESSAGES in-app messages of the inbox group's subscriber (default 1000)
 #   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row,
 #                       and single triggers for the deliveries group; bulk rows use one connection per wrk
 #                       thread: each request already carries many events)
@@ -101,6 +108,7 @@ ENDPOINTS="${BENCH_ENDPOINTS:-1000000}"
 NOTIFICATIONS="${BENCH_NOTIFICATIONS:-1000000}"
 TRIGGER_BULK="${BENCH_TRIGGER_BULK:-100}"
 TOPIC_SIZE="${BENCH_TOPIC_SIZE:-100000}"
+INBOX_MESSAGES="${BENCH_INBOX_MESSAGES:-1000}"
 DRAIN_TIMEOUT="${BENCH_DRAIN_TIMEOUT:-300}"
 DURATION="${BENCH_DURATION:-15}"
 WARMUP="${BENCH_WARMUP:-3}"
@@ -112,7 +120,7 @@ KEEP_TMP="${BENCH_KEEP_TMP:-0}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics bulk_subscribers"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics bulk_subscribers inbox"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -126,6 +134,7 @@ DELIVERY_WORKFLOW="bench-mail" # the deliveries group's one-step email workflow 
 DELIVERY_FROM="bench@example.com"
 DRAIN_STALL=15             # seconds without a new stored message before a drain counts as stuck
 TOPIC_KEY="bench-topic"    # the topics group's topic (subscribers bench1…bench<TOPIC_SIZE>)
+INBOX_WORKFLOW="bench-inbox" # the inbox group's one-step in-app workflow (its messages go to bench1)
 
 # Targets (design.md §5). Ratios are shares of the health check's req/s.
 TARGET_BY_ID_RATIO=0.50
@@ -700,7 +709,7 @@ print(json.dumps({"providerId": "email-webhook", "channel": "email", "active": T
 # ---------------------------------------------------------------------------------------------------------
 
 for v in SUBSCRIBERS ENDPOINTS NOTIFICATIONS TRIGGER_BULK DRAIN_TIMEOUT DURATION WARMUP THREADS CONNECTIONS TIMEOUT \
-    QUIET_WAIT; do
+    QUIET_WAIT INBOX_MESSAGES; do
     is_uint "${!v}" || die "BENCH_$v must be a non-negative integer, got '${!v}'"
 done
 ONLY="${ONLY// /}"
@@ -731,7 +740,7 @@ TOPIC_SIZE="$(min "$TOPIC_SIZE" "$SUBSCRIBERS")"
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 command -v cargo >/dev/null 2>&1 || die "cargo (the Rust toolchain) is required"
 select_backend
-if { selected triggers || selected deliveries || selected topics; } && [[ "$DB_KIND" == postgres ]]; then
+if { selected triggers || selected deliveries || selected topics || selected inbox; } && [[ "$DB_KIND" == postgres ]]; then
     command -v psql >/dev/null 2>&1 || die "psql is required to count stored messages on PostgreSQL" \
         "(BENCH_ONLY without triggers and deliveries avoids it)"
 fi
@@ -790,7 +799,7 @@ seed() {
 }
 
 # Triggers go to existing subscribers, so that they measure the trigger path rather than subscriber creation.
-if selected subscribers || selected triggers || selected deliveries || selected topics; then
+if selected subscribers || selected triggers || selected deliveries || selected topics || selected inbox; then
     seed subscribers "$SUBSCRIBERS" seed-subscribers
 fi
 if selected topics; then
@@ -813,7 +822,8 @@ log "starting tidings serve on $BASE_URL"
 # against 6,000, bulk requests costing 100 each): the limits are raised out of reach, not turned off, so the
 # limiter's cost is still measured.
 export TIDINGS_RATE_LIMIT_EVENTS=10000000 TIDINGS_RATE_LIMIT_CONFIGURATION=10000000 \
-    TIDINGS_RATE_LIMIT_GLOBAL=10000000
+    TIDINGS_RATE_LIMIT_GLOBAL=10000000 TIDINGS_RATE_LIMIT_INBOX=10000000 \
+    TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS=10000000 TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER=10000000
 # The deliveries group's receiver listens on loopback, which workers refuse to call by default.
 export TIDINGS_ALLOW_PRIVATE_NETWORKS=true
 # start_server: starts `tidings serve` on PORT (its log appended to server.log) and waits until it answers.
@@ -873,6 +883,40 @@ if selected notifications; then
         "$(min "$NOTIFICATION_LIMIT" "$NOTIFICATIONS")"
     check_page "$BASE_URL/v1/notifications?limit=$NOTIFICATION_LIMIT&page=$((NOTIFICATION_PAGES - 1))" - - \
         "$(min "$NOTIFICATION_LIMIT" $((NOTIFICATIONS - (NOTIFICATION_PAGES - 1) * NOTIFICATION_LIMIT)))"
+fi
+if selected inbox; then
+    # BENCH_INBOX_MESSAGES in-app messages of bench1 (bulk triggers of 100), then an Inbox session of bench1.
+    http_post "$BASE_URL/v2/workflows" "$API_KEY" "{\"name\":\"Bench inbox\",\"workflowId\":\"$INBOX_WORKFLOW\",
+        \"steps\":[{\"name\":\"Inbox\",\"type\":\"in_app\",\"controlValues\":{\"body\":\"Hello {{ payload.n }}\"}}]}" \
+        >/dev/null || die "could not create the $INBOX_WORKFLOW workflow"
+    base="$(kv_field "$(python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID")" count)"
+    for ((i = 0; i < INBOX_MESSAGES; i += 100)); do
+        n=$(min 100 $((INBOX_MESSAGES - i)))
+        events="$(python3 -c 'import json, sys
+w, to, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print(json.dumps({"events": [{"name": w, "to": to, "payload": {"n": i}} for i in range(n)]}))' \
+            "$INBOX_WORKFLOW" "${PREFIX}1" "$n")"
+        http_post "$BASE_URL/v1/events/trigger/bulk" "$API_KEY" "$events" >/dev/null \
+            || die "could not trigger the inbox group's messages"
+    done
+    stored="$(settle_messages $((base + INBOX_MESSAGES)) "$WORK_DIR/inbox.drain")"
+    ((stored >= base + INBOX_MESSAGES)) || die "the inbox group stored $((stored - base)) messages, expected $INBOX_MESSAGES"
+    app_id="$(http_get "$BASE_URL/v1/environments/me" "$API_KEY" | python3 -c 'import json, sys
+body = json.load(sys.stdin)
+print(body.get("data", body)["identifier"])')"
+    INBOX_TOKEN="$(python3 - "$BASE_URL" "$app_id" "${PREFIX}1" <<'PY'
+import json, sys, urllib.request
+url, app, subscriber = sys.argv[1:4]
+body = json.dumps({"applicationIdentifier": app, "subscriber": {"subscriberId": subscriber}}).encode()
+req = urllib.request.Request(url + "/v1/inbox/session", data=body, method="POST",
+                             headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=10) as r:
+    print(json.load(r)["data"]["token"])
+PY
+)" || die "could not open an Inbox session for ${PREFIX}1"
+    INBOX_LIST="/v1/inbox/notifications?limit=10"
+    V2_LIST="/v2/subscribers/${PREFIX}1/notifications?limit=10"
+    check_page "$BASE_URL$V2_LIST" - - "$(min 10 "$INBOX_MESSAGES")"
 fi
 if selected triggers || selected topics; then
     # A one-step in-app workflow, then one event followed all the way to its stored message.
@@ -979,6 +1023,12 @@ if selected notifications; then
         "$API_KEY $NOTIFICATION_LIMIT 1"
     add_workload notif_pages "GET /v1/notifications?limit=$NOTIFICATION_LIMIT&page=<0..$((NOTIFICATION_PAGES - 1))>" \
         notifications.lua "$API_KEY $NOTIFICATION_LIMIT $NOTIFICATION_PAGES"
+    add_ceiling_run
+fi
+if selected inbox; then
+    add_workload inbox_list "GET $INBOX_LIST (Inbox session)" get.lua "Bearer $INBOX_TOKEN $INBOX_LIST"
+    add_workload v2_list "GET /v2/subscribers/{id}/notifications?limit=10 (API key)" get.lua \
+        "ApiKey $API_KEY $V2_LIST"
     add_ceiling_run
 fi
 if selected triggers; then
@@ -1335,7 +1385,16 @@ REPORT="$WORK_DIR/report.md"
     if selected preview; then
         row preview "report only (no target)" "" ""
     fi
+    if selected inbox; then
+        row inbox_list "report only (no target)" "" ""
+        row v2_list "within 10 % of the Inbox list" "" ""
+    fi
     echo
+    if selected inbox; then
+        echo "Inbox: the v2 list (API key) answers $(awk -v a="$(rps_of v2_list)" -v b="$(rps_of inbox_list)" \
+            'BEGIN { printf "%.1f", (b > 0 ? 100 * a / b : 0) }') % of the Inbox list's req/s over $INBOX_MESSAGES messages of one subscriber (issue 38: at least 90 %)."
+        echo
+    fi
     if selected triggers; then
         echo "| trigger → stored in-app message | req/s | events/s accepted | p50 | p99 | errors | events stored | backlog at load end | drain | end to end, events/s | CPU server / wrk / other | CPU draining: server / poller / other | target | result |"
         echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"

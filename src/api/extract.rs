@@ -412,6 +412,15 @@ impl QueryMap {
         self.values(key).next().is_some()
     }
 
+    /// The `contextKeys` asked for (`type:id`, sorted): `None` when the key is absent, none when present but
+    /// empty (`contextKeys=` asks for what has no context). Problems are added to `v`.
+    pub fn context_keys(&self, v: &mut Validation) -> Option<Vec<String>> {
+        self.has("contextKeys").then(|| {
+            let keys = self.list(v, "contextKeys");
+            crate::domain::context::parse_context_keys(v, "contextKeys", &keys)
+        })
+    }
+
     /// An integer in `min..=max`; accepts `10` and `10.0`. Problems are added to `v`.
     pub fn int(&self, v: &mut Validation, key: &str, min: i64, max: i64) -> Option<i64> {
         let raw = self.string(key)?;

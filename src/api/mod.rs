@@ -227,6 +227,22 @@ fn subscriber_routes(routes: Routes) -> Routes {
             v1::environments::update_environment,
             v1::environments::delete_environment
         ))
+        .routes(routes!(v2::subscriber_notifications::list_notifications))
+        .routes(routes!(v2::subscriber_notifications::count_notifications))
+        .routes(routes!(v2::subscriber_notifications::read))
+        .routes(routes!(v2::subscriber_notifications::unread))
+        .routes(routes!(v2::subscriber_notifications::archive))
+        .routes(routes!(v2::subscriber_notifications::unarchive))
+        .routes(routes!(v2::subscriber_notifications::snooze))
+        .routes(routes!(v2::subscriber_notifications::unsnooze))
+        .routes(routes!(v2::subscriber_notifications::complete_action))
+        .routes(routes!(v2::subscriber_notifications::revert_action))
+        .routes(routes!(v2::subscriber_notifications::delete_notification))
+        .routes(routes!(v2::subscriber_notifications::mark_as_seen))
+        .routes(routes!(v2::subscriber_notifications::mark_all_as_read))
+        .routes(routes!(v2::subscriber_notifications::archive_all))
+        .routes(routes!(v2::subscriber_notifications::archive_all_read))
+        .routes(routes!(v2::subscriber_notifications::delete_all))
         .routes(routes!(v1::environments::current_environment))
         .routes(routes!(v1::environments::end_sessions))
         .routes(routes!(v1::topics::get_topic_subscriber))
@@ -286,6 +302,7 @@ fn delivery_routes(routes: Routes) -> Routes {
         .routes(routes!(v1::messages::unseen_count))
         .routes(routes!(v1::messages::mark_as))
         .routes(routes!(v1::messages::mark_all))
+        .routes(routes!(v1::messages::message_action))
         .routes(routes!(
             v2::workflows::list_workflows,
             v2::workflows::create_workflow

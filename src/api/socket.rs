@@ -375,7 +375,10 @@ async fn connect(
     };
     let (env, subscriber) = (who.tenant.environment_id, who.subscriber_ref);
     let subscriber_room = room(&env, &subscriber);
-    socket.join(context_room(&subscriber_room, &who.context_keys));
+    socket.join(context_room(
+        &subscriber_room,
+        who.context_keys.as_deref().unwrap_or_default(),
+    ));
     socket.join(subscriber_room.clone());
     let closing = (
         store.clone(),

@@ -238,6 +238,46 @@ pub async fn mark_as(
     store.mark_messages(&tenant.environment_id, &f, mark).await
 }
 
+/// Sets the status (`pending` or `done`) of a message's `kind` (primary or secondary) action and its
+/// result's `payload` (an object, `{}` without one): the Inbox's action change
+/// ([`super::inbox_notifications::action`]) on the subscriber's messages of every context. An unknown
+/// subscriber, or a message that is not one of its in-app messages, is a 404.
+pub async fn message_action(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    message_id: &str,
+    kind: &str,
+    status: Option<&Value>,
+    payload: Option<&Value>,
+) -> Result<Message> {
+    let mut v = Validation::new();
+    let done = match status.and_then(Value::as_str) {
+        Some("done") => Some(true),
+        Some("pending") => Some(false),
+        _ => {
+            let got = status.cloned().unwrap_or(Value::Null);
+            v.add("status", "status must be one of: pending, done", got);
+            None
+        }
+    };
+    let payload = match payload {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m.clone()),
+        Some(other) => {
+            v.add("payload", "payload must be an object", other.clone());
+            None
+        }
+    };
+    let Some(done) = done.filter(|_| v.is_empty()) else {
+        return Err(Error::Validation(v));
+    };
+    let who =
+        super::inbox_notifications::api_subscriber(store, tenant, subscriber_id, None).await?;
+    let kind = Value::from(kind);
+    super::inbox_notifications::action(store, &who, message_id, Some(&kind), done, payload).await
+}
+
 /// Marks all the subscriber's in-app messages; returns how many changed.
 pub async fn mark_all(
     store: &Store,

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::inbox_session::{InboxSubscriber, INBOX_COUNT_CAP};
 use crate::domain::job::Message;
-use crate::domain::{MessageId, Timestamp};
+use crate::domain::{MessageId, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
 use crate::store::messages::{plain_key, DataCondition, MarkAs, MessageFilter};
 use crate::store::Store;
@@ -59,9 +59,30 @@ pub const BULK_IDS: usize = 100;
 const DATA_CONDITIONS: usize = 30;
 const SEVERITIES: [&str; 4] = ["high", "medium", "low", "none"];
 
-/// The subscriber's in-app messages of the session's context, not deleted.
+/// The subscriber's in-app messages of the session's context (of every context without one), not deleted.
 fn own(who: &InboxSubscriber) -> MessageFilter {
-    MessageFilter::inbox_of(&who.subscriber_ref, &who.context_keys)
+    match &who.context_keys {
+        Some(keys) => MessageFilter::inbox_of(&who.subscriber_ref, keys),
+        None => MessageFilter::in_app_of(&who.subscriber_ref),
+    }
+}
+
+/// The Inbox's view of the environment's subscriber `subscriber_id` for a caller holding the API key (the
+/// v2 subscriber notifications, `POST …/messages/{id}/actions/{type}`): its messages of the context
+/// `context_keys` (sorted), of every context when `None`. An unknown subscriber is a 404.
+pub async fn api_subscriber(
+    store: &Store,
+    tenant: &Tenant,
+    subscriber_id: &str,
+    context_keys: Option<Vec<String>>,
+) -> Result<InboxSubscriber> {
+    let found = super::subscribers::get(store, tenant, subscriber_id).await?;
+    Ok(InboxSubscriber {
+        tenant: tenant.clone(),
+        subscriber_ref: found.id,
+        subscriber_id: found.subscriber_id,
+        context_keys,
+    })
 }
 
 /// The Inbox filter of a JSON object (`{read?, seen?, archived?, snoozed?, tags?, severity?, data?,
@@ -370,13 +391,15 @@ pub async fn snooze(
     mark(store, who, id, MarkAs::Snooze(at)).await
 }
 
-/// Completes (`done`) or reverts (`pending`) the notification's primary or secondary action.
+/// Completes (`done`) or reverts (`pending`) the notification's primary or secondary action, recording
+/// `payload` (`{}` when `None`) as the action's result.
 pub async fn action(
     store: &Store,
     who: &InboxSubscriber,
     id: &str,
     action_type: Option<&Value>,
     done: bool,
+    payload: Option<Map<String, Value>>,
 ) -> Result<Message> {
     let kind = match action_type.and_then(Value::as_str) {
         Some(k @ ("primary" | "secondary")) => k,
@@ -408,7 +431,7 @@ pub async fn action(
         *action = Value::Object(Map::new());
     }
     action["status"] = Value::from(if done { "done" } else { "pending" });
-    action["result"] = serde_json::json!({"type": kind, "payload": {}});
+    action["result"] = serde_json::json!({"type": kind, "payload": payload.unwrap_or_default()});
     if store.set_message_cta(env, &f, &message.cta).await? == 0 {
         return Err(not_found(id));
     }

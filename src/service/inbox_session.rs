@@ -277,7 +277,7 @@ pub async fn authenticate(store: &Store, token: &str) -> Result<Option<InboxSubs
             tenant: t.tenant,
             subscriber_ref: t.subscriber_ref,
             subscriber_id,
-            context_keys: t.context_keys,
+            context_keys: Some(t.context_keys),
         }))
 }
 
@@ -287,9 +287,9 @@ pub struct InboxSubscriber {
     pub tenant: Tenant,
     pub subscriber_ref: SubscriberRef,
     pub subscriber_id: String,
-    /// The session's context keys (sorted; empty without a context): it sees only the messages of exactly
-    /// that context.
-    pub context_keys: Vec<String>,
+    /// The context keys it sees the messages of (sorted; empty: those without a context), exactly that
+    /// context; `None` (the API key's view without `contextKeys`): every context. A session always has some.
+    pub context_keys: Option<Vec<String>>,
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ async fn trigger(app: &TestApp, workflow: &str, to: &str, n: i64) {
     settled(app, &tx, 1).await;
 }
 
-fn bodies(page: &Value) -> Vec<&str> {
+pub(crate) fn bodies(page: &Value) -> Vec<&str> {
     page["data"]
         .as_array()
         .unwrap_or_else(|| panic!("{page}"))

@@ -19,13 +19,17 @@ use crate::inbox_instances::{FreshDatabase, Instance};
 use crate::support::{self, assert_error, eventually, send, Backend, TestApp};
 
 /// A socket.io client on a raw WebSocket.
-struct Ws {
+pub(crate) struct Ws {
     io: BufReader<TcpStream>,
 }
 
 /// Dials `/socket.io/` of `base` (`http://host:port`) with `query` added, as `@novu/js` does (engine.io 4,
 /// WebSocket transport), from a page of `origin` when given. `Err` holds a refusal's status and body.
-async fn dial(base: &str, query: &str, origin: Option<&str>) -> Result<Ws, (u16, Value)> {
+pub(crate) async fn dial(
+    base: &str,
+    query: &str,
+    origin: Option<&str>,
+) -> Result<Ws, (u16, Value)> {
     let host = base.trim_start_matches("http://");
     let mut io = BufReader::new(TcpStream::connect(host).await.unwrap());
     let origin = origin
@@ -66,7 +70,7 @@ async fn dial(base: &str, query: &str, origin: Option<&str>) -> Result<Ws, (u16,
 }
 
 /// A socket's token query.
-fn with_token(token: &str) -> String {
+pub(crate) fn with_token(token: &str) -> String {
     format!("token={token}")
 }
 
@@ -106,7 +110,7 @@ impl Ws {
 
     /// Opens the engine.io session and asks for the namespace `ns` (`""`: the main one); the answer
     /// (`40…` admitted, `44…` refused).
-    async fn join(&mut self, ns: &str) -> String {
+    pub(crate) async fn join(&mut self, ns: &str) -> String {
         let open = self.recv().await.expect("the engine.io open packet");
         assert!(open.starts_with("0{"), "{open}");
         self.send(&format!("40{ns}")).await;
@@ -125,7 +129,12 @@ impl Ws {
 }
 
 /// A session token of `subscriber` (created by the session) from the server at `base`.
-async fn session(client: &reqwest::Client, base: &str, app_id: &str, subscriber: &str) -> String {
+pub(crate) async fn session(
+    client: &reqwest::Client,
+    base: &str,
+    app_id: &str,
+    subscriber: &str,
+) -> String {
     let (status, out) = send(client.post(format!("{base}/v1/inbox/session")).json(
         &json!({"applicationIdentifier": app_id, "subscriber": {"subscriberId": subscriber}}),
     ))
@@ -413,7 +422,7 @@ impl Ws {
     }
 
     /// Waits for `notification_received` of the message whose body is `body`; answers its id.
-    async fn received(&mut self, body: &str) -> String {
+    pub(crate) async fn received(&mut self, body: &str) -> String {
         let m = self
             .heard("notification_received", |v| v["message"]["content"] == body)
             .await;
@@ -421,7 +430,7 @@ impl Ws {
     }
 
     /// Waits for `unseen_count_changed` with `unseen` and `unread_count_changed` with `unread`.
-    async fn counts(&mut self, unseen: i64, unread: i64) {
+    pub(crate) async fn counts(&mut self, unseen: i64, unread: i64) {
         self.heard("unseen_count_changed", |v| v["unseenCount"] == unseen)
             .await;
         self.heard("unread_count_changed", |v| v["unreadCount"] == unread)

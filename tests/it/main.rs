@@ -47,6 +47,7 @@ mod rendering;
 mod secrets_at_rest;
 mod server;
 mod structure;
+mod subscriber_notifications;
 mod subscribers;
 mod subscribers_bulk;
 mod topics;

@@ -113,23 +113,28 @@ async fn topics_v1(backend: Backend, sdk: Sdk) {
     }
 }
 
-/// Runs the contexts scenario (`tests/sdk/contexts.py`, `tests/sdk-ts/contexts.mjs`) with `sdk` on `backend`,
-/// with the key of a second environment (`TIDINGS_OTHER_KEY`) whose contexts must stay apart.
-async fn contexts(backend: Backend, sdk: Sdk) {
-    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
-    let env = [("TIDINGS_OTHER_KEY", app.second_environment("Other").await)];
+/// Runs `tests/sdk/<name>.py` or `tests/sdk-ts/<name>.mjs` (the current release of `sdk`) against `app`
+/// with `env`, and fails the test with the script's output when it fails.
+async fn scenario(app: &TestApp, sdk: Sdk, name: &str, env: &[(&str, String)]) {
     let script = match sdk {
-        Sdk::Python => support::sdk::run_python(&app, "contexts.py", &env).await,
-        Sdk::Node => support::sdk::run_node(&app, "contexts.mjs", &env).await,
+        Sdk::Python => support::sdk::run_python(app, &format!("{name}.py"), env).await,
+        Sdk::Node => support::sdk::run_node(app, &format!("{name}.mjs"), env).await,
     };
     if let Err(out) = script {
         panic!("{out}");
     }
 }
 
-/// Runs the promotion scenario (`tests/sdk/promotion.py`, `tests/sdk-ts/promotion.mjs`) with `sdk` on
-/// `backend`: the app's environment is Development; a Production environment of its organization and an
-/// environment of another organization are made here.
+/// The contexts scenario, with the key of a second environment (`TIDINGS_OTHER_KEY`) whose contexts must
+/// stay apart.
+async fn contexts(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_OTHER_KEY", app.second_environment("Other").await)];
+    scenario(&app, sdk, "contexts", &env).await;
+}
+
+/// The promotion scenario: the app's environment is Development; a Production environment of its
+/// organization and an environment of another organization are made here.
 async fn promotion(backend: Backend, sdk: Sdk) {
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
     let prod = tidings::service::environments::create(&app.store, "Production", None)
@@ -154,20 +159,27 @@ async fn promotion(backend: Backend, sdk: Sdk) {
         ("TIDINGS_PROD_KEY", prod.api_key.clone()),
         ("TIDINGS_FOREIGN_ID", foreign.id.0.clone()),
     ];
-    let script = match sdk {
-        Sdk::Python => support::sdk::run_python(&app, "promotion.py", &env).await,
-        Sdk::Node => support::sdk::run_node(&app, "promotion.mjs", &env).await,
-/// Runs the scenario of bulk subscribers, the online flag and deleting a trigger's messages
-/// (`tests/sdk/subscribers_bulk.py`, `tests/sdk-ts/subscribers_bulk.mjs`) with the current `sdk` on `backend`.
+    scenario(&app, sdk, "promotion", &env).await;
+}
+
+/// The scenario of bulk subscribers, the online flag and deleting a trigger's messages.
 async fn subscribers_bulk(backend: Backend, sdk: Sdk) {
     let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
-    let script = match sdk {
-        Sdk::Python => support::sdk::run_python(&app, "subscribers_bulk.py", &[]).await,
-        Sdk::Node => support::sdk::run_node(&app, "subscribers_bulk.mjs", &[]).await,
-    };
-    if let Err(out) = script {
-        panic!("{out}");
-    }
+    scenario(&app, sdk, "subscribers_bulk", &[]).await;
+}
+
+/// The environments scenario: create, list, update, delete through the API.
+async fn environments(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    scenario(&app, sdk, "environments", &[]).await;
+}
+
+/// The v2 subscriber notifications' scenario, with a second environment's key (`TIDINGS_KEY_B`) for the
+/// cross-environment cases.
+async fn notifications_v2(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_KEY_B", app.second_environment("Production").await)];
+    scenario(&app, sdk, "notifications_v2", &env).await;
 }
 
 /// A scenario (`$run`) in one SDK, on SQLite and on PostgreSQL.
@@ -196,21 +208,9 @@ scenario_test!(contexts_py, contexts, Sdk::Python);
 scenario_test!(contexts_ts, contexts, Sdk::Node);
 scenario_test!(promotion_py, promotion, Sdk::Python);
 scenario_test!(promotion_ts, promotion, Sdk::Node);
-
-/// Runs the environments scenario (`tests/sdk/environments.py`, `tests/sdk-ts/environments.mjs`, issue 38)
-/// with `sdk` on `backend`.
-async fn environments(backend: Backend, sdk: Sdk) {
-    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
-    let script = match sdk {
-        Sdk::Python => support::sdk::run_python(&app, "environments.py", &[]).await,
-        Sdk::Node => support::sdk::run_node(&app, "environments.mjs", &[]).await,
-    };
-    if let Err(out) = script {
-        panic!("{out}");
-    }
-}
-
 scenario_test!(environments_py, environments, Sdk::Python);
 scenario_test!(environments_ts, environments, Sdk::Node);
 scenario_test!(subscribers_bulk_py, subscribers_bulk, Sdk::Python);
 scenario_test!(subscribers_bulk_ts, subscribers_bulk, Sdk::Node);
+scenario_test!(notifications_v2_py, notifications_v2, Sdk::Python);
+scenario_test!(notifications_v2_ts, notifications_v2, Sdk::Node);

@@ -189,7 +189,12 @@ async fn notifications_out(
     Ok(messages.into_iter().map(Into::into).collect())
 }
 
-async fn one_out(state: &AppState, who: &InboxSubscriber, m: Message) -> ApiResult<Response> {
+/// `{data: notification}`: the Inbox's view of `m`.
+pub(crate) async fn one_out(
+    state: &AppState,
+    who: &InboxSubscriber,
+    m: Message,
+) -> ApiResult<Response> {
     let out = notifications_out(state, who, vec![m]).await?.pop();
     Ok(Reply::enveloped(StatusCode::OK, out).into_response())
 }
@@ -274,16 +279,25 @@ pub async fn list_notifications(
     who: InboxSubscriber,
     q: QueryMap,
 ) -> ApiResult<Response> {
+    page(&state, &who, &q).await
+}
+
+/// A page of `who`'s notifications as the query string asks (see [`list_notifications`]).
+pub(crate) async fn page(
+    state: &AppState,
+    who: &InboxSubscriber,
+    q: &QueryMap,
+) -> ApiResult<Response> {
     let mut v = Validation::new();
     let limit = q.int(&mut v, "limit", 1, 100).unwrap_or(10);
     let offset = q.int(&mut v, "offset", 0, 1_000_000).unwrap_or(0);
     let after = q.string("after").map(|a| MessageId::from(a.as_str()));
-    let raw = query_filter(&mut v, &q);
-    let f = notifications::parse_filter(&mut v, &who, &raw);
+    let raw = query_filter(&mut v, q);
+    let f = notifications::parse_filter(&mut v, who, &raw);
     v.finish()?;
     let (messages, has_more) =
-        notifications::list(&state.store, &who, f, after, offset, limit).await?;
-    let data = notifications_out(&state, &who, messages).await?;
+        notifications::list(&state.store, who, f, after, offset, limit).await?;
+    let data = notifications_out(state, who, messages).await?;
     Ok(Reply::page(NotificationsPageOut {
         data,
         has_more,
@@ -315,6 +329,15 @@ pub async fn count_notifications(
     who: InboxSubscriber,
     q: QueryMap,
 ) -> ApiResult<Response> {
+    counts(&state, &who, &q).await
+}
+
+/// The counts of `who`'s notifications the query's `filters` ask for (see [`count_notifications`]).
+pub(crate) async fn counts(
+    state: &AppState,
+    who: &InboxSubscriber,
+    q: &QueryMap,
+) -> ApiResult<Response> {
     let text = q.string("filters").unwrap_or_else(|| "[{}]".into());
     let Ok(Value::Array(raw)) = serde_json::from_str::<Value>(&text) else {
         return Err(Error::invalid(
@@ -329,12 +352,12 @@ pub async fn count_notifications(
     let mut filters = Vec::with_capacity(raw.len());
     for item in &raw {
         match item {
-            Value::Object(m) => filters.push(notifications::parse_filter(&mut v, &who, m)),
+            Value::Object(m) => filters.push(notifications::parse_filter(&mut v, who, m)),
             other => v.add("filters", "each filter must be an object", other.clone()),
         }
     }
     v.finish()?;
-    let counts = notifications::count(&state.store, &who, &filters).await?;
+    let counts = notifications::count(&state.store, who, &filters).await?;
     let data = counts
         .into_iter()
         .zip(raw)
@@ -437,7 +460,15 @@ pub async fn complete(
     AppPath(id): AppPath<String>,
     AppJson(body): AppJson<ActionIn>,
 ) -> ApiResult<Response> {
-    let m = notifications::action(&state.store, &who, &id, body.action_type.as_ref(), true).await?;
+    let m = notifications::action(
+        &state.store,
+        &who,
+        &id,
+        body.action_type.as_ref(),
+        true,
+        None,
+    )
+    .await?;
     one_out(&state, &who, m).await
 }
 
@@ -452,8 +483,15 @@ pub async fn revert(
     AppPath(id): AppPath<String>,
     AppJson(body): AppJson<ActionIn>,
 ) -> ApiResult<Response> {
-    let m =
-        notifications::action(&state.store, &who, &id, body.action_type.as_ref(), false).await?;
+    let m = notifications::action(
+        &state.store,
+        &who,
+        &id,
+        body.action_type.as_ref(),
+        false,
+        None,
+    )
+    .await?;
     one_out(&state, &who, m).await
 }
 
@@ -485,7 +523,7 @@ pub struct BulkIn {
 }
 
 /// Applies `op` to the subscriber's notifications the body selects.
-async fn bulk(
+pub(crate) async fn bulk(
     state: AppState,
     who: InboxSubscriber,
     body: BulkIn,

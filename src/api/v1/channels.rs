@@ -14,7 +14,7 @@ use crate::api::pagination::{page_request, CursorPage};
 use crate::api::wire::{no_content, raw_reply, IsoTime, JsonObject, Reply, Shape, WireName};
 use crate::api::AppState;
 use crate::domain::channel::ProviderId;
-use crate::domain::context::{context_set, parse_context_keys};
+use crate::domain::context::context_set;
 use crate::domain::endpoint::{
     ChannelConnection, ChannelEndpoint, ConnectionMode, EndpointListing,
 };
@@ -59,17 +59,7 @@ fn list_query(
                 None
             }
         });
-    // `contextKeys=` (present but empty) asks for resources without context.
-    let context_set = if q.has("contextKeys") {
-        let keys = q.list(&mut v, "contextKeys");
-        Some(context_set(&parse_context_keys(
-            &mut v,
-            "contextKeys",
-            &keys,
-        )))
-    } else {
-        None
-    };
+    let context_set = q.context_keys(&mut v).as_deref().map(context_set);
     let connection_mode = if connections {
         q.string("connectionMode").and_then(|m| {
             ConnectionMode::parse(&m).or_else(|| {

@@ -11,7 +11,6 @@ use crate::api::error::ApiResult;
 use crate::api::extract::{AppJson, AppPath, QueryMap};
 use crate::api::wire::{no_content, IsoTime, Reply, WireName};
 use crate::api::AppState;
-use crate::domain::context::parse_context_keys;
 use crate::domain::job::Message;
 use crate::domain::{Channel, EnvironmentId, MessageId, OrganizationId, Tenant};
 use crate::error::Validation;
@@ -239,11 +238,7 @@ pub async fn list_messages(
     let (page, limit) = page_params(&mut v, &q, 1000);
     let channel = channel_param(&mut v, &q);
     let transaction_ids = q.list(&mut v, "transactionId");
-    // `contextKeys=` (present but empty) asks for messages of triggers without a context.
-    let context_keys = q.has("contextKeys").then(|| {
-        let keys = q.list(&mut v, "contextKeys");
-        parse_context_keys(&mut v, "contextKeys", &keys)
-    });
+    let context_keys = q.context_keys(&mut v);
     v.finish()?;
     let f = MessageFilter {
         channel,
@@ -353,6 +348,53 @@ pub async fn mark_as(
     .await?;
     let out: Vec<MessageOut> = updated.into_iter().map(Into::into).collect();
     Ok(Reply::created(out).into_response())
+}
+
+/// Body of `POST …/messages/{messageId}/actions/{type}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageActionIn {
+    /// `pending` or `done`.
+    #[schema(value_type = String)]
+    pub status: Option<Value>,
+    /// What the action produced (an object), kept as its result's `payload`.
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+}
+
+/// The path of `POST …/messages/{messageId}/actions/{type}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageActionPath {
+    subscriber_id: String,
+    message_id: String,
+    r#type: String,
+}
+
+/// Sets the status of an in-app message's primary or secondary action (`type`) and its result's payload;
+/// answers the message.
+#[utoipa::path(post, path = "/v1/subscribers/{subscriberId}/messages/{messageId}/actions/{type}", tag = "Messages",
+    request_body = MessageActionIn,
+    params(("subscriberId" = String, Path), ("messageId" = String, Path),
+        ("type" = String, Path, description = "primary or secondary")),
+    responses((status = 201, body = MessageOut), (status = 404, description = "Unknown subscriber, or not one of its in-app messages"),
+        (status = 422, description = "Invalid type or body")))]
+pub async fn message_action(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    AppPath(p): AppPath<MessageActionPath>,
+    AppJson(body): AppJson<MessageActionIn>,
+) -> ApiResult<Response> {
+    let m = service::message_action(
+        &state.store,
+        &tenant,
+        &p.subscriber_id,
+        &p.message_id,
+        &p.r#type,
+        body.status.as_ref(),
+        body.payload.as_ref(),
+    )
+    .await?;
+    Ok(Reply::created(MessageOut::from(m)).into_response())
 }
 
 /// Body of `POST …/messages/mark-all`.

@@ -14,7 +14,7 @@ use crate::api::extract::{AppPath, QueryMap};
 use crate::api::v1::activity_json::ActivityJson;
 use crate::api::wire::{raw_reply, IsoTime, Shape, WireName};
 use crate::api::AppState;
-use crate::domain::context::{context_set, parse_context_keys};
+use crate::domain::context::context_set;
 use crate::domain::{
     EnvironmentId, NotificationId, OrganizationId, Tenant, Timestamp, WorkflowRef,
 };
@@ -226,16 +226,7 @@ pub async fn list_notifications(
         }
     }
     let channels = q.list(&mut v, "channels");
-    let context = if q.has("contextKeys") {
-        let keys = q.list(&mut v, "contextKeys");
-        Some(context_set(&parse_context_keys(
-            &mut v,
-            "contextKeys",
-            &keys,
-        )))
-    } else {
-        None
-    };
+    let context = q.context_keys(&mut v).as_deref().map(context_set);
     let templates = q.list(&mut v, "templates");
     let emails = q.list(&mut v, "emails");
     let subscriber_ids = q.list(&mut v, "subscriberIds");
