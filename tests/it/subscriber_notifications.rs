@@ -375,39 +375,39 @@ async fn bulk(app: TestApp) {
     let (status, out) = post("seen", json!({"notificationIds": [one]})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
     assert_eq!(
-        counts(&app, json!([{"seen": true}, {"seen": false}])).await,
+        counts(app, json!([{"seen": true}, {"seen": false}])).await,
         [1, 2]
     );
     let (status, out) = post("seen", json!({"tags": ["news"]})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
-    assert_eq!(counts(&app, json!([{"seen": true}])).await, [2]);
+    assert_eq!(counts(app, json!([{"seen": true}])).await, [2]);
     // Read, by data.
     let (status, out) = post("read", json!({"data": r#"{"kind":"alert"}"#})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
     assert_eq!(
-        counts(&app, json!([{"read": true}, {"read": false}])).await,
+        counts(app, json!([{"read": true}, {"read": false}])).await,
         [2, 1]
     );
     // Archive the read ones, then every one.
     let (status, out) = post("read-archive", json!({})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
     assert_eq!(
-        bodies(&list(&app, "archived=true").await),
+        bodies(&list(app, "archived=true").await),
         ["Alert 2", "Alert 1"]
     );
     let (status, out) = post("archive", json!({})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
-    assert_eq!(counts(&app, json!([{"archived": true}])).await, [3]);
+    assert_eq!(counts(app, json!([{"archived": true}])).await, [3]);
     // Delete by tag, then the rest.
     let (status, out) = post("delete", json!({"tags": ["news"]})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
     assert_eq!(
-        bodies(&list(&app, "archived=true").await),
+        bodies(&list(app, "archived=true").await),
         ["Alert 2", "Alert 1"]
     );
     let (status, out) = post("delete", json!({})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{out}");
-    assert!(bodies(&list(&app, "").await).is_empty());
+    assert!(bodies(&list(app, "").await).is_empty());
     // Bob's were never touched.
     let (_, page) = app
         .get("/v2/subscribers/bob/notifications?read=false&seen=false")
