@@ -17,7 +17,6 @@ const ANN = "ts-v2-ann";
 const BOB = "ts-v2-bob";
 const UNKNOWN_ID = "0123456789abcdef01234567";
 const novu = client();
-const nn = novu.subscribers.notifications;
 const lastStatus = () => exchanges[exchanges.length - 1]?.status;
 
 const WORKFLOWS = [
@@ -45,7 +44,7 @@ function checkNotification(n, what) {
 
 /** A list page of ann's (the raw answer is `{data, hasMore, filter}`, no envelope around it). */
 async function page(what, request = {}) {
-  const res = (await nn.list({ subscriberId: ANN, ...request })).result;
+  const res = (await novu.subscribers.notifications.list({ subscriberId: ANN, ...request })).result;
   eq(Object.keys(lastJson()).sort(), ["data", "filter", "hasMore"], `${what}: raw page keys`);
   for (const n of res.data) checkNotification(n, what);
   return res;
@@ -62,7 +61,7 @@ function one(res, what) {
 }
 
 async function counts(filters, subscriberId = ANN) {
-  const res = (await nn.count(subscriberId, JSON.stringify(filters))).result;
+  const res = (await novu.subscribers.notifications.count(subscriberId, JSON.stringify(filters))).result;
   check(Array.isArray(res), "count: an array");
   res.forEach((item, i) => eq(item.filter, filters[i], "count: filter echoed"));
   return res.map((c) => c.count);
@@ -70,7 +69,7 @@ async function counts(filters, subscriberId = ANN) {
 
 async function all(subscriberId, count) {
   return until(`${subscriberId} has ${count} notifications`, async () => {
-    const res = (await nn.list({ subscriberId, limit: 100 })).result;
+    const res = (await novu.subscribers.notifications.list({ subscriberId, limit: 100 })).result;
     return res.data.length >= count ? res : undefined;
   }, 30);
 }
@@ -127,30 +126,30 @@ async function main() {
 
   await group("one notification: read, unread, archive, unarchive, snooze, unsnooze", async () => {
     const at = { subscriberId: ANN, notificationId: ids.a1 };
-    let r = one(await nn.markAsRead(at), "read");
+    let r = one(await novu.subscribers.notifications.markAsRead(at), "read");
     eq([r.id, r.isRead, r.isSeen], [ids.a1, true, true], "read");
-    r = one(await nn.markAsUnread(at), "unread");
+    r = one(await novu.subscribers.notifications.markAsUnread(at), "unread");
     eq([r.isRead, r.isSeen], [false, true], "unread (still seen)");
-    r = one(await nn.archive(at), "archive");
+    r = one(await novu.subscribers.notifications.archive(at), "archive");
     eq([r.isArchived, r.isRead], [true, true], "archive");
     eq(bodies(await page("archived", { archived: true })), ["Alert 1"], "archived filter");
-    r = one(await nn.unarchive(at), "unarchive");
+    r = one(await novu.subscribers.notifications.unarchive(at), "unarchive");
     eq(r.isArchived, false, "unarchive");
     const snoozeUntil = new Date(Date.now() + 3_600_000);
-    r = one(await nn.snooze({ subscriberId: ANN, notificationId: ids.news, snoozeSubscriberNotificationDto: { snoozeUntil } }), "snooze");
+    r = one(await novu.subscribers.notifications.snooze({ subscriberId: ANN, notificationId: ids.news, snoozeSubscriberNotificationDto: { snoozeUntil } }), "snooze");
     eq(r.isSnoozed, true, "snooze");
     eq(bodies(await page("snoozed", { snoozed: true })), ["News 2"], "snoozed filter");
     eq(bodies(await page("not snoozed", { snoozed: false })), ["Alert 3", "Alert 1"], "snoozed=false");
-    r = one(await nn.unsnooze({ subscriberId: ANN, notificationId: ids.news }), "unsnooze");
+    r = one(await novu.subscribers.notifications.unsnooze({ subscriberId: ANN, notificationId: ids.news }), "unsnooze");
     eq(r.isSnoozed, false, "unsnooze");
   });
 
   await group("actions: complete and revert, primary and secondary; the v1 message action", async () => {
     for (const kind of ["primary", "secondary"]) {
       const at = { subscriberId: ANN, notificationId: ids.a3, actionType: kind };
-      let r = one(await nn.completeAction(at), `complete ${kind}`);
+      let r = one(await novu.subscribers.notifications.completeAction(at), `complete ${kind}`);
       eq(r[`${kind}Action`].isCompleted, true, `complete ${kind}`);
-      r = one(await nn.revertAction(at), `revert ${kind}`);
+      r = one(await novu.subscribers.notifications.revertAction(at), `revert ${kind}`);
       eq(r[`${kind}Action`].isCompleted, false, `revert ${kind}`);
     }
     const m = (await novu.subscribers.messages.updateAsSeen({
@@ -167,24 +166,24 @@ async function main() {
   });
 
   await group("errors: unknown subscriber or notification, another subscriber's, another environment's, bad filters", async () => {
-    await expectError(() => nn.list({ subscriberId: "ts-nobody" }), errors.ErrorDto, 404, "list: unknown subscriber");
-    await expectError(() => nn.list({ subscriberId: ANN, limit: 101 }), errors.ValidationErrorDto, 422, "list: limit 101");
-    await expectError(() => nn.list({ subscriberId: ANN, data: "{nope" }), errors.ValidationErrorDto, 422, "list: bad data");
-    await expectError(() => nn.list({ subscriberId: ANN, contextKeys: ["nokey"] }), errors.ValidationErrorDto, 422, "list: bad contextKeys");
-    await expectError(() => nn.list({ subscriberId: ANN, read: false, archived: true }), errors.ErrorDto, 400, "list: unread and archived");
-    await expectError(() => nn.count(ANN, "nope"), errors.ValidationErrorDto, 422, "count: not JSON");
-    await expectError(() => nn.count(ANN, JSON.stringify(Array(31).fill({}))), errors.ValidationErrorDto, 422, "count: 31 filters");
-    await expectError(() => nn.count("ts-nobody", "[{}]"), errors.ErrorDto, 404, "count: unknown subscriber");
+    await expectError(() => novu.subscribers.notifications.list({ subscriberId: "ts-nobody" }), errors.ErrorDto, 404, "list: unknown subscriber");
+    await expectError(() => novu.subscribers.notifications.list({ subscriberId: ANN, limit: 101 }), errors.ValidationErrorDto, 422, "list: limit 101");
+    await expectError(() => novu.subscribers.notifications.list({ subscriberId: ANN, data: "{nope" }), errors.ValidationErrorDto, 422, "list: bad data");
+    await expectError(() => novu.subscribers.notifications.list({ subscriberId: ANN, contextKeys: ["nokey"] }), errors.ValidationErrorDto, 422, "list: bad contextKeys");
+    await expectError(() => novu.subscribers.notifications.list({ subscriberId: ANN, read: false, archived: true }), errors.ErrorDto, 400, "list: unread and archived");
+    await expectError(() => novu.subscribers.notifications.count(ANN, "nope"), errors.ValidationErrorDto, 422, "count: not JSON");
+    await expectError(() => novu.subscribers.notifications.count(ANN, JSON.stringify(Array(31).fill({}))), errors.ValidationErrorDto, 422, "count: 31 filters");
+    await expectError(() => novu.subscribers.notifications.count("ts-nobody", "[{}]"), errors.ErrorDto, 404, "count: unknown subscriber");
     const snoozeUntil = new Date(Date.now() + 3_600_000);
     for (const id of [UNKNOWN_ID, bob]) {
       const at = { subscriberId: ANN, notificationId: id };
       const calls = {
-        read: () => nn.markAsRead(at), unread: () => nn.markAsUnread(at), archive: () => nn.archive(at),
-        unarchive: () => nn.unarchive(at), unsnooze: () => nn.unsnooze(at),
-        snooze: () => nn.snooze({ ...at, snoozeSubscriberNotificationDto: { snoozeUntil } }),
-        complete: () => nn.completeAction({ ...at, actionType: "primary" }),
-        revert: () => nn.revertAction({ ...at, actionType: "primary" }),
-        delete: () => nn.delete(at),
+        read: () => novu.subscribers.notifications.markAsRead(at), unread: () => novu.subscribers.notifications.markAsUnread(at), archive: () => novu.subscribers.notifications.archive(at),
+        unarchive: () => novu.subscribers.notifications.unarchive(at), unsnooze: () => novu.subscribers.notifications.unsnooze(at),
+        snooze: () => novu.subscribers.notifications.snooze({ ...at, snoozeSubscriberNotificationDto: { snoozeUntil } }),
+        complete: () => novu.subscribers.notifications.completeAction({ ...at, actionType: "primary" }),
+        revert: () => novu.subscribers.notifications.revertAction({ ...at, actionType: "primary" }),
+        delete: () => novu.subscribers.notifications.delete(at),
         "message action": () => novu.subscribers.messages.updateAsSeen({ subscriberId: ANN, messageId: id, type: "primary", markMessageActionAsSeenDto: { status: "done" } }),
       };
       for (const [name, call] of Object.entries(calls)) {
@@ -192,11 +191,11 @@ async function main() {
       }
     }
     const soon = new Date(Date.now() + 5_000);
-    await expectError(() => nn.snooze({ subscriberId: ANN, notificationId: ids.a1, snoozeSubscriberNotificationDto: { snoozeUntil: soon } }), errors.ErrorDto, 400, "snooze: too soon");
-    await expectError(() => nn.markAsRead({ subscriberId: "ts-nobody", notificationId: ids.a1 }), errors.ErrorDto, 404, "read: unknown subscriber");
-    await expectError(() => nn.markAllAsRead({}, "ts-nobody"), errors.ErrorDto, 404, "bulk: unknown subscriber");
-    await expectError(() => nn.markAsSeen({ notificationIds: Array(101).fill(UNKNOWN_ID) }, ANN), errors.ValidationErrorDto, 422, "seen: 101 ids");
-    await expectError(() => nn.archiveAll({ data: "{nope" }, ANN), errors.ValidationErrorDto, 422, "archive all: bad data");
+    await expectError(() => novu.subscribers.notifications.snooze({ subscriberId: ANN, notificationId: ids.a1, snoozeSubscriberNotificationDto: { snoozeUntil: soon } }), errors.ErrorDto, 400, "snooze: too soon");
+    await expectError(() => novu.subscribers.notifications.markAsRead({ subscriberId: "ts-nobody", notificationId: ids.a1 }), errors.ErrorDto, 404, "read: unknown subscriber");
+    await expectError(() => novu.subscribers.notifications.markAllAsRead({}, "ts-nobody"), errors.ErrorDto, 404, "bulk: unknown subscriber");
+    await expectError(() => novu.subscribers.notifications.markAsSeen({ notificationIds: Array(101).fill(UNKNOWN_ID) }, ANN), errors.ValidationErrorDto, 422, "seen: 101 ids");
+    await expectError(() => novu.subscribers.notifications.archiveAll({ data: "{nope" }, ANN), errors.ValidationErrorDto, 422, "archive all: bad data");
     const other = new Novu({ secretKey: KEY_B, serverURL: URL, retryConfig: { strategy: "none" }, httpClient: new HTTPClient() }).subscribers.notifications;
     await expectError(() => other.list({ subscriberId: ANN }), errors.ErrorDto, 404, "list from another environment");
     await expectError(() => other.markAsRead({ subscriberId: ANN, notificationId: ids.a1 }), errors.ErrorDto, 404, "read from another environment");
@@ -205,23 +204,23 @@ async function main() {
   });
 
   await group("bulk: seen, read, read-archive, archive, delete one, delete all", async () => {
-    await nn.markAsSeen({ notificationIds: [ids.a3] }, ANN);
+    await novu.subscribers.notifications.markAsSeen({ notificationIds: [ids.a3] }, ANN);
     noContent("seen (ids)");
     eq(await counts([{ seen: true }, { seen: false }]), [2, 1], "after seen");
-    await nn.markAllAsRead({ data: JSON.stringify({ kind: "alert" }) }, ANN);
+    await novu.subscribers.notifications.markAllAsRead({ data: JSON.stringify({ kind: "alert" }) }, ANN);
     noContent("read (data)");
     eq(await counts([{ read: true }, { read: false }]), [2, 1], "after read by data");
-    await nn.archiveAllRead({}, ANN);
+    await novu.subscribers.notifications.archiveAllRead({}, ANN);
     noContent("read-archive");
     eq(bodies(await page("archived after read-archive", { archived: true })), ["Alert 3", "Alert 1"], "read-archive");
-    await nn.archiveAll({}, ANN);
+    await novu.subscribers.notifications.archiveAll({}, ANN);
     noContent("archive");
     eq(await counts([{ archived: true }, { archived: false }]), [3, 0], "after archive");
-    await nn.delete({ subscriberId: ANN, notificationId: ids.news });
+    await novu.subscribers.notifications.delete({ subscriberId: ANN, notificationId: ids.news });
     noContent("delete one");
     eq(bodies(await page("after delete", { archived: true })), ["Alert 3", "Alert 1"], "deleted one gone");
-    await expectError(() => nn.delete({ subscriberId: ANN, notificationId: ids.news }), errors.ErrorDto, 404, "delete again");
-    await nn.deleteAll({}, ANN);
+    await expectError(() => novu.subscribers.notifications.delete({ subscriberId: ANN, notificationId: ids.news }), errors.ErrorDto, 404, "delete again");
+    await novu.subscribers.notifications.deleteAll({}, ANN);
     noContent("delete all");
     eq(await counts([{}]), [0], "after delete all");
     eq(bodies(await page("empty")), [], "empty list");

@@ -154,29 +154,28 @@ def main():
     eq(counts(novu, [{}, {"read": False}, {"seen": True}, {"tags": ["ops"]}, {"severity": "high"}]), [3, 3, 0, 2, 2], "counts")
 
     # ------------------------------------------------------------------ one notification in every state
-    nn = novu.subscribers.notifications
-    r = one(nn.mark_as_read(subscriber_id=ANN, notification_id=a1), "read")
+    r = one(novu.subscribers.notifications.mark_as_read(subscriber_id=ANN, notification_id=a1), "read")
     eq((r.id, r.is_read, r.is_seen), (a1, True, True), "read: state")
     check(ISO_UTC.match(r.read_at) and ISO_UTC.match(r.first_seen_at), f"read: readAt {r.read_at!r}")
-    r = one(nn.mark_as_unread(subscriber_id=ANN, notification_id=a1), "unread")
+    r = one(novu.subscribers.notifications.mark_as_unread(subscriber_id=ANN, notification_id=a1), "unread")
     eq((r.is_read, r.is_seen), (False, True), "unread: state (still seen)")
-    r = one(nn.archive(subscriber_id=ANN, notification_id=a1), "archive")
+    r = one(novu.subscribers.notifications.archive(subscriber_id=ANN, notification_id=a1), "archive")
     eq((r.is_archived, r.is_read), (True, True), "archive: state")
     eq(bodies(page(novu, "archived", archived=True)), ["Alert 1"], "archived filter")
-    r = one(nn.unarchive(subscriber_id=ANN, notification_id=a1), "unarchive")
+    r = one(novu.subscribers.notifications.unarchive(subscriber_id=ANN, notification_id=a1), "unarchive")
     eq(r.is_archived, False, "unarchive: state")
     until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
-    r = one(nn.snooze(request={"subscriber_id": ANN, "notification_id": news, "snooze_subscriber_notification_dto": {"snooze_until": until}}), "snooze")
+    r = one(novu.subscribers.notifications.snooze(request={"subscriber_id": ANN, "notification_id": news, "snooze_subscriber_notification_dto": {"snooze_until": until}}), "snooze")
     eq(r.is_snoozed, True, "snooze: state")
     check(ISO_UTC.match(r.snoozed_until), f"snooze: snoozedUntil {r.snoozed_until!r}")
     eq(bodies(page(novu, "snoozed", snoozed=True)), ["News 2"], "snoozed filter")
     eq(bodies(page(novu, "not snoozed", snoozed=False)), ["Alert 3", "Alert 1"], "snoozed=false")
-    r = one(nn.unsnooze(subscriber_id=ANN, notification_id=news), "unsnooze")
+    r = one(novu.subscribers.notifications.unsnooze(subscriber_id=ANN, notification_id=news), "unsnooze")
     eq(r.is_snoozed, False, "unsnooze: state")
     for kind, attr in [("primary", "primary_action"), ("secondary", "secondary_action")]:
-        r = one(nn.complete_action(request={"subscriber_id": ANN, "notification_id": a3, "action_type": kind}), f"complete {kind}")
+        r = one(novu.subscribers.notifications.complete_action(request={"subscriber_id": ANN, "notification_id": a3, "action_type": kind}), f"complete {kind}")
         eq(getattr(r, attr).is_completed, True, f"complete {kind}")
-        r = one(nn.revert_action(request={"subscriber_id": ANN, "notification_id": a3, "action_type": kind}), f"revert {kind}")
+        r = one(novu.subscribers.notifications.revert_action(request={"subscriber_id": ANN, "notification_id": a3, "action_type": kind}), f"revert {kind}")
         eq(getattr(r, attr).is_completed, False, f"revert {kind}")
 
     # ------------------------------------------------------------------ the v1 message action
@@ -198,38 +197,38 @@ def main():
     eq(m.cta.action.status, models.MessageActionStatusEnum.PENDING, "message action: pending")
 
     # ------------------------------------------------------------------ errors through the SDK's models
-    e = expect_error(lambda: nn.list(request={"subscriber_id": "sdk-nobody"}), models.ErrorDto, 404, "list: unknown subscriber")
+    e = expect_error(lambda: novu.subscribers.notifications.list(request={"subscriber_id": "sdk-nobody"}), models.ErrorDto, 404, "list: unknown subscriber")
     check_error_body(e, 404, "/v2/subscribers/sdk-nobody/notifications?limit=10", "list: unknown subscriber")
-    e = expect_error(lambda: nn.list(request={"subscriber_id": ANN, "limit": 101}), models.ValidationErrorDto, 422, "list: limit 101")
+    e = expect_error(lambda: novu.subscribers.notifications.list(request={"subscriber_id": ANN, "limit": 101}), models.ValidationErrorDto, 422, "list: limit 101")
     eq(e.data.status_code, 422, "list: limit 101: statusCode")
-    expect_error(lambda: nn.list(request={"subscriber_id": ANN, "data": "{nope"}), models.ValidationErrorDto, 422, "list: bad data")
-    expect_error(lambda: nn.list(request={"subscriber_id": ANN, "context_keys": ["nokey"]}), models.ValidationErrorDto, 422, "list: bad contextKeys")
-    expect_error(lambda: nn.list(request={"subscriber_id": ANN, "read": False, "archived": True}), models.ErrorDto, 400, "list: unread and archived")
-    expect_error(lambda: nn.count(subscriber_id=ANN, filters="nope"), models.ValidationErrorDto, 422, "count: not JSON")
-    expect_error(lambda: nn.count(subscriber_id=ANN, filters=json.dumps([{}] * 31)), models.ValidationErrorDto, 422, "count: 31 filters")
-    expect_error(lambda: nn.count(subscriber_id="sdk-nobody", filters="[{}]"), models.ErrorDto, 404, "count: unknown subscriber")
+    expect_error(lambda: novu.subscribers.notifications.list(request={"subscriber_id": ANN, "data": "{nope"}), models.ValidationErrorDto, 422, "list: bad data")
+    expect_error(lambda: novu.subscribers.notifications.list(request={"subscriber_id": ANN, "context_keys": ["nokey"]}), models.ValidationErrorDto, 422, "list: bad contextKeys")
+    expect_error(lambda: novu.subscribers.notifications.list(request={"subscriber_id": ANN, "read": False, "archived": True}), models.ErrorDto, 400, "list: unread and archived")
+    expect_error(lambda: novu.subscribers.notifications.count(subscriber_id=ANN, filters="nope"), models.ValidationErrorDto, 422, "count: not JSON")
+    expect_error(lambda: novu.subscribers.notifications.count(subscriber_id=ANN, filters=json.dumps([{}] * 31)), models.ValidationErrorDto, 422, "count: 31 filters")
+    expect_error(lambda: novu.subscribers.notifications.count(subscriber_id="sdk-nobody", filters="[{}]"), models.ErrorDto, 404, "count: unknown subscriber")
     bob = wait_for(novu, 1, BOB).data[0].id
     for nid in (UNKNOWN_ID, bob):
         for name, call in [
-            ("read", lambda: nn.mark_as_read(subscriber_id=ANN, notification_id=nid)),
-            ("unread", lambda: nn.mark_as_unread(subscriber_id=ANN, notification_id=nid)),
-            ("archive", lambda: nn.archive(subscriber_id=ANN, notification_id=nid)),
-            ("unarchive", lambda: nn.unarchive(subscriber_id=ANN, notification_id=nid)),
-            ("unsnooze", lambda: nn.unsnooze(subscriber_id=ANN, notification_id=nid)),
-            ("snooze", lambda: nn.snooze(request={"subscriber_id": ANN, "notification_id": nid, "snooze_subscriber_notification_dto": {"snooze_until": until}})),
-            ("complete", lambda: nn.complete_action(request={"subscriber_id": ANN, "notification_id": nid, "action_type": "primary"})),
-            ("revert", lambda: nn.revert_action(request={"subscriber_id": ANN, "notification_id": nid, "action_type": "primary"})),
-            ("delete", lambda: nn.delete(subscriber_id=ANN, notification_id=nid)),
+            ("read", lambda: novu.subscribers.notifications.mark_as_read(subscriber_id=ANN, notification_id=nid)),
+            ("unread", lambda: novu.subscribers.notifications.mark_as_unread(subscriber_id=ANN, notification_id=nid)),
+            ("archive", lambda: novu.subscribers.notifications.archive(subscriber_id=ANN, notification_id=nid)),
+            ("unarchive", lambda: novu.subscribers.notifications.unarchive(subscriber_id=ANN, notification_id=nid)),
+            ("unsnooze", lambda: novu.subscribers.notifications.unsnooze(subscriber_id=ANN, notification_id=nid)),
+            ("snooze", lambda: novu.subscribers.notifications.snooze(request={"subscriber_id": ANN, "notification_id": nid, "snooze_subscriber_notification_dto": {"snooze_until": until}})),
+            ("complete", lambda: novu.subscribers.notifications.complete_action(request={"subscriber_id": ANN, "notification_id": nid, "action_type": "primary"})),
+            ("revert", lambda: novu.subscribers.notifications.revert_action(request={"subscriber_id": ANN, "notification_id": nid, "action_type": "primary"})),
+            ("delete", lambda: novu.subscribers.notifications.delete(subscriber_id=ANN, notification_id=nid)),
             ("message action", lambda: novu.subscribers.messages.update_as_seen(request={
                 "subscriber_id": ANN, "message_id": nid, "type": "primary", "mark_message_action_as_seen_dto": {"status": "done"}})),
         ]:
             expect_error(call, models.ErrorDto, 404, f"{name} of {'bob' if nid == bob else 'an unknown id'}")
     soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=5)
-    expect_error(lambda: nn.snooze(request={"subscriber_id": ANN, "notification_id": a1, "snooze_subscriber_notification_dto": {"snooze_until": soon}}), models.ErrorDto, 400, "snooze: too soon")
-    expect_error(lambda: nn.mark_as_read(subscriber_id="sdk-nobody", notification_id=a1), models.ErrorDto, 404, "read: unknown subscriber")
-    expect_error(lambda: nn.mark_all_as_read(subscriber_id="sdk-nobody", update_all_subscriber_notifications_dto={}), models.ErrorDto, 404, "bulk: unknown subscriber")
-    expect_error(lambda: nn.mark_as_seen(subscriber_id=ANN, mark_subscriber_notifications_as_seen_dto={"notification_ids": [UNKNOWN_ID] * 101}), models.ValidationErrorDto, 422, "seen: 101 ids")
-    expect_error(lambda: nn.archive_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={"data": "{nope"}), models.ValidationErrorDto, 422, "archive all: bad data")
+    expect_error(lambda: novu.subscribers.notifications.snooze(request={"subscriber_id": ANN, "notification_id": a1, "snooze_subscriber_notification_dto": {"snooze_until": soon}}), models.ErrorDto, 400, "snooze: too soon")
+    expect_error(lambda: novu.subscribers.notifications.mark_as_read(subscriber_id="sdk-nobody", notification_id=a1), models.ErrorDto, 404, "read: unknown subscriber")
+    expect_error(lambda: novu.subscribers.notifications.mark_all_as_read(subscriber_id="sdk-nobody", update_all_subscriber_notifications_dto={}), models.ErrorDto, 404, "bulk: unknown subscriber")
+    expect_error(lambda: novu.subscribers.notifications.mark_as_seen(subscriber_id=ANN, mark_subscriber_notifications_as_seen_dto={"notification_ids": [UNKNOWN_ID] * 101}), models.ValidationErrorDto, 422, "seen: 101 ids")
+    expect_error(lambda: novu.subscribers.notifications.archive_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={"data": "{nope"}), models.ValidationErrorDto, 422, "archive all: bad data")
     other = client(KEY_B).subscribers.notifications
     expect_error(lambda: other.list(request={"subscriber_id": ANN}), models.ErrorDto, 404, "list from another environment")
     expect_error(lambda: other.mark_as_read(subscriber_id=ANN, notification_id=a1), models.ErrorDto, 404, "read from another environment")
@@ -237,23 +236,23 @@ def main():
     eq([n.is_read for n in wait_for(novu, 1, BOB).data], [False], "bob's notification untouched")
 
     # ------------------------------------------------------------------ bulk: seen, read, read-archive, archive, delete
-    nn.mark_as_seen(subscriber_id=ANN, mark_subscriber_notifications_as_seen_dto={"notification_ids": [a3]})
+    novu.subscribers.notifications.mark_as_seen(subscriber_id=ANN, mark_subscriber_notifications_as_seen_dto={"notification_ids": [a3]})
     no_content("seen (ids)")
     eq(counts(novu, [{"seen": True}, {"seen": False}]), [2, 1], "after seen: a1 was seen when read")
-    nn.mark_all_as_read(subscriber_id=ANN, update_all_subscriber_notifications_dto={"data": json.dumps({"kind": "alert"})})
+    novu.subscribers.notifications.mark_all_as_read(subscriber_id=ANN, update_all_subscriber_notifications_dto={"data": json.dumps({"kind": "alert"})})
     no_content("read (data)")
     eq(counts(novu, [{"read": True}, {"read": False}]), [2, 1], "after read by data")
-    nn.archive_all_read(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
+    novu.subscribers.notifications.archive_all_read(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
     no_content("read-archive")
     eq(bodies(page(novu, "archived after read-archive", archived=True)), ["Alert 3", "Alert 1"], "read-archive")
-    nn.archive_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
+    novu.subscribers.notifications.archive_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
     no_content("archive")
     eq(counts(novu, [{"archived": True}, {"archived": False}]), [3, 0], "after archive")
-    nn.delete(subscriber_id=ANN, notification_id=news)
+    novu.subscribers.notifications.delete(subscriber_id=ANN, notification_id=news)
     no_content("delete one")
     eq(bodies(page(novu, "after delete", archived=True)), ["Alert 3", "Alert 1"], "deleted one gone")
-    expect_error(lambda: nn.delete(subscriber_id=ANN, notification_id=news), models.ErrorDto, 404, "delete again")
-    nn.delete_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
+    expect_error(lambda: novu.subscribers.notifications.delete(subscriber_id=ANN, notification_id=news), models.ErrorDto, 404, "delete again")
+    novu.subscribers.notifications.delete_all(subscriber_id=ANN, update_all_subscriber_notifications_dto={})
     no_content("delete all")
     eq(counts(novu, [{}]), [0], "after delete all")
     eq(bodies(page(novu, "empty")), [], "empty list")
