@@ -188,6 +188,57 @@ fn no_too_many_arguments_allowance() {
     );
 }
 
+/// utoipa names a schema by its type's name alone: two `ToSchema` types of one name share one entry of
+/// `/openapi.json`, and one of them is described wrongly (the promotion's change counts once replaced the
+/// Inbox's counts). A type that must keep its name renames its schema with `#[schema(as = …)]`.
+#[test]
+fn no_two_openapi_schemas_share_a_name() {
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for s in sources() {
+        for name in schema_names(&s.code) {
+            seen.entry(name).or_default().push(s.path.clone());
+        }
+    }
+    let shared: Vec<_> = seen.into_iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "ToSchema types sharing a schema name: {shared:?}"
+    );
+}
+
+/// The names of the `ToSchema` types a source declares (the first `struct`/`enum` after the derive), except
+/// those renamed with `#[schema(as = …)]`.
+fn schema_names(code: &str) -> Vec<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !(line.contains("derive(") && line.contains("ToSchema")) {
+            continue;
+        }
+        for next in lines.iter().skip(i + 1).take(12) {
+            if next.contains("schema(as") {
+                break;
+            }
+            let decl = next
+                .trim_start()
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            if let Some(rest) = decl
+                .strip_prefix("struct ")
+                .or_else(|| decl.strip_prefix("enum "))
+            {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                out.push(name);
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// The checker's own scanners, on made-up sources: each rule can fail.
 #[test]
 fn the_scanners_see_what_they_must() {
@@ -212,6 +263,9 @@ fn the_scanners_see_what_they_must() {
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
         .collect();
     assert_eq!(cycles(&edges), vec![vec!["a", "b", "c"]]);
+    let schemas = "#[derive(Serialize, ToSchema)]\n#[serde(rename_all = \"camelCase\")]\npub struct AOut {}\n\
+                   #[derive(ToSchema)]\n#[schema(as = v1::AOut)]\npub struct AOut {}\n#[derive(Debug)]\nstruct B;\n";
+    assert_eq!(schema_names(schemas), ["AOut"]);
 }
 
 fn src_dir() -> PathBuf {

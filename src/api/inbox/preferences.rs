@@ -177,20 +177,20 @@ pub struct BulkPreferenceItemIn {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-pub struct BulkPreferencesIn {
+pub struct InboxBulkPreferencesIn {
     pub preferences: Vec<BulkPreferenceItemIn>,
 }
 
 /// Changes the subscriber's preferences for several workflows at once (all or nothing).
 #[utoipa::path(patch, path = "/v1/inbox/preferences/bulk", tag = "Inbox", security(("InboxSession" = [])),
-    request_body = BulkPreferencesIn,
+    request_body = InboxBulkPreferencesIn,
     responses((status = 200, body = Vec<InboxPreferenceOut>), (status = 400, description = "A critical or read-only workflow"),
         (status = 401, description = "No valid session"), (status = 404, description = "Unknown workflow"),
         (status = 422, description = "Invalid body")))]
 pub async fn bulk_preferences(
     State(state): State<AppState>,
     who: InboxSubscriber,
-    AppJson(body): AppJson<BulkPreferencesIn>,
+    AppJson(body): AppJson<InboxBulkPreferencesIn>,
 ) -> ApiResult<Response> {
     let mut v = Validation::new();
     if body.preferences.is_empty() {

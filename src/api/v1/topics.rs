@@ -16,7 +16,7 @@ use crate::service::topics::{self as service, SubscriptionRequest};
 
 /// A subscriber's membership of a topic, in the v1 shape.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TopicSubscriberOut {
+pub struct TopicMembershipOut {
     #[serde(rename = "_organizationId")]
     #[schema(value_type = String)]
     pub organization_id: OrganizationId,
@@ -38,7 +38,7 @@ pub struct TopicSubscriberOut {
 /// Whether a subscriber is subscribed to a topic (404 when not).
 #[utoipa::path(get, path = "/v1/topics/{topicKey}/subscribers/{externalSubscriberId}", tag = "Topics",
     params(("topicKey" = String, Path), ("externalSubscriberId" = String, Path)),
-    responses((status = 200, body = TopicSubscriberOut),
+    responses((status = 200, body = TopicMembershipOut),
         (status = 404, description = "Unknown topic, or the subscriber is not subscribed")))]
 pub async fn get_topic_subscriber(
     State(state): State<AppState>,
@@ -46,7 +46,7 @@ pub async fn get_topic_subscriber(
     AppPath((key, subscriber_id)): AppPath<(String, String)>,
 ) -> ApiResult<Response> {
     let s = service::subscription_of(&state.store, &tenant, &key, &subscriber_id).await?;
-    Ok(Reply::ok(TopicSubscriberOut {
+    Ok(Reply::ok(TopicMembershipOut {
         organization_id: s.organization_id,
         environment_id: s.environment_id,
         subscriber_ref: s.subscriber_ref.into(),

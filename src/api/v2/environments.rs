@@ -110,7 +110,7 @@ impl From<Change> for ChangeOut {
 
 /// How many changes of each kind.
 #[derive(Debug, Default, Serialize, ToSchema)]
-pub struct CountsOut {
+pub struct ChangeCountsOut {
     pub added: usize,
     pub modified: usize,
     pub deleted: usize,
@@ -125,7 +125,7 @@ pub struct ResourceDiffOut {
     pub source_resource: Option<ResourceOut>,
     pub target_resource: Option<ResourceOut>,
     pub changes: Vec<ChangeOut>,
-    pub summary: CountsOut,
+    pub summary: ChangeCountsOut,
 }
 
 /// The totals of a diff.
@@ -155,7 +155,7 @@ fn diff_out(source: String, target: String, plan: Plan) -> DiffOut {
         .diffs
         .into_iter()
         .map(|d| {
-            let mut summary = CountsOut::default();
+            let mut summary = ChangeCountsOut::default();
             for c in &d.changes {
                 match c.action {
                     DiffAction::Added => summary.added += 1,
