@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::insert::insert_rows;
+use super::insert::insert_rows_at_once;
 use super::page::Keyed;
 use super::row::{insert_with, table, update_with, view, Sealable, Stored, Table};
 use super::sql::{bind_args, Sql};
@@ -377,7 +377,7 @@ impl Store {
              where subscribers.version = excluded.version - 1 returning subscriber_id, version",
             set.join(", ")
         );
-        let statements = insert_rows(self.dialect(), &head, &tail, args);
+        let statements = insert_rows_at_once(self.dialect(), &head, &tail, args);
         let written = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut written = Vec::with_capacity(rows.len());
