@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the release binary through its own /openapi.json with schemathesis, once on SQLite and once on
-# PostgreSQL (a database made for the run and dropped after it), in two passes: the API-key operations with
-# the API key, then the Inbox's operations (tag Inbox) with a session token opened by `POST /v1/inbox/session`
-# (with the API key's HMAC of the subscriberId, so that it opens whether the environment asks for one or not).
+# PostgreSQL (a database made for the run and dropped after it), in three passes: the API-key operations with
+# the API key, the Svix-compatible webhook operations (tag Webhooks) with the key as a `Bearer` token, then the
+# Inbox's operations (tag Inbox) with a session token opened by `POST /v1/inbox/session` (with the API key's
+# HMAC of the subscriberId, so that it opens whether the environment asks for one or not).
 # Fails on any 5xx and on any status, content type or body that the document does not describe. Needs
 # target/release/tidings (cargo build --release).
 #
@@ -68,7 +69,8 @@ fuzz() {
     local name="$1" database_url="$2" status=0 token
     serve "$database_url" TIDINGS_API_KEY="$api_key" TIDINGS_ENCRYPTION_KEY="$encryption_key" TIDINGS_WORKERS=2 \
         RUST_LOG=warn
-    pass_ "$name" "API key" "ApiKey ${api_key}" --exclude-tag Inbox || status=$?
+    pass_ "$name" "API key" "ApiKey ${api_key}" --exclude-tag Inbox --exclude-tag Webhooks || status=$?
+    pass_ "$name" "API key as a Svix client sends it" "Bearer ${api_key}" --include-tag Webhooks || status=$?
     if token="$(inbox_token)" && [ -n "$token" ]; then
         pass_ "$name" "Inbox session" "Bearer ${token}" --include-tag Inbox || status=$?
     else

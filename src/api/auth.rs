@@ -1,4 +1,5 @@
-//! `Authorization: ApiKey <key>` and `idempotency-key`, in one layer on every authenticated route ([`Gate`]):
+//! `Authorization: ApiKey <key>` (`Bearer <key>` on the Svix routes, [`scheme_of`]) and `idempotency-key`, in
+//! one layer on every authenticated route ([`Gate`]):
 //! resolves the key to its environment, puts the [`Tenant`] into the request and hands keyed writes to
 //! [`super::idempotency`]. Positive lookups are cached for [`KEY_CACHE_TTL`] by the key's SHA-256; the
 //! database stays the source of truth, so a key removed from it (`tidings environments rotate-key`, run by any
@@ -129,6 +130,7 @@ impl<V: Clone> Recent<V> {
 pub struct GateLayer {
     state: AppState,
     limit: RouteLimit,
+    scheme: &'static str,
 }
 
 impl GateLayer {
@@ -136,6 +138,7 @@ impl GateLayer {
         Self {
             state,
             limit: RouteLimit::of(""),
+            scheme: scheme_of(""),
         }
     }
 
@@ -144,7 +147,18 @@ impl GateLayer {
         Self {
             state: self.state.clone(),
             limit: RouteLimit::of(template),
+            scheme: scheme_of(template),
         }
+    }
+}
+
+/// The `Authorization` scheme a route's key comes with: `Bearer` on the Svix routes (`/api/v1/app/…`), as
+/// the official Svix clients send it; `ApiKey` on Novu's.
+fn scheme_of(template: &str) -> &'static str {
+    if template.starts_with("/api/v1/app/") {
+        "Bearer"
+    } else {
+        "ApiKey"
     }
 }
 
@@ -156,6 +170,7 @@ impl tower::Layer<Route> for GateLayer {
             route,
             state: self.state.clone(),
             limit: self.limit,
+            scheme: self.scheme,
         }
     }
 }
@@ -167,6 +182,7 @@ pub struct Gate {
     route: Route,
     state: AppState,
     limit: RouteLimit,
+    scheme: &'static str,
 }
 
 impl Service<Request> for Gate {
@@ -180,7 +196,9 @@ impl Service<Request> for Gate {
 
     fn call(&mut self, mut req: Request) -> Self::Future {
         if let Some(echo) = idempotency::passes_through(&req) {
-            if let Some(tenant) = cached_tenant(&self.state, req.headers().get(AUTHORIZATION)) {
+            if let Some(tenant) =
+                cached_tenant(&self.state, req.headers().get(AUTHORIZATION), self.scheme)
+            {
                 // `None`: the rate limit needs the database, so the full path.
                 match self
                     .state
@@ -202,19 +220,30 @@ impl Service<Request> for Gate {
                 }
             }
         }
-        let (state, route, limit) = (self.state.clone(), self.route.clone(), self.limit);
-        Box::pin(async move { Ok(gate(state, req, route, limit).await) })
+        let (state, route, limit, scheme) = (
+            self.state.clone(),
+            self.route.clone(),
+            self.limit,
+            self.scheme,
+        );
+        Box::pin(async move { Ok(gate(state, req, route, limit, scheme).await) })
     }
 }
 
 /// The full path: the key may need a database read, the rate limit a take from the shared bucket, and a
 /// keyed write goes through the idempotency record (after the rate limit: a refusal is not the key's answer).
-async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit) -> Response {
+async fn gate(
+    state: AppState,
+    mut req: Request,
+    route: Route,
+    limit: RouteLimit,
+    scheme: &'static str,
+) -> Response {
     let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
     let from = state
         .limiter
         .client_address(req.headers(), req.extensions());
-    match authenticate(&state, header, from).await {
+    match authenticate(&state, header, from, scheme).await {
         Ok(tenant) => {
             let env = tenant.environment_id.as_str();
             let headers = match state.limiter.admit(env, limit).await {
@@ -230,16 +259,16 @@ async fn gate(state: AppState, mut req: Request, route: Route, limit: RouteLimit
     }
 }
 
-/// The key of an `Authorization` header, or why it is refused.
-fn api_key(header: Option<&[u8]>) -> Result<&str, Error> {
+/// The key of an `Authorization` header of `scheme`, or why it is refused.
+fn api_key<'h>(header: Option<&'h [u8]>, scheme: &str) -> Result<&'h str, Error> {
     let header =
         header.ok_or_else(|| Error::Unauthorized("Missing authorization header".into()))?;
     let header =
         std::str::from_utf8(header).map_err(|_| Error::Unauthorized("Unauthorized".into()))?;
-    let (scheme, key) = header.split_once(' ').unwrap_or((header, ""));
-    if scheme != "ApiKey" {
+    let (given, key) = header.split_once(' ').unwrap_or((header, ""));
+    if given != scheme {
         return Err(Error::Unauthorized(format!(
-            "Invalid authentication scheme: \"{scheme}\""
+            "Invalid authentication scheme: \"{given}\""
         )));
     }
     let key = key.trim();
@@ -250,8 +279,8 @@ fn api_key(header: Option<&[u8]>) -> Result<&str, Error> {
 }
 
 /// The tenant of a key seen in the last [`KEY_CACHE_TTL`], without touching the database.
-fn cached_tenant(state: &AppState, header: Option<&HeaderValue>) -> Option<Tenant> {
-    let key = api_key(header.map(HeaderValue::as_bytes)).ok()?;
+fn cached_tenant(state: &AppState, header: Option<&HeaderValue>, scheme: &str) -> Option<Tenant> {
+    let key = api_key(header.map(HeaderValue::as_bytes), scheme).ok()?;
     state.keys.get(&Sha256::digest(key.as_bytes()).into())
 }
 
@@ -261,12 +290,13 @@ async fn authenticate(
     state: &AppState,
     header: Option<&[u8]>,
     from: Option<IpAddr>,
+    scheme: &str,
 ) -> Result<Tenant, ratelimit::Refused> {
     let refused = |e: Error| {
         state.limiter.authentication_failed(from);
         Box::new(ApiError(e).into_response())
     };
-    let digest: KeyDigest = match api_key(header) {
+    let digest: KeyDigest = match api_key(header, scheme) {
         Ok(key) => Sha256::digest(key.as_bytes()).into(),
         Err(e) => {
             state.limiter.may_authenticate(from)?;

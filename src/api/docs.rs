@@ -43,6 +43,17 @@ impl Modify for ApiKeyAuth {
                     .build(),
             ),
         );
+        components.add_security_scheme(
+            "SvixToken",
+            SecurityScheme::Http(
+                utoipa::openapi::security::HttpBuilder::new()
+                    .scheme(utoipa::openapi::security::HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The environment's API key, as the Svix clients send their token",
+                    ))
+                    .build(),
+            ),
+        );
     }
 }
 

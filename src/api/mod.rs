@@ -13,6 +13,7 @@ pub mod pagination;
 pub mod ratelimit;
 pub mod request_log;
 pub mod socket;
+pub mod svix;
 pub mod v1;
 pub mod v2;
 pub mod wire;
@@ -179,7 +180,21 @@ impl Routes {
 /// The authenticated API routes and their OpenAPI description.
 fn api_routes(state: &AppState) -> OpenApiRouter<AppState> {
     let routes = Routes::new(ApiDoc::openapi(), Some(auth::GateLayer::new(state.clone())));
-    delivery_routes(subscriber_routes(routes)).router
+    webhook_routes(delivery_routes(subscriber_routes(routes))).router
+}
+
+/// The Svix-compatible management of the environment's webhook endpoints ([`svix`]).
+fn webhook_routes(routes: Routes) -> Routes {
+    routes
+        .routes(routes!(svix::list_endpoints, svix::create_endpoint))
+        .routes(routes!(
+            svix::get_endpoint,
+            svix::replace_endpoint,
+            svix::patch_endpoint,
+            svix::delete_endpoint
+        ))
+        .routes(routes!(svix::get_endpoint_secret))
+        .routes(routes!(svix::rotate_endpoint_secret))
 }
 
 /// Subscribers, topics, contexts, environments, preferences and subscriber credentials.

@@ -95,7 +95,8 @@ pub struct RouteLimit {
 
 impl RouteLimit {
     pub fn of(template: &str) -> Self {
-        const CONFIGURATION: [&str; 5] = [
+        const CONFIGURATION: [&str; 6] = [
+            "/api/v1/app",
             "/v1/subscribers",
             "/v2/subscribers",
             "/v2/workflows",

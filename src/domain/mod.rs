@@ -18,6 +18,7 @@ pub mod subscriber;
 pub mod time;
 pub mod topic;
 pub mod unsubscribe;
+pub mod webhook;
 pub mod workflow;
 
 pub use channel::{Channel, IntegrationKind};

@@ -18,6 +18,7 @@ pub mod promotion;
 pub mod subscribers;
 pub mod topics;
 pub mod unsubscribe;
+pub mod webhooks;
 pub mod workflows;
 
 /// How often a read-modify-write retries when another writer changed the row in between.

@@ -50,6 +50,7 @@ const TABLES: &[(&str, &str)] = &[
     ("integrations", "environment_id = $1"),
     ("workflows", "environment_id = $1"),
     ("contexts", "environment_id = $1"),
+    ("webhook_endpoints", "environment_id = $1"),
     ("idempotency_keys", "environment_id = $1"),
     ("rate_limit_buckets", "environment_id = $1"),
     // A throttle's key starts with its environment's id and `|` (`engine::plan`): a range of the key.

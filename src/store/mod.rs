@@ -30,6 +30,7 @@ pub mod subscribers;
 pub mod tenants;
 pub mod topics;
 pub mod triggers;
+pub mod webhooks;
 pub mod workflows;
 
 use std::borrow::Cow;
@@ -99,6 +100,7 @@ embed_migrations!(
     "20261129024000_topic_self_subscription.sql",
     "20261129030000_environment_erasure.sql",
     "20261129033000_context_list.sql",
+    "20261129130000_webhook_endpoints.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));

@@ -406,6 +406,16 @@ async fn erased_in_batches(mut app: TestApp) {
         settled_in(&app, &key, &tx).await,
         settled(&app, &kept_tx, 1).await,
     );
+    // A webhook endpoint (issue 39), its app named by the environment's id.
+    let hook = app
+        .client
+        .post(app.url(&format!("/api/v1/app/{doomed}/endpoint")))
+        .header("Authorization", format!("Bearer {key}"))
+        .json(&serde_json::json!({"url": "https://example.com/hook"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hook.status(), StatusCode::CREATED);
     app.stop_workers().await;
 
     let tables = environment_tables(&app).await;
@@ -420,6 +430,7 @@ async fn erased_in_batches(mut app: TestApp) {
         "topics",
         "trigger_transactions",
         "idempotency_keys",
+        "webhook_endpoints",
     ] {
         assert!(before[t] > 0, "{t}: {before:?}");
     }

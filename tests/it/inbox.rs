@@ -24,8 +24,9 @@ async fn token(app: &TestApp, subscriber: &str) -> String {
     out["data"]["token"].as_str().unwrap().to_owned()
 }
 
-/// A request to an Inbox route with `token`.
-async fn call(
+/// A request with `Authorization: Bearer <token>`: to an Inbox route with a session's token (or to a Svix route
+/// with an API key, `webhooks`).
+pub(crate) async fn call(
     app: &TestApp,
     token: &str,
     method: Method,

@@ -52,5 +52,6 @@ mod subscribers;
 mod subscribers_bulk;
 mod topics;
 mod unsubscribe;
+mod webhooks;
 mod worker_metrics;
 mod workflows;

@@ -133,6 +133,21 @@ async fn contexts(backend: Backend, sdk: Sdk) {
     scenario(&app, sdk, "contexts", &env).await;
 }
 
+/// The official Svix clients managing the app's webhook endpoints (issue 39), with a second environment
+/// whose endpoints must stay apart.
+async fn webhook_endpoints(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let other = tidings::service::environments::create(&app.store, "Other", None)
+        .await
+        .unwrap();
+    let env = [
+        ("TIDINGS_APP_ID", app.application_identifier.clone()),
+        ("TIDINGS_OTHER_KEY", other.api_key),
+        ("TIDINGS_OTHER_APP_ID", other.application_identifier),
+    ];
+    scenario(&app, sdk, "webhook_endpoints", &env).await;
+}
+
 /// The promotion scenario: the app's environment is Development; a Production environment of its
 /// organization and an environment of another organization are made here.
 async fn promotion(backend: Backend, sdk: Sdk) {
@@ -214,3 +229,5 @@ scenario_test!(subscribers_bulk_py, subscribers_bulk, Sdk::Python);
 scenario_test!(subscribers_bulk_ts, subscribers_bulk, Sdk::Node);
 scenario_test!(notifications_v2_py, notifications_v2, Sdk::Python);
 scenario_test!(notifications_v2_ts, notifications_v2, Sdk::Node);
+scenario_test!(webhook_endpoints_py, webhook_endpoints, Sdk::Python);
+scenario_test!(webhook_endpoints_ts, webhook_endpoints, Sdk::Node);

@@ -389,6 +389,41 @@ async fn no_secret_has_a_clear_copy(app: TestApp) {
     let (_, one) = app.get("/v2/subscribers/ann").await;
     assert!(one.to_string().contains(&device_patched), "{one}");
 
+    // Webhook endpoint secrets (issue 39): one given at creation, one at rotation, with idempotency keys as
+    // the Svix clients send them (the rotation's answer, kept for replays, holds the new secret).
+    let given = "U05UTHdlYmhvb2tTZWNyZXRaOXExMjM0NTY3OA==";
+    let rotated = "U05UTHJvdGF0ZWRTZWNyZXRaOXExMjM0NTY3OA==";
+    sentinels.extend([given.to_owned(), rotated.to_owned()]);
+    let base = format!("/api/v1/app/{}/endpoint", app.application_identifier);
+    let svix = |path: &str, key: &str, body: Value| {
+        app.client
+            .post(app.url(path))
+            .header("Authorization", format!("Bearer {}", app.key))
+            .header("idempotency-key", key)
+            .json(&body)
+            .send()
+    };
+    let resp = svix(
+        &base,
+        "auto_create",
+        json!({"url": "https://example.com/hook", "secret": format!("whsec_{given}")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let endpoint: Value = resp.json().await.unwrap();
+    let rotate = format!("{base}/{}/secret/rotate", endpoint["id"].as_str().unwrap());
+    let resp = svix(
+        &rotate,
+        "auto_rotate",
+        json!({"key": format!("whsec_{rotated}")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["key"], format!("whsec_{rotated}"), "{answer}");
+
     let found = clear_copies(&app, &sentinels, true).await;
     assert!(found.is_empty(), "clear copies of secrets: {found:#?}");
 }

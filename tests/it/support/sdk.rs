@@ -34,13 +34,19 @@ pub fn python() -> PathBuf {
     }
     let venv = repo_root().join(".venv");
     let py = venv.join("bin").join("python");
+    // The marker holds the requirements it was installed from: a changed pin installs again.
     let ready = venv.join(".tidings-sdk-ready");
-    if !ready.exists() {
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+    let requirements = repo_root().join("tests/sdk/requirements.txt");
+    let stamp = std::fs::read_to_string(&requirements).unwrap();
+    let installed = std::fs::read_to_string(&ready).ok();
+    if installed.as_deref() != Some(stamp.as_str()) {
+        if !py.exists() {
+            run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+        }
         run(Command::new(&py)
             .args(["-m", "pip", "install", "--quiet", "-r"])
-            .arg(repo_root().join("tests/sdk/requirements.txt")));
-        std::fs::write(&ready, "ok").unwrap();
+            .arg(&requirements));
+        std::fs::write(&ready, stamp).unwrap();
     }
     *guard = Some(py.clone());
     py
@@ -76,18 +82,22 @@ pub fn legacy_python_packages() {
     *ready = true;
 }
 
-/// Makes sure `tests/sdk-ts/node_modules` holds the pinned `@novu/api`, `@novu/api-legacy` and `@novu/js` (the
-/// Inbox client) (`npm ci` once when one is missing).
+/// Makes sure `tests/sdk-ts/node_modules` holds every package `tests/sdk-ts/package.json` pins (`@novu/api`,
+/// `@novu/api-legacy`, `@novu/js` the Inbox client, `svix` and `standardwebhooks`): `npm ci` once when one is
+/// missing.
 pub fn node_modules() {
     let mut ready = NODE_MODULES.lock().unwrap_or_else(|p| p.into_inner());
     if *ready {
         return;
     }
     let dir = repo_root().join("tests/sdk-ts");
-    let installed = ["api", "api-legacy", "js"].iter().all(|p| {
-        dir.join(format!("node_modules/@novu/{p}/package.json"))
-            .exists()
-    });
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap()).unwrap();
+    let installed = manifest["dependencies"]
+        .as_object()
+        .expect("tests/sdk-ts/package.json has dependencies")
+        .keys()
+        .all(|p| dir.join(format!("node_modules/{p}/package.json")).exists());
     if !installed {
         run(Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
