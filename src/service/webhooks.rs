@@ -55,6 +55,13 @@ fn changed_concurrently() -> Error {
 
 /// Checks every field `input` sets, as Svix's API does.
 fn validate(input: &EndpointInput, v: &mut Validation) {
+    validate_names(input, v);
+    validate_filters(input, v);
+    validate_extras(input, v);
+}
+
+/// The URL, description and uid.
+fn validate_names(input: &EndpointInput, v: &mut Validation) {
     if let Some(url) = &input.url {
         match url::Url::parse(url) {
             _ if url.len() > MAX_URL => v.add(
@@ -97,6 +104,10 @@ fn validate(input: &EndpointInput, v: &mut Validation) {
             );
         }
     }
+}
+
+/// The event types and channels.
+fn validate_filters(input: &EndpointInput, v: &mut Validation) {
     if let Some(Some(types)) = &input.event_types {
         if types.is_empty() {
             v.add(
@@ -136,6 +147,10 @@ fn validate(input: &EndpointInput, v: &mut Validation) {
             );
         }
     }
+}
+
+/// The metadata and the throttle rate.
+fn validate_extras(input: &EndpointInput, v: &mut Validation) {
     if let Some(metadata) = &input.metadata {
         let bad = metadata.iter().any(|(k, val)| {
             k.is_empty() || k.len() > MAX_METADATA_KEY || val.len() > MAX_METADATA_VALUE
