@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use super::error::ApiError;
@@ -35,23 +35,50 @@ impl From<Error> for SvixError {
     }
 }
 
+/// Svix's error body (`HttpErrorOut`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SvixErrorOut {
+    /// `not_found`, `conflict`, `bad_request`, `forbidden` or `authentication_failed`.
+    pub code: String,
+    pub detail: String,
+}
+
+/// Svix's body for invalid input (`HTTPValidationError`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SvixValidationOut {
+    pub detail: Vec<SvixValidationItem>,
+}
+
+/// One invalid field (`ValidationError`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SvixValidationItem {
+    /// Where: `["body", "<field>"]`.
+    pub loc: Vec<String>,
+    pub msg: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
 impl IntoResponse for SvixError {
     fn into_response(self) -> Response {
         let (status, code, detail) = match self.0 {
             Error::Validation(v) => {
-                let detail: Vec<Value> =
-                    v.0.iter()
+                let detail =
+                    v.0.into_iter()
                         .flat_map(|e| {
-                            e.messages.iter().map(move |m| {
-                            json!({"loc": ["body", e.field], "msg": m, "type": "value_error"})
-                        })
+                            let field = e.field;
+                            e.messages.into_iter().map(move |msg| SvixValidationItem {
+                                loc: vec!["body".into(), field.clone()],
+                                msg,
+                                kind: "value_error".into(),
+                            })
                         })
                         .collect();
-                let body = json!({ "detail": detail });
-                return json_response(
+                return reply(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    body.to_string().into_bytes(),
-                );
+                    &SvixValidationOut { detail },
+                )
+                .unwrap_or_else(IntoResponse::into_response);
             }
             Error::BadRequest { message, .. } => (StatusCode::BAD_REQUEST, "bad_request", message),
             Error::Unauthorized(m) => (StatusCode::UNAUTHORIZED, "authentication_failed", m),
@@ -61,8 +88,25 @@ impl IntoResponse for SvixError {
             e @ Error::Duplicate => (StatusCode::CONFLICT, "conflict", e.to_string()),
             e @ Error::Internal(_) => return ApiError(e).into_response(),
         };
-        let body = json!({ "code": code, "detail": detail });
-        json_response(status, body.to_string().into_bytes())
+        let body = SvixErrorOut {
+            code: code.into(),
+            detail,
+        };
+        reply(status, &body).unwrap_or_else(IntoResponse::into_response)
+    }
+}
+
+/// An extractor of the API's (`AppPath`, `QueryMap`) whose refusal takes Svix's shape.
+pub struct Svix<E>(pub E);
+
+impl<S: Send + Sync, E: FromRequestParts<S, Rejection = ApiError>> FromRequestParts<S> for Svix<E> {
+    type Rejection = SvixError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        E::from_request_parts(parts, state)
+            .await
+            .map(Svix)
+            .map_err(|ApiError(e)| SvixError(e))
     }
 }
 
@@ -233,13 +277,13 @@ fn page_of(q: &QueryMap) -> Result<PageRequest, Error> {
         ("limit" = Option<i64>, Query, description = "1..250, default 50"),
         ("iterator" = Option<String>, Query, description = "The `iterator` or `prevIterator` of a page"),
         ("order" = Option<String>, Query, description = "ascending or descending (default)")),
-    responses((status = 200, body = EndpointListOut), (status = 404, description = "Unknown app"),
-        (status = 422, description = "Invalid query")))]
+    responses((status = 200, body = EndpointListOut), (status = 404, body = SvixErrorOut, description = "Unknown app"),
+        (status = 422, body = SvixValidationOut, description = "Invalid query")))]
 pub async fn list_endpoints(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(app_id): AppPath<String>,
-    q: QueryMap,
+    Svix(AppPath(app_id)): Svix<AppPath<String>>,
+    Svix(q): Svix<QueryMap>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
     let page = page_of(&q)?;
@@ -259,13 +303,13 @@ pub async fn list_endpoints(
 /// Create an endpoint.
 #[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint", tag = "Webhooks", security(("SvixToken" = [])), request_body = EndpointIn,
     params(("app_id" = String, Path, description = "The environment's applicationIdentifier")),
-    responses((status = 201, body = EndpointOut), (status = 400, description = "The environment has 100 endpoints"),
-        (status = 404, description = "Unknown app"), (status = 409, description = "The uid is taken"),
-        (status = 422, description = "Invalid body")))]
+    responses((status = 201, body = EndpointOut), (status = 400, body = SvixErrorOut, description = "The environment has 100 endpoints"),
+        (status = 404, body = SvixErrorOut, description = "Unknown app"), (status = 409, body = SvixErrorOut, description = "The uid is taken"),
+        (status = 422, body = SvixValidationOut, description = "Invalid body")))]
 pub async fn create_endpoint(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath(app_id): AppPath<String>,
+    Svix(AppPath(app_id)): Svix<AppPath<String>>,
     body: Bytes,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
@@ -277,11 +321,12 @@ pub async fn create_endpoint(
 /// Retrieve an endpoint, by id or uid.
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
     params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
-    responses((status = 200, body = EndpointOut), (status = 404, description = "Unknown app or endpoint")))]
+    responses((status = 200, body = EndpointOut), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
+        (status = 422, body = SvixValidationOut, description = "Invalid path")))]
 pub async fn get_endpoint(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
     let e = service::get(&state.store, &tenant, &endpoint).await?;
@@ -293,13 +338,13 @@ pub async fn get_endpoint(
 #[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
     request_body = EndpointIn, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
     responses((status = 200, body = EndpointOut), (status = 201, body = EndpointOut),
-        (status = 400, description = "Creating it: the environment has 100 endpoints"),
-        (status = 404, description = "Unknown app or endpoint id"), (status = 409, description = "The uid is taken"),
-        (status = 422, description = "Invalid body")))]
+        (status = 400, body = SvixErrorOut, description = "Creating it: the environment has 100 endpoints"),
+        (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint id"), (status = 409, body = SvixErrorOut, description = "The uid is taken"),
+        (status = 422, body = SvixValidationOut, description = "Invalid body")))]
 pub async fn replace_endpoint(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
     body: Bytes,
 ) -> SvixResult {
     change(state, tenant, app_id, endpoint, body, ChangeKind::Replace).await
@@ -308,12 +353,12 @@ pub async fn replace_endpoint(
 /// Change the fields given of an endpoint (`null` clears a nullable one).
 #[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
     request_body = EndpointIn, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
-    responses((status = 200, body = EndpointOut), (status = 404, description = "Unknown app or endpoint"),
-        (status = 409, description = "The uid is taken"), (status = 422, description = "Invalid body")))]
+    responses((status = 200, body = EndpointOut), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
+        (status = 409, body = SvixErrorOut, description = "The uid is taken"), (status = 422, body = SvixValidationOut, description = "Invalid body")))]
 pub async fn patch_endpoint(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
     body: Bytes,
 ) -> SvixResult {
     change(state, tenant, app_id, endpoint, body, ChangeKind::Patch).await
@@ -338,11 +383,12 @@ async fn change(
 /// Delete an endpoint.
 #[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
     params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "Unknown app or endpoint")))]
+    responses((status = 204, description = "Deleted"), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
+        (status = 422, body = SvixValidationOut, description = "Invalid path")))]
 pub async fn delete_endpoint(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
     service::delete(&state.store, &tenant, &endpoint).await?;
@@ -352,11 +398,12 @@ pub async fn delete_endpoint(
 /// The endpoint's current signing secret.
 #[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret", tag = "Webhooks", security(("SvixToken" = [])),
     params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
-    responses((status = 200, body = EndpointSecretOut), (status = 404, description = "Unknown app or endpoint")))]
+    responses((status = 200, body = EndpointSecretOut), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
+        (status = 422, body = SvixValidationOut, description = "Invalid path")))]
 pub async fn get_endpoint_secret(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
     let e = service::get(&state.store, &tenant, &endpoint).await?;
@@ -368,12 +415,12 @@ pub async fn get_endpoint_secret(
 #[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", tag = "Webhooks", security(("SvixToken" = [])),
     request_body = EndpointSecretRotateIn,
     params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
-    responses((status = 200, body = EndpointSecretOut), (status = 404, description = "Unknown app or endpoint"),
-        (status = 422, description = "Invalid body")))]
+    responses((status = 200, body = EndpointSecretOut), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
+        (status = 422, body = SvixValidationOut, description = "Invalid body")))]
 pub async fn rotate_endpoint_secret(
     State(state): State<AppState>,
     tenant: Tenant,
-    AppPath((app_id, endpoint)): AppPath<(String, String)>,
+    Svix(AppPath((app_id, endpoint))): Svix<AppPath<(String, String)>>,
     body: Bytes,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
