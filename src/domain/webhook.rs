@@ -152,6 +152,24 @@ impl EndpointSecrets {
     }
 }
 
+/// The signature header of a message (`webhook-signature`, and `svix-signature` alike): `v1,<base64
+/// HMAC-SHA256 of "{msg_id}.{timestamp}.{body}">` for each secret that signs at `now`, the current one first,
+/// separated by spaces, so that a receiver holding either secret of a rotation accepts it. `timestamp` is the
+/// `webhook-timestamp` header's, in Unix seconds.
+pub fn signature(
+    secrets: &EndpointSecrets,
+    msg_id: &str,
+    timestamp: i64,
+    body: &[u8],
+    now: Timestamp,
+) -> Result<String, standardwebhooks::WebhookError> {
+    let signatures = secrets
+        .signing_keys(now)
+        .map(|key| standardwebhooks::Webhook::new(key)?.sign(msg_id, timestamp, body))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(signatures.join(" "))
+}
+
 /// A new secret: `whsec_` + base64 of 24 random bytes.
 pub fn new_secret() -> String {
     let mut bytes = [0u8; SECRET_BYTES];
@@ -189,6 +207,46 @@ mod tests {
         );
         assert!(parse_secret("whsec_c2hvcnQ=").is_err());
         assert!(parse_secret("whsec_not base64!").is_err());
+    }
+
+    /// The vectors of `../shared/reference/webhooks.md`, computed with the official `standardwebhooks` library.
+    #[test]
+    fn signatures_match_the_standard_webhooks_vectors() {
+        let secrets = EndpointSecrets::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into());
+        let now = Timestamp(0);
+        let sign = |s: &EndpointSecrets, id: &str, ts: i64, body: &str| {
+            signature(s, id, ts, body.as_bytes(), now).unwrap()
+        };
+        assert_eq!(
+            sign(
+                &secrets,
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1614265330,
+                r#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+        let body = r#"{"id":"evt_1","type":"message.sent"}"#;
+        let first = "v1,2Y627bw+6Cb9Zv1qvQbvIviOllqkO3sVpS3bzYUkk/A=";
+        assert_eq!(sign(&secrets, "msg_1", 1700000000, body), first);
+        // While rotating, the new secret signs first and the old one after it.
+        let mut rotating = secrets.clone();
+        rotating.rotate(new_secret(), now, 1_000);
+        let both = sign(&rotating, "msg_1", 1700000000, body);
+        let (new, old) = both.split_once(' ').unwrap();
+        assert!(new.starts_with("v1,") && new != first, "{both}");
+        assert_eq!(old, first);
+        assert_eq!(
+            signature(
+                &rotating,
+                "msg_1",
+                1700000000,
+                body.as_bytes(),
+                Timestamp(1_000)
+            )
+            .unwrap(),
+            new
+        );
     }
 
     #[test]
