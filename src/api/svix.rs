@@ -117,21 +117,9 @@ fn reply<T: Serialize>(status: StatusCode, body: &T) -> SvixResult {
     Ok(json_response(status, bytes))
 }
 
-/// Checks that `app_id` names the key's environment: another app is not found.
+/// Checks that `app_id` names the key's environment ([`service::check_app`]).
 async fn check_app(state: &AppState, tenant: &Tenant, app_id: &str) -> Result<(), SvixError> {
-    let env = tenant.environment_id.as_str();
-    let org = tenant.organization_id.as_str();
-    if app_id == env || app_id == format!("o-{org}-e-{env}") {
-        return Ok(());
-    }
-    let row = state
-        .store
-        .environment_of(&tenant.organization_id, &tenant.environment_id)
-        .await?;
-    match row {
-        Some(row) if row.identifier == app_id => Ok(()),
-        _ => Err(SvixError(Error::NotFound("Application not found".into()))),
-    }
+    Ok(service::check_app(&state.store, tenant, app_id).await?)
 }
 
 /// An endpoint as Svix's clients read it (`EndpointOut`).

@@ -209,6 +209,23 @@ fn apply(e: &mut WebhookEndpoint, input: EndpointInput, reset: bool) {
     e.channels = deduped(e.channels.take());
 }
 
+/// Checks that `app_id`, the Svix app a request names, is the caller's environment: its public identifier,
+/// its id, or Novu's Svix uid `o-{organizationId}-e-{environmentId}`. Any other app is not found.
+pub async fn check_app(store: &Store, tenant: &Tenant, app_id: &str) -> Result<()> {
+    let env = tenant.environment_id.as_str();
+    let org = tenant.organization_id.as_str();
+    if app_id == env || app_id == format!("o-{org}-e-{env}") {
+        return Ok(());
+    }
+    match store
+        .environment_of(&tenant.organization_id, &tenant.environment_id)
+        .await?
+    {
+        Some(row) if row.identifier == app_id => Ok(()),
+        _ => Err(Error::NotFound("Application not found".into())),
+    }
+}
+
 /// Creates an endpoint of the caller's environment; its secret is new unless `input` gives one.
 pub async fn create(
     store: &Store,
