@@ -19,11 +19,10 @@ use super::error::ApiError;
 use super::extract::{parse_json, AppPath, QueryMap};
 use super::wire::{json_response, no_content, IsoTime};
 use super::AppState;
-use crate::domain::subscriber::present;
-use crate::domain::webhook::WebhookEndpoint;
+use crate::domain::webhook::{EndpointInput, WebhookEndpoint};
 use crate::domain::Tenant;
 use crate::error::{Error, Validation};
-use crate::service::webhooks::{self as service, ChangeKind, Changed, EndpointInput};
+use crate::service::webhooks::{self as service, ChangeKind, Changed};
 use crate::store::page::{Cursor, PageRequest, SortColumn};
 
 /// An error in Svix's shape.
@@ -162,48 +161,6 @@ impl From<WebhookEndpoint> for EndpointOut {
     }
 }
 
-/// Body of creating (`EndpointIn`), replacing (`EndpointUpdate`/`EndpointUpsertIn`) and patching
-/// (`EndpointPatch`) an endpoint. Older clients (1.x) send `filterTypes` and `rateLimit`: both spellings are
-/// read.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointIn {
-    pub url: Option<String>,
-    pub description: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub uid: Option<Option<String>>,
-    pub disabled: Option<bool>,
-    #[serde(default, deserialize_with = "present", alias = "filterTypes")]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub event_types: Option<Option<Vec<String>>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub channels: Option<Option<Vec<String>>>,
-    pub metadata: Option<BTreeMap<String, String>>,
-    #[serde(default, deserialize_with = "present", alias = "rateLimit")]
-    #[schema(value_type = Option<i64>)]
-    pub throttle_rate: Option<Option<i64>>,
-    /// Create only: `whsec_` + base64 of 24 to 64 bytes; a new one is made when absent.
-    pub secret: Option<String>,
-}
-
-impl From<EndpointIn> for EndpointInput {
-    fn from(b: EndpointIn) -> Self {
-        Self {
-            url: b.url,
-            description: b.description,
-            uid: b.uid,
-            disabled: b.disabled,
-            event_types: b.event_types,
-            channels: b.channels,
-            metadata: b.metadata,
-            throttle_rate: b.throttle_rate,
-            secret: b.secret,
-        }
-    }
-}
-
 /// A page of endpoints (`ListResponseEndpointOut`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -289,7 +246,7 @@ pub async fn list_endpoints(
 }
 
 /// Create an endpoint.
-#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint", tag = "Webhooks", security(("SvixToken" = [])), request_body = EndpointIn,
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint", tag = "Webhooks", security(("SvixToken" = [])), request_body = EndpointInput,
     params(("app_id" = String, Path, description = "The environment's applicationIdentifier")),
     responses((status = 201, body = EndpointOut), (status = 400, body = SvixErrorOut, description = "The environment has 100 endpoints"),
         (status = 404, body = SvixErrorOut, description = "Unknown app"), (status = 409, body = SvixErrorOut, description = "The uid is taken"),
@@ -301,8 +258,8 @@ pub async fn create_endpoint(
     body: Bytes,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
-    let body: EndpointIn = parse_json(&body)?;
-    let e = service::create(&state.store, &tenant, body.into()).await?;
+    let body: EndpointInput = parse_json(&body)?;
+    let e = service::create(&state.store, &tenant, body).await?;
     reply(StatusCode::CREATED, &EndpointOut::from(e))
 }
 
@@ -324,7 +281,7 @@ pub async fn get_endpoint(
 /// Replace an endpoint's fields (those left out take their defaults); an unknown one is created, with the
 /// path's key as its uid (201).
 #[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
-    request_body = EndpointIn, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
+    request_body = EndpointInput, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
     responses((status = 200, body = EndpointOut), (status = 201, body = EndpointOut),
         (status = 400, body = SvixErrorOut, description = "Creating it: the environment has 100 endpoints"),
         (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint id"), (status = 409, body = SvixErrorOut, description = "The uid is taken"),
@@ -340,7 +297,7 @@ pub async fn replace_endpoint(
 
 /// Change the fields given of an endpoint (`null` clears a nullable one).
 #[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Webhooks", security(("SvixToken" = [])),
-    request_body = EndpointIn, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
+    request_body = EndpointInput, params(("app_id" = String, Path), ("endpoint_id" = String, Path, description = "Id or uid")),
     responses((status = 200, body = EndpointOut), (status = 404, body = SvixErrorOut, description = "Unknown app or endpoint"),
         (status = 409, body = SvixErrorOut, description = "The uid is taken"), (status = 422, body = SvixValidationOut, description = "Invalid body")))]
 pub async fn patch_endpoint(
@@ -361,8 +318,8 @@ async fn change(
     kind: ChangeKind,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
-    let body: EndpointIn = parse_json(&body)?;
-    match service::change(&state.store, &tenant, &endpoint, body.into(), kind).await? {
+    let body: EndpointInput = parse_json(&body)?;
+    match service::change(&state.store, &tenant, &endpoint, body, kind).await? {
         Changed::Updated(e) => reply(StatusCode::OK, &EndpointOut::from(e)),
         Changed::Created(e) => reply(StatusCode::CREATED, &EndpointOut::from(e)),
     }

@@ -8,7 +8,9 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
+use super::subscriber::present;
 use super::{EnvironmentId, OrganizationId, Timestamp};
 
 /// The events Tidings sends, with Novu's names.
@@ -101,6 +103,34 @@ impl WebhookEndpoint {
                 .as_ref()
                 .is_none_or(|types| types.iter().any(|t| t == kind))
     }
+}
+
+/// What a caller sets on an endpoint, as Svix's clients send it when creating (`EndpointIn`), replacing
+/// (`EndpointUpdate`/`EndpointUpsertIn`) and patching (`EndpointPatch`) one. On create and replace, a field
+/// left out takes its default; on patch, it is left as it is; `null` clears a nullable one. Older clients
+/// (1.x) send `filterTypes` and `rateLimit`: both spellings are read.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = EndpointIn)]
+pub struct EndpointInput {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub uid: Option<Option<String>>,
+    pub disabled: Option<bool>,
+    #[serde(default, deserialize_with = "present", alias = "filterTypes")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub event_types: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub channels: Option<Option<Vec<String>>>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "present", alias = "rateLimit")]
+    #[schema(value_type = Option<i64>)]
+    pub throttle_rate: Option<Option<i64>>,
+    /// Create only: `whsec_` + base64 of 24 to 64 bytes; a new one is made when absent.
+    pub secret: Option<String>,
 }
 
 /// An endpoint's signing secrets, stored sealed: the current one, and those rotated out that still sign

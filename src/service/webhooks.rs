@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::webhook::{
-    new_secret, parse_secret, WebhookEndpoint, EVENT_TYPES, ROTATION_GRACE_MS,
+    new_secret, parse_secret, EndpointInput, WebhookEndpoint, EVENT_TYPES, ROTATION_GRACE_MS,
 };
 use crate::domain::{Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
@@ -25,22 +25,6 @@ const MAX_METADATA_VALUE: usize = 1024;
 /// The longest grace a rotation may give the old secret: 24 hours, in seconds.
 pub const MAX_GRACE_SECONDS: i64 = 86_400;
 
-/// What a caller sets on an endpoint. On create and replace, a field left out takes its default; on patch,
-/// it is left as it is. The inner `None` of a nullable field clears it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EndpointInput {
-    pub url: Option<String>,
-    pub description: Option<String>,
-    pub uid: Option<Option<String>>,
-    pub disabled: Option<bool>,
-    pub event_types: Option<Option<Vec<String>>>,
-    pub channels: Option<Option<Vec<String>>>,
-    pub metadata: Option<BTreeMap<String, String>>,
-    pub throttle_rate: Option<Option<i64>>,
-    /// Create only: the secret to sign with, instead of a new random one.
-    pub secret: Option<String>,
-}
-
 fn not_found() -> Error {
     Error::NotFound("Entity not found".into())
 }
@@ -51,6 +35,31 @@ fn uid_taken(uid: &str) -> Error {
 
 fn changed_concurrently() -> Error {
     Error::Conflict("The endpoint was changed concurrently; retry the request".into())
+}
+
+/// The secret a caller gave in `field` (checked, as stored), or a new random one when none; a bad one is
+/// reported in `v`.
+fn given_or_new_secret(given: Option<&str>, field: &str, v: &mut Validation) -> String {
+    match given.map(parse_secret) {
+        None => new_secret(),
+        Some(Ok(secret)) => secret,
+        Some(Err(why)) => {
+            v.add(field, why, "");
+            String::new()
+        }
+    }
+}
+
+/// Writes `e`, a change of `stored`, as its next version (later than the last change, even within a
+/// millisecond); false when another write came first.
+async fn write_over(
+    store: &Store,
+    stored: &WebhookEndpoint,
+    e: &mut WebhookEndpoint,
+) -> Result<bool> {
+    e.version = stored.version + 1;
+    e.updated_at = Timestamp::now().max(Timestamp(stored.updated_at.0 + 1));
+    store.update_webhook_endpoint(e, stored.version).await
 }
 
 /// Checks every field `input` sets, as Svix's API does.
@@ -237,14 +246,7 @@ pub async fn create(
         v.add("url", "url is required", serde_json::Value::Null);
     }
     validate(&input, &mut v);
-    let secret = match input.secret.as_deref().map(parse_secret) {
-        None => new_secret(),
-        Some(Ok(secret)) => secret,
-        Some(Err(why)) => {
-            v.add("secret", why, "");
-            String::new()
-        }
-    };
+    let secret = given_or_new_secret(input.secret.as_deref(), "secret", &mut v);
     v.finish()?;
     if store
         .count_webhook_endpoints(&tenant.environment_id)
@@ -351,9 +353,7 @@ pub async fn change(
         if e == stored {
             return Ok(Changed::Updated(e));
         }
-        e.version = stored.version + 1;
-        e.updated_at = Timestamp::now().max(Timestamp(stored.updated_at.0 + 1));
-        match store.update_webhook_endpoint(&e, stored.version).await {
+        match write_over(store, &stored, &mut e).await {
             Ok(true) => return Ok(Changed::Updated(e)),
             Ok(false) => continue,
             Err(Error::Duplicate) => return Err(uid_taken(e.uid.as_deref().unwrap_or_default())),
@@ -384,14 +384,7 @@ pub async fn rotate_secret(
     grace_seconds: Option<i64>,
 ) -> Result<String> {
     let mut v = Validation::new();
-    let secret = match key.as_deref().map(parse_secret) {
-        None => new_secret(),
-        Some(Ok(secret)) => secret,
-        Some(Err(why)) => {
-            v.add("key", why, "");
-            String::new()
-        }
-    };
+    let secret = given_or_new_secret(key.as_deref(), "key", &mut v);
     let grace_ms = match grace_seconds {
         None => ROTATION_GRACE_MS,
         Some(s) if (0..=MAX_GRACE_SECONDS).contains(&s) => s * 1000,
@@ -408,11 +401,8 @@ pub async fn rotate_secret(
     for _ in 0..super::OPTIMISTIC_RETRIES {
         let stored = get(store, tenant, endpoint).await?;
         let mut e = stored.clone();
-        let now = Timestamp::now();
-        e.secrets.rotate(secret.clone(), now, grace_ms);
-        e.version = stored.version + 1;
-        e.updated_at = now.max(Timestamp(stored.updated_at.0 + 1));
-        if store.update_webhook_endpoint(&e, stored.version).await? {
+        e.secrets.rotate(secret.clone(), Timestamp::now(), grace_ms);
+        if write_over(store, &stored, &mut e).await? {
             return Ok(secret);
         }
     }

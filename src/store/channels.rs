@@ -4,7 +4,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
+use super::page::{env_scope, Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::{insert, insert_with, sql_row, table, Sealable, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
@@ -81,12 +81,6 @@ impl ChannelFilter {
         }
         f
     }
-}
-
-fn scope(env: &EnvironmentId) -> Sql {
-    let mut s = Sql::new("environment_id = ");
-    s.bind(env.as_str());
-    s
 }
 
 table! {
@@ -179,7 +173,7 @@ impl Store {
             columns: ChannelConnection::COLUMNS,
             from: "channel_connections",
             filter: filter.to_sql(env, false),
-            cursor_scope: scope(env),
+            cursor_scope: env_scope(env),
         };
         self.cursor_page::<ChannelConnection>(listing, &page.by_column())
             .await
@@ -379,7 +373,7 @@ impl Store {
             columns: EndpointListRow::COLUMNS,
             from: "channel_endpoints",
             filter: filter.to_sql(env, true),
-            cursor_scope: scope(env),
+            cursor_scope: env_scope(env),
         };
         self.cursor_page::<EndpointListRow>(listing, &page.by_column())
             .await?

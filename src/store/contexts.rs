@@ -5,7 +5,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
+use super::page::{env_scope, Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::sql_row;
 use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Cost, Store};
@@ -72,15 +72,9 @@ pub struct ContextFilter {
     pub search: Option<String>,
 }
 
-fn scope(env: &EnvironmentId) -> Sql {
-    let mut s = Sql::new("environment_id = ");
-    s.bind(env.as_str());
-    s
-}
-
 /// The context `kind:id` of `env`.
 fn one(env: &EnvironmentId, kind: &str, id: &str) -> Sql {
-    let mut q = scope(env);
+    let mut q = env_scope(env);
     q.push(" and context_type = ").bind(kind);
     q.push(" and context_id = ").bind(id);
     q
@@ -196,7 +190,7 @@ impl Store {
         filter: &ContextFilter,
         page: &PageRequest<ContextOrder>,
     ) -> Result<Page<Context>> {
-        let mut where_ = scope(env);
+        let mut where_ = env_scope(env);
         if let Some(kind) = &filter.kind {
             where_.push(" and context_type = ").bind(kind.as_str());
         }
@@ -214,7 +208,7 @@ impl Store {
             columns: ContextRow::COLUMNS,
             from: "contexts",
             filter: where_,
-            cursor_scope: scope(env),
+            cursor_scope: env_scope(env),
         };
         let page = self
             .cursor_page::<ContextRow>(listing, &page.by_column())

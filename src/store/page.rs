@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use super::sql::{Arg, Sql};
 use super::{Cost, ReadRow, Store};
 use crate::crypto::Cipher;
+use crate::domain::EnvironmentId;
 use crate::error::Result;
 
 /// Counting stops here; a count that reaches it is reported as [`TOTAL_COUNT_CAP`] with the capped flag.
@@ -114,6 +115,13 @@ impl<T> Page<T> {
             total_count_capped: self.total_count_capped,
         })
     }
+}
+
+/// `environment_id = $n`: the tenant condition a list's filter and cursor scope start with.
+pub(crate) fn env_scope(env: &EnvironmentId) -> Sql {
+    let mut s = Sql::new("environment_id = ");
+    s.bind(env.as_str());
+    s
 }
 
 /// What a list looks like to the paginator.

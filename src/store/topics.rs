@@ -1,6 +1,6 @@
 //! Topics and topic subscriptions.
 
-use super::page::{Keyed, Listing, Page, PageRequest, SortColumn};
+use super::page::{env_scope, Keyed, Listing, Page, PageRequest, SortColumn};
 use super::row::{insert, table, Table};
 use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
@@ -88,12 +88,6 @@ pub enum SubscriptionScope {
     },
 }
 
-fn scope(env: &EnvironmentId) -> Sql {
-    let mut s = Sql::new("environment_id = ");
-    s.bind(env.as_str());
-    s
-}
-
 impl Store {
     /// Inserts a topic; `Err(Duplicate)` when its key is taken in the environment.
     pub async fn insert_topic(&self, t: &Topic) -> Result<()> {
@@ -161,7 +155,7 @@ impl Store {
         filter: &TopicFilter,
         page: &PageRequest<TopicOrder>,
     ) -> Result<Page<Topic>> {
-        let mut where_ = scope(env);
+        let mut where_ = env_scope(env);
         if let Some(key) = &filter.key {
             where_.push(" and key = ").bind(key.as_str());
         }
@@ -176,7 +170,7 @@ impl Store {
             columns: Topic::COLUMNS,
             from: "topics",
             filter: where_,
-            cursor_scope: scope(env),
+            cursor_scope: env_scope(env),
         };
         self.cursor_page(listing, &page.by_column()).await
     }
@@ -321,7 +315,7 @@ impl Store {
         scope_of: &SubscriptionScope,
         page: &PageRequest<TopicOrder>,
     ) -> Result<Page<TopicSubscription>> {
-        let mut where_ = scope(env);
+        let mut where_ = env_scope(env);
         match scope_of {
             SubscriptionScope::Topic {
                 topic,
@@ -348,7 +342,7 @@ impl Store {
             columns: TopicSubscription::COLUMNS,
             from: "topic_subscriptions",
             filter: where_,
-            cursor_scope: scope(env),
+            cursor_scope: env_scope(env),
         };
         self.cursor_page(listing, &page.by_column()).await
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sqlx::types::Json;
 
-use super::page::{Keyed, Listing, Page, PageRequest};
+use super::page::{env_scope, Keyed, Listing, Page, PageRequest};
 use super::row::{insert_with, table, update_with, Table};
 use super::sql::{bind_args, Sql};
 use super::{is_unique_violation, on_db, Cost, Store};
@@ -41,15 +41,9 @@ impl Keyed for WebhookEndpoint {
     }
 }
 
-fn scope(env: &EnvironmentId) -> Sql {
-    let mut s = Sql::new("environment_id = ");
-    s.bind(env.as_str());
-    s
-}
-
 /// The endpoint of `env` whose id or uid is `key`.
 fn named(env: &EnvironmentId, key: &str) -> Sql {
-    let mut q = scope(env);
+    let mut q = env_scope(env);
     q.push(" and (id = ").bind(key);
     q.push(" or uid = ").bind(key).push(")");
     q
@@ -117,7 +111,7 @@ impl Store {
     /// How many endpoints the environment has.
     pub async fn count_webhook_endpoints(&self, env: &EnvironmentId) -> Result<i64> {
         let mut q = Sql::new("select count(*) from webhook_endpoints where ");
-        q.append(&scope(env));
+        q.append(&env_scope(env));
         Ok(self
             .row::<(i64,)>(Cost::Point, q)
             .await?
@@ -133,8 +127,8 @@ impl Store {
         let listing = Listing {
             columns: WebhookEndpoint::COLUMNS,
             from: "webhook_endpoints",
-            filter: scope(env),
-            cursor_scope: scope(env),
+            filter: env_scope(env),
+            cursor_scope: env_scope(env),
         };
         self.cursor_page::<WebhookEndpoint>(listing, page).await
     }
