@@ -191,9 +191,14 @@ async fn bench_workflow(
         steps: vec![step],
         ..Default::default()
     };
-    service::workflows::create(store, tenant, input)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    service::workflows::create(
+        store,
+        tenant,
+        input,
+        tidings::api::v2::workflows::workflow_view,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Opens and migrates the store and resolves the environment of `--api-key`, for the seed helpers.

@@ -25,9 +25,34 @@ const MAX_REDIRECTS: usize = 3;
 
 /// The client, refusing non-public addresses unless `allow_private_networks`.
 pub fn client(allow_private_networks: bool) -> reqwest::Client {
+    build(
+        allow_private_networks,
+        TIMEOUT,
+        reqwest::redirect::Policy::limited(MAX_REDIRECTS),
+    )
+}
+
+/// How long a webhook's receiver has to answer (Svix's 15 s).
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The client of outbound webhooks: the same guard, a 15 s limit, and no redirect followed (a redirect is
+/// a failed attempt, as Svix counts it).
+pub fn webhook_client(allow_private_networks: bool) -> reqwest::Client {
+    build(
+        allow_private_networks,
+        WEBHOOK_TIMEOUT,
+        reqwest::redirect::Policy::none(),
+    )
+}
+
+fn build(
+    allow_private_networks: bool,
+    timeout: Duration,
+    redirects: reqwest::redirect::Policy,
+) -> reqwest::Client {
     let builder = reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+        .timeout(timeout)
+        .redirect(redirects)
         .user_agent(concat!("tidings/", env!("CARGO_PKG_VERSION")));
     let builder = if allow_private_networks {
         builder

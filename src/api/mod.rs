@@ -14,6 +14,7 @@ pub mod ratelimit;
 pub mod request_log;
 pub mod socket;
 pub mod svix;
+pub mod svix_messages;
 pub mod v1;
 pub mod v2;
 pub mod wire;
@@ -195,6 +196,12 @@ fn webhook_routes(routes: Routes) -> Routes {
         ))
         .routes(routes!(svix::get_endpoint_secret))
         .routes(routes!(svix::rotate_endpoint_secret))
+        .routes(routes!(svix_messages::attempts_of_endpoint))
+        .routes(routes!(svix_messages::attempts_of_message))
+        .routes(routes!(svix_messages::messages_of_endpoint))
+        .routes(routes!(svix_messages::destinations))
+        .routes(routes!(svix_messages::send_example))
+        .routes(routes!(svix_messages::recover))
 }
 
 /// Subscribers, topics, contexts, environments, preferences and subscriber credentials.

@@ -109,15 +109,19 @@ impl<S: Send + Sync, E: FromRequestParts<S, Rejection = ApiError>> FromRequestPa
     }
 }
 
-type SvixResult = Result<Response, SvixError>;
+pub(super) type SvixResult = Result<Response, SvixError>;
 
-fn reply<T: Serialize>(status: StatusCode, body: &T) -> SvixResult {
+pub(super) fn reply<T: Serialize>(status: StatusCode, body: &T) -> SvixResult {
     let bytes = serde_json::to_vec(body).map_err(|e| SvixError(e.into()))?;
     Ok(json_response(status, bytes))
 }
 
 /// Checks that `app_id` names the key's environment ([`service::check_app`]).
-async fn check_app(state: &AppState, tenant: &Tenant, app_id: &str) -> Result<(), SvixError> {
+pub(super) async fn check_app(
+    state: &AppState,
+    tenant: &Tenant,
+    app_id: &str,
+) -> Result<(), SvixError> {
     Ok(service::check_app(&state.store, tenant, app_id).await?)
 }
 
@@ -196,7 +200,7 @@ const DEFAULT_LIMIT: i64 = 50;
 
 /// The page `limit`, `iterator` and `order` ask for. An iterator is an endpoint id; `-` before it asks for
 /// the page before it (what `prevIterator` gives).
-fn page_of(q: &QueryMap) -> Result<PageRequest, Error> {
+pub(super) fn page_of(q: &QueryMap) -> Result<PageRequest, Error> {
     let mut v = Validation::new();
     let limit = q
         .int(&mut v, "limit", 1, MAX_LIMIT)

@@ -10,8 +10,13 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use serde_json::Value;
+
+use super::job::{Message, MessageStatus};
+use super::preference::{SubscriberPreference, WorkflowDefaults};
 use super::subscriber::present;
-use super::{EnvironmentId, OrganizationId, Timestamp};
+use super::workflow::Workflow;
+use super::{Channel, EnvironmentId, OrganizationId, Timestamp};
 
 /// The events Tidings sends, with Novu's names.
 pub const EVENT_TYPES: [&str; 16] = [
@@ -198,6 +203,160 @@ pub fn signature(
         .map(|key| standardwebhooks::Webhook::new(key)?.sign(msg_id, timestamp, body))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(signatures.join(" "))
+}
+
+/// The object an event is about (the envelope's `object`), from its type's prefix: `message`, `workflow` or
+/// `preference`.
+pub fn object_of(kind: &str) -> &str {
+    kind.split_once('.').map_or(kind, |(object, _)| object)
+}
+
+/// An event's envelope, the body every attempt of its messages sends: `{id, type, object, data, timestamp,
+/// environmentId}`, where `id` is `evt_` + `oid` (the messages' id is `msg_` + the same `oid`) and
+/// `environmentId` the environment's public identifier (`applicationIdentifier`), as Novu sends it.
+pub fn envelope(oid: &str, kind: &str, data: &Value, at: Timestamp, environment: &str) -> String {
+    serde_json::json!({
+        "id": format!("evt_{oid}"),
+        "type": kind,
+        "object": object_of(kind),
+        "data": data,
+        "timestamp": at.to_iso(),
+        "environmentId": environment,
+    })
+    .to_string()
+}
+
+/// The events a new message emits, as Novu emits them once its step ran: `message.sent` for a message that
+/// went out (an in-app one is `message.delivered` at once too), `message.failed` for one whose delivery
+/// failed.
+pub fn new_message_events(m: &Message) -> &'static [&'static str] {
+    match (m.status, m.channel) {
+        (MessageStatus::Error, _) => &["message.failed"],
+        (MessageStatus::Sent, Channel::InApp) => &["message.sent", "message.delivered"],
+        (MessageStatus::Sent, _) => &["message.sent"],
+    }
+}
+
+/// A message event's `data`: `{object: <message>}`, and for `message.failed` its `error`. The message in
+/// Novu's webhook shape; a field without a value is left out.
+pub fn message_data(kind: &str, m: &Message) -> Value {
+    let iso = |t: Option<Timestamp>| t.map(|t| Value::String(t.to_iso()));
+    let mut object = serde_json::json!({
+        "_id": m.id.as_str(),
+        "_templateId": m.workflow_ref.as_str(),
+        "_environmentId": m.environment_id.as_str(),
+        "_organizationId": m.organization_id.as_str(),
+        "_notificationId": m.notification_id.as_str(),
+        "_jobId": m.job_id.as_str(),
+        "subscriberId": m.subscriber_id,
+        "templateIdentifier": m.workflow_identifier,
+        "workflowId": m.workflow_identifier,
+        "transactionId": m.transaction_id,
+        "channel": m.channel.as_str(),
+        "seen": m.seen,
+        "read": m.read,
+        "archived": m.archived,
+        "status": m.status.as_str(),
+        "providerId": m.provider_id,
+        "contextKeys": m.context_keys,
+        "createdAt": m.created_at.to_iso(),
+        "updatedAt": m.updated_at.to_iso(),
+    });
+    let optional = [
+        ("archivedAt", iso(m.archived_at)),
+        ("snoozedUntil", iso(m.snoozed_until)),
+        ("deliveredAt", iso(m.delivery.delivered_at)),
+        ("lastSeenDate", iso(m.last_seen_date)),
+        ("firstSeenDate", iso(m.first_seen_date)),
+        ("lastReadDate", iso(m.last_read_date)),
+        ("errorId", m.delivery.error_id.clone().map(Value::String)),
+        (
+            "errorText",
+            m.delivery.error_text.clone().map(Value::String),
+        ),
+    ];
+    if let Value::Object(fields) = &mut object {
+        for (key, value) in optional {
+            if let Some(v) = value {
+                fields.insert(key.to_owned(), v);
+            }
+        }
+        if m.channel == Channel::InApp {
+            fields.insert("providerResponseId".into(), m.id.as_str().into());
+        }
+    }
+    let mut data = serde_json::json!({ "object": object });
+    if kind == "message.failed" {
+        let text = m
+            .delivery
+            .error_text
+            .as_deref()
+            .unwrap_or("delivery failed");
+        data["error"] = serde_json::json!({ "message": text });
+    }
+    data
+}
+
+/// A `preference.updated` event's `data`: the level as saved (`global`, or `template` for one workflow, with
+/// the workflow), its channels as they now apply, and the subscriber's id.
+pub fn preference_data(
+    p: &SubscriberPreference,
+    workflow: Option<&Workflow>,
+    subscriber_id: &str,
+) -> Value {
+    let defaults = WorkflowDefaults::of(workflow.and_then(|w| w.preferences.as_ref()));
+    let channels: serde_json::Map<String, Value> = Channel::ALL
+        .iter()
+        .zip(defaults.channels)
+        .map(|(c, default)| {
+            (
+                c.as_str().to_owned(),
+                Value::Bool(p.channels.get(*c).unwrap_or(default)),
+            )
+        })
+        .collect();
+    let mut object = serde_json::json!({
+        "level": if workflow.is_some() { "template" } else { "global" },
+        "enabled": p.enabled.unwrap_or(true),
+        "channels": channels,
+    });
+    if let Some(w) = workflow {
+        object["workflow"] = serde_json::json!({
+            "id": w.id.as_str(),
+            "identifier": w.workflow_id,
+            "name": w.name,
+            "critical": w.critical,
+            "tags": w.tags,
+            "severity": w.severity,
+        });
+    }
+    serde_json::json!({ "object": object, "subscriberId": subscriber_id })
+}
+
+/// The `data` of an example event of type `kind` (`send-example`): made-up values in the shape real events
+/// have; `None` for a type Tidings does not send.
+pub fn example_data(kind: &str) -> Option<Value> {
+    let at = "2026-01-01T00:00:00.000Z";
+    let data = match object_of(kind) {
+        "message" if EVENT_TYPES.contains(&kind) => serde_json::json!({"object": {
+            "_id": "000000000000000000000001", "_templateId": "000000000000000000000002",
+            "_environmentId": "000000000000000000000003", "_organizationId": "000000000000000000000004",
+            "_notificationId": "000000000000000000000005", "_jobId": "000000000000000000000006",
+            "subscriberId": "example-subscriber", "templateIdentifier": "example-workflow",
+            "workflowId": "example-workflow", "transactionId": "example-transaction", "channel": "in_app",
+            "seen": false, "read": false, "archived": false, "status": "sent", "providerId": "svc",
+            "contextKeys": [], "createdAt": at, "updatedAt": at}}),
+        "workflow" if EVENT_TYPES.contains(&kind) => serde_json::json!({"object": {
+            "_id": "000000000000000000000002", "workflowId": "example-workflow", "slug": "example-workflow",
+            "name": "Example workflow", "tags": [], "active": true, "status": "ACTIVE", "critical": false,
+            "severity": "none", "steps": [], "createdAt": at, "updatedAt": at}}),
+        "preference" if EVENT_TYPES.contains(&kind) => serde_json::json!({
+            "object": {"level": "global", "enabled": true,
+                "channels": {"in_app": true, "email": false, "sms": true, "chat": true, "push": true}},
+            "subscriberId": "example-subscriber"}),
+        _ => return None,
+    };
+    Some(data)
 }
 
 /// A new secret: `whsec_` + base64 of 24 random bytes.

@@ -11,6 +11,7 @@ mod leases;
 mod plan;
 pub mod steps;
 mod trigger_writer;
+pub mod webhooks;
 
 pub use deliver::MAX_RETRIES;
 pub use handoff::{HandedJob, Handoff};
@@ -79,6 +80,8 @@ pub struct WorkerOptions {
     /// `TIDINGS_ALLOW_PRIVATE_NETWORKS`: whether steps and providers may call private, loopback and
     /// link-local addresses (see [`crate::outbound`]).
     pub allow_private_networks: bool,
+    /// The waits between a webhook message's attempts ([`webhooks::RETRY_SCHEDULE`]; tests shorten it).
+    pub webhook_schedule: Vec<Duration>,
 }
 
 impl WorkerOptions {
@@ -91,6 +94,7 @@ impl WorkerOptions {
             lease: Duration::from_millis(LEASE_MS as u64),
             public_url: None,
             allow_private_networks: false,
+            webhook_schedule: webhooks::RETRY_SCHEDULE.to_vec(),
         }
     }
 
@@ -155,6 +159,15 @@ pub fn spawn_workers(
             worker.clone(),
             lease,
             wakeup.clone(),
+            shutdown.clone(),
+        ));
+        // Webhook messages are sent beside the jobs.
+        loops.spawn(webhooks::send(
+            store.clone(),
+            webhooks::WebhookOptions {
+                allow_private_networks: options.allow_private_networks,
+                schedule: options.webhook_schedule.clone(),
+            },
             shutdown.clone(),
         ));
         // Deleted subscribers are erased beside the jobs, in bounded batches.

@@ -18,6 +18,7 @@ pub mod promotion;
 pub mod subscribers;
 pub mod topics;
 pub mod unsubscribe;
+pub mod webhook_messages;
 pub mod webhooks;
 pub mod workflows;
 

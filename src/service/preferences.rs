@@ -9,9 +9,11 @@ use crate::domain::preference::{
     ChannelChoices, Effective, SubscriberPreference, WorkflowDefaults,
 };
 use crate::domain::subscriber::Subscriber;
+use crate::domain::webhook::preference_data;
 use crate::domain::workflow::Workflow;
 use crate::domain::{Channel, Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
+use crate::store::outbox::Event;
 use crate::store::workflows::{WorkflowListQuery, WorkflowOrder};
 use crate::store::Store;
 
@@ -246,7 +248,10 @@ pub async fn change(
         created_at: now,
         updated_at: now,
     };
-    store.save_preferences(std::slice::from_ref(&row)).await?;
+    let event = |p: &SubscriberPreference| updated(tenant, p, workflow.as_deref(), &subscriber);
+    store
+        .save_preferences(std::slice::from_ref(&row), &event)
+        .await?;
     let levels = store
         .preferences_of(&tenant.environment_id, &subscriber.id)
         .await?;
@@ -254,6 +259,21 @@ pub async fn change(
         None => Changed::Global(global_of(&levels)),
         Some(w) => Changed::Workflow(WorkflowPreference::new(w, &levels)),
     })
+}
+
+/// The `preference.updated` webhook event of a level as saved.
+fn updated(
+    tenant: &Tenant,
+    p: &SubscriberPreference,
+    workflow: Option<&Workflow>,
+    subscriber: &Subscriber,
+) -> Event {
+    Event {
+        environment_id: tenant.environment_id.clone(),
+        organization_id: tenant.organization_id.clone(),
+        kind: "preference.updated",
+        data: preference_data(p, workflow, &subscriber.subscriber_id),
+    }
 }
 
 pub(crate) fn changeable(w: Arc<Workflow>) -> Result<Arc<Workflow>> {
@@ -297,7 +317,13 @@ pub async fn change_many(
         });
         workflows.push(w);
     }
-    store.save_preferences(&rows).await?;
+    let event = |p: &SubscriberPreference| {
+        let w = workflows
+            .iter()
+            .find(|w| Some(&w.id) == p.workflow_ref.as_ref());
+        updated(tenant, p, w.map(|w| &**w), &subscriber)
+    };
+    store.save_preferences(&rows, &event).await?;
     let levels = store
         .preferences_of(&tenant.environment_id, &subscriber.id)
         .await?;

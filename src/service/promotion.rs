@@ -8,10 +8,11 @@
 //! environment is a 403.
 
 use super::{limits, over_cap, pause_after_lost_write, workflows, OPTIMISTIC_RETRIES};
-use crate::domain::promotion::{self, Plan, Scope, SkipReason};
+use crate::domain::promotion::{self, Plan, Scope, SkipReason, Write};
 use crate::domain::workflow::Workflow;
-use crate::domain::{EnvironmentId, Tenant, Timestamp};
+use crate::domain::{EnvironmentId, Tenant, Timestamp, WorkflowRef};
 use crate::error::{Error, Result, Validation};
+use crate::store::outbox::Event;
 use crate::store::tenants::EnvironmentRow;
 use crate::store::Store;
 
@@ -101,10 +102,32 @@ async fn plan(
     tenant: &Tenant,
     (source, target): (&EnvironmentId, &EnvironmentId),
     scope: &Scope,
-) -> Result<Plan> {
+) -> Result<(Plan, Vec<Workflow>)> {
     let (from, to) = tokio::try_join!(workflows_of(store, source), workflows_of(store, target))?;
     let into = (tenant.organization_id.clone(), target.clone());
-    Ok(promotion::plan(&from, &to, &into, scope, Timestamp::now()))
+    let plan = promotion::plan(&from, &to, &into, scope, Timestamp::now());
+    Ok((plan, to))
+}
+
+/// The webhook events of a promotion's writes: `workflow.published` for each workflow created or updated
+/// in the target (with the target's copy before, if it had one), `workflow.deleted` for each deleted.
+fn published(writes: &[Write], before: &[Workflow], view: workflows::View) -> Vec<Event> {
+    let old = |id: &WorkflowRef| before.iter().find(|w| &w.id == id);
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Create(w) => Some(workflows::event("workflow.published", w, None, view)),
+            Write::Update { workflow, .. } => Some(workflows::event(
+                "workflow.published",
+                workflow,
+                old(&workflow.id),
+                view,
+            )),
+            Write::Delete { id, .. } => {
+                old(id).map(|w| workflows::event("workflow.deleted", w, None, view))
+            }
+        })
+        .collect()
 }
 
 /// Plans and applies in one transaction, planning again when a target workflow changed in between (another
@@ -114,10 +137,12 @@ async fn apply(
     tenant: &Tenant,
     envs: (&EnvironmentId, &EnvironmentId),
     scope: &Scope,
+    view: workflows::View,
 ) -> Result<Plan> {
     for attempt in 1..=OPTIMISTIC_RETRIES {
-        let plan = plan(store, tenant, envs, scope).await?;
-        if plan.writes.is_empty() || store.apply_promotion(envs.1, &plan.writes).await? {
+        let (plan, before) = plan(store, tenant, envs, scope).await?;
+        let events = published(&plan.writes, &before, view);
+        if plan.writes.is_empty() || store.apply_promotion(envs.1, &plan.writes, &events).await? {
             return Ok(plan);
         }
         pause_after_lost_write(attempt).await;
@@ -148,7 +173,7 @@ pub async fn diff(
         only: None,
         deletes: true,
     };
-    let plan = plan(store, tenant, (&source, &target), &scope).await?;
+    let (plan, _) = plan(store, tenant, (&source, &target), &scope).await?;
     Ok(Diff {
         source,
         target,
@@ -169,7 +194,12 @@ pub struct PublishInput {
 
 /// Makes `target`'s workflows match `source`'s: creates, updates and (for a whole environment) deletes, in
 /// one transaction; the target keeps its `_id`s. A dry run only plans.
-pub async fn publish(store: &Store, tenant: &Tenant, input: PublishInput) -> Result<Plan> {
+pub async fn publish(
+    store: &Store,
+    tenant: &Tenant,
+    input: PublishInput,
+    view: workflows::View,
+) -> Result<Plan> {
     if let Some(resources) = &input.resources {
         let mut v = Validation::new();
         over_cap(
@@ -186,9 +216,9 @@ pub async fn publish(store: &Store, tenant: &Tenant, input: PublishInput) -> Res
         only: input.resources,
     };
     if input.dry_run {
-        plan(store, tenant, (&source, &target), &scope).await
+        Ok(plan(store, tenant, (&source, &target), &scope).await?.0)
     } else {
-        apply(store, tenant, (&source, &target), &scope).await
+        apply(store, tenant, (&source, &target), &scope, view).await
     }
 }
 
@@ -200,6 +230,7 @@ pub async fn sync(
     tenant: &Tenant,
     workflow_id: &str,
     target: &str,
+    view: workflows::View,
 ) -> Result<Workflow> {
     let envs = organization(store, tenant).await?;
     let target = find(&envs, target, false)?.id.clone();
@@ -213,7 +244,14 @@ pub async fn sync(
         only: Some(vec![w.id.as_str().to_owned()]),
         deletes: false,
     };
-    let plan = apply(store, tenant, (&tenant.environment_id, &target), &scope).await?;
+    let plan = apply(
+        store,
+        tenant,
+        (&tenant.environment_id, &target),
+        &scope,
+        view,
+    )
+    .await?;
     if plan
         .skipped
         .iter()

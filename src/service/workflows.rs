@@ -15,6 +15,7 @@ use crate::domain::{filters, new_object_id, skip, Tenant, Timestamp, WorkflowRef
 use crate::error::{Error, Result, Validation};
 use crate::render::email_blocks::email_body_template;
 use crate::render::{RenderError, Renderer};
+use crate::store::outbox::Event;
 use crate::store::workflows::WorkflowListQuery;
 use crate::store::Store;
 
@@ -302,7 +303,31 @@ fn content_issue(e: &RenderError) -> ContentIssue {
     }
 }
 
-pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Result<Workflow> {
+/// How a workflow is shown on the wire (`GET /v2/workflows/{id}`): what its webhook events carry. The API
+/// passes its rendering in, as a service does not know the wire.
+pub type View = fn(&Workflow) -> Value;
+
+/// The webhook event `kind` about `w` (`workflow.created`, …): `{object}`, and the workflow as it was before
+/// (`previousObject`) for a change.
+pub fn event(kind: &'static str, w: &Workflow, previous: Option<&Workflow>, view: View) -> Event {
+    let mut data = serde_json::json!({ "object": view(w) });
+    if let Some(p) = previous {
+        data["previousObject"] = view(p);
+    }
+    Event {
+        environment_id: w.environment_id.clone(),
+        organization_id: w.organization_id.clone(),
+        kind,
+        data,
+    }
+}
+
+pub async fn create(
+    store: &Store,
+    tenant: &Tenant,
+    input: WorkflowInput,
+    view: View,
+) -> Result<Workflow> {
     let (workflow_id, severity, steps) = build(&input, None)?;
     let now = Timestamp::now();
     let w = Workflow {
@@ -325,7 +350,7 @@ pub async fn create(store: &Store, tenant: &Tenant, input: WorkflowInput) -> Res
         updated_at: now,
     };
     store
-        .insert_workflow(&w)
+        .insert_workflow(&w, &[event("workflow.created", &w, None, view)])
         .await
         .map_err(|e| workflow_id_taken(e, &w.workflow_id))?;
     Ok(w)
@@ -363,8 +388,9 @@ pub async fn update(
     tenant: &Tenant,
     id: &str,
     input: WorkflowInput,
+    view: View,
 ) -> Result<Workflow> {
-    change(store, tenant, id, |old| {
+    change(store, tenant, id, view, |old| {
         let (workflow_id, severity, steps) = build(&input, Some(&old))?;
         Ok(Workflow {
             workflow_id: input
@@ -418,6 +444,7 @@ pub async fn patch(
     tenant: &Tenant,
     id: &str,
     patch: WorkflowPatch,
+    view: View,
 ) -> Result<Workflow> {
     let mut v = Validation::new();
     if let Some(name) = &patch.name {
@@ -438,7 +465,7 @@ pub async fn patch(
         super::over_cap(&mut v, "tags", tags.len(), super::limits::WORKFLOW_TAGS);
     }
     v.finish()?;
-    change(store, tenant, id, |old| {
+    change(store, tenant, id, view, |old| {
         let p = patch.clone();
         Ok(Workflow {
             name: p
@@ -462,6 +489,7 @@ async fn change(
     store: &Store,
     tenant: &Tenant,
     id: &str,
+    view: View,
     edit: impl Fn(Workflow) -> Result<Workflow>,
 ) -> Result<Workflow> {
     for _ in 0..OPTIMISTIC_RETRIES {
@@ -471,10 +499,11 @@ async fn change(
         let w = Workflow {
             version: expected + 1,
             updated_at,
-            ..edit(old)?
+            ..edit(old.clone())?
         };
+        let events = [event("workflow.updated", &w, Some(&old), view)];
         if store
-            .update_workflow(&w, expected)
+            .update_workflow(&w, expected, &events)
             .await
             .map_err(|e| workflow_id_taken(e, &w.workflow_id))?
         {
@@ -504,9 +533,13 @@ pub async fn get_step(
     Ok((w, index, variables))
 }
 
-pub async fn delete(store: &Store, tenant: &Tenant, id: &str) -> Result<()> {
+pub async fn delete(store: &Store, tenant: &Tenant, id: &str, view: View) -> Result<()> {
     let w = get(store, tenant, id).await?;
-    if store.delete_workflow(&tenant.environment_id, &w.id).await? {
+    let events = [event("workflow.deleted", &w, None, view)];
+    if store
+        .delete_workflow(&tenant.environment_id, &w.id, &events)
+        .await?
+    {
         Ok(())
     } else {
         Err(not_found(id))

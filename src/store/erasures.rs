@@ -223,7 +223,7 @@ impl Store {
             e.subscriber_ref.clone().into(),
             limit.into(),
         ];
-        self.write_messages(q).await
+        self.write_messages(q, None).await
     }
 
     /// Ends an erasure `worker` holds: what a subscriber deleted by an earlier build (only marked deleted)

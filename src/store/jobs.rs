@@ -230,11 +230,12 @@ impl Store {
             return Ok(Vec::new());
         }
         let completion = Completion::plan(self.dialect(), &self.cipher, worker, items.to_vec())?;
-        let owned = on_db!(self.w(), p => {
+        let (owned, recorded) = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let owned = complete_in_transaction!(tx, completion);
-            tx.commit().await.map(|_| owned)
+            let done = complete_in_transaction!(tx, completion);
+            tx.commit().await.map(|_| done)
         })?;
+        super::outbox::announce(self, recorded);
         self.inbox_events().publish(created(items, &owned));
         Ok(items
             .iter()
@@ -425,7 +426,8 @@ impl<'a> Completion<'a> {
 }
 
 /// Runs a [`Completion`] in the transaction `$tx` and evaluates to the ids of the jobs the worker still held
-/// (`HashSet<String>`): nothing is written for the others. A macro, as the transaction's type differs by
+/// (`HashSet<String>`: nothing is written for the others) and how many webhook messages the new messages'
+/// events wrote (`store::outbox`). A macro, as the transaction's type differs by
 /// database.
 macro_rules! complete_in_transaction {
     ($tx:expr, $completion:expr) => {{
@@ -467,7 +469,19 @@ macro_rules! complete_in_transaction {
         for q in std::mem::take(&mut c.writes) {
             bind_args!(sqlx::query(&q.text), q.args).execute(&mut *$tx).await?;
         }
-        owned
+        // The new messages' events (`message.sent`, …), in the outbox.
+        let messages: Vec<&$crate::domain::job::Message> =
+            done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
+        let recorded: u64 = if messages.is_empty() {
+            0
+        } else {
+            let mut envs: Vec<&str> = messages.iter().map(|m| m.environment_id.as_str()).collect();
+            envs.sort_unstable();
+            envs.dedup();
+            $crate::store::outbox::record_events!($tx, c.dialect, &envs, $crate::domain::Timestamp(c.now),
+                |r: &$crate::store::outbox::Receivers| $crate::store::outbox::message_events(r, &messages, None))
+        };
+        (owned, recorded)
     }};
 }
 pub(super) use complete_in_transaction;

@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::inbox_events::InboxEvent;
+use super::outbox::{insert_events, message_events, receivers};
 use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
@@ -299,6 +300,22 @@ pub enum MarkAs {
     Unsnooze,
 }
 
+impl MarkAs {
+    /// The webhook event the mark emits (Novu has none for unseen).
+    pub fn event(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Read => "message.read",
+            Self::Seen => "message.seen",
+            Self::Unread => "message.unread",
+            Self::Unseen => return None,
+            Self::Archive => "message.archived",
+            Self::Unarchive => "message.unarchived",
+            Self::Snooze(_) => "message.snoozed",
+            Self::Unsnooze => "message.unsnoozed",
+        })
+    }
+}
+
 /// Runs `q` (a select without ordering) for `limit` rows after the first `offset`, newest first; `has_more`
 /// is exact (reads `limit + 1`).
 async fn newest_first_page<R: PortableRow + ReadRow + Into<T> + 'static, T>(
@@ -397,7 +414,8 @@ impl Store {
             .append(&f.to_sql(env, self.dialect(), now))
             .push(" and ")
             .push(unchanged);
-        self.write_messages(q).await
+        self.write_messages(q, mark.event().map(|kind| (env, kind)))
+            .await
     }
 
     /// Soft-deletes the messages `f` selects; returns how many.
@@ -407,7 +425,7 @@ impl Store {
         q.bind(now)
             .push(" where ")
             .append(&f.to_sql(env, self.dialect(), now));
-        self.write_messages(q).await
+        self.write_messages(q, Some((env, "message.deleted"))).await
     }
 
     /// Replaces the `cta` of the messages `f` selects; answers how many.
@@ -422,7 +440,7 @@ impl Store {
         q.bind(cta.clone()).push(", updated_at = ").bind(now);
         q.push(" where ")
             .append(&f.to_sql(env, self.dialect(), now));
-        self.write_messages(q).await
+        self.write_messages(q, None).await
     }
 
     /// How many messages `f` selects, by severity: `[high, medium, low, none]`.
@@ -491,7 +509,10 @@ impl Store {
             .push(" and id = ")
             .bind(id.as_str())
             .push(" and deleted = false");
-        Ok(self.write_messages(q).await? > 0)
+        Ok(self
+            .write_messages(q, Some((env, "message.deleted")))
+            .await?
+            > 0)
     }
 
     /// Runs `q`, a write of messages (an `update` or a `delete` without `returning`), and announces the
@@ -499,14 +520,42 @@ impl Store {
     /// changed. Every change to the state of stored messages (marks, snoozes, actions, deletes, erasures)
     /// takes this one path, so that none has to be announced by its caller; messages are created by job
     /// completions, which announce them in the same way (`jobs::created`).
-    pub(super) async fn write_messages(&self, mut q: Sql) -> Result<u64> {
-        q.push(" returning environment_id, subscriber_ref, channel");
-        let rows: Vec<(EnvironmentId, String, String)> = on_db!(self.w(), p => bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(p).await)?;
+    pub(super) async fn write_messages(
+        &self,
+        mut q: Sql,
+        event: Option<(&EnvironmentId, &'static str)>,
+    ) -> Result<u64> {
+        q.push(" returning environment_id, subscriber_ref, channel, id");
+        let dialect = self.dialect();
+        let (rows, webhooks) = on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let mut webhooks = 0;
+            let rows: Vec<(EnvironmentId, String, String, String)> =
+                bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
+            // The event of the change (`message.read`, …), in the outbox, with the messages as they are now.
+            if let Some((env, kind)) = event.filter(|_| !rows.is_empty()) {
+                let receivers = receivers!(tx, &[env.as_str()]);
+                if receivers.want(env, kind) {
+                    let ids: Vec<&str> = rows.iter().map(|r| r.3.as_str()).collect();
+                    let mut s = Sql::new("select ");
+                    s.push(Message::COLUMNS).push(" from messages where environment_id = ").bind(env.as_str());
+                    s.push_in("id", &ids);
+                    s.push(" order by created_at, id");
+                    let changed: Vec<Message> =
+                        bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args).fetch_all(&mut *tx).await?;
+                    let changed: Vec<&Message> = changed.iter().collect();
+                    let events = message_events(&receivers, &changed, Some(kind));
+                    webhooks = insert_events!(tx, dialect, receivers, &events, Timestamp::now());
+                }
+            }
+            tx.commit().await.map(|_| (rows, webhooks))
+        })?;
+        super::outbox::announce(self, webhooks);
         let n = rows.len() as u64;
         let mut changed: Vec<(EnvironmentId, String)> = rows
             .into_iter()
-            .filter(|(_, _, channel)| channel == Channel::InApp.as_str())
-            .map(|(env, subscriber, _)| (env, subscriber))
+            .filter(|(_, _, channel, _)| channel == Channel::InApp.as_str())
+            .map(|(env, subscriber, _, _)| (env, subscriber))
             .collect();
         changed.sort_unstable();
         changed.dedup();

@@ -16,6 +16,7 @@ pub mod integrations;
 pub mod jobs;
 pub mod messages;
 pub mod notifications;
+pub mod outbox;
 pub mod page;
 pub mod preferences;
 pub mod rate_limits;
@@ -30,6 +31,7 @@ pub mod subscribers;
 pub mod tenants;
 pub mod topics;
 pub mod triggers;
+pub mod webhook_messages;
 pub mod webhooks;
 pub mod workflows;
 
@@ -101,6 +103,7 @@ embed_migrations!(
     "20261129030000_environment_erasure.sql",
     "20261129033000_context_list.sql",
     "20261129130000_webhook_endpoints.sql",
+    "20261129160000_webhook_messages.sql",
 );
 
 static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_MIGRATIONS));
@@ -186,6 +189,8 @@ pub struct Store {
     search_stats: std::sync::Arc<search::TrigramStats>,
     /// Changes of in-app messages, heard by every process (see `inbox_events`).
     inbox_events: inbox_events::InboxEvents,
+    /// Woken when this process recorded webhook messages (`outbox`), so that its sender claims them at once.
+    webhooks_due: std::sync::Arc<tokio::sync::Notify>,
     /// SQLite only: the thread that checkpoints the write-ahead log, stopped with the last clone.
     _checkpointer: Option<std::sync::Arc<sqlite::checkpoint::Checkpointer>>,
 }
@@ -230,6 +235,7 @@ impl Store {
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
                     inbox_events: inbox_events::InboxEvents::local(),
+                    webhooks_due: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -266,6 +272,7 @@ impl Store {
                     cipher: std::sync::Arc::new(cipher),
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
+                    webhooks_due: Default::default(),
                     _checkpointer: None,
                 })
             }
@@ -295,6 +302,11 @@ impl Store {
     /// The announcements of changes to in-app messages (see `inbox_events`).
     pub fn inbox_events(&self) -> &inbox_events::InboxEvents {
         &self.inbox_events
+    }
+
+    /// Notified when this process recorded webhook messages; other processes' are found by polling.
+    pub fn webhooks_due(&self) -> &tokio::sync::Notify {
+        &self.webhooks_due
     }
 
     pub fn cipher(&self) -> &Cipher {

@@ -1,10 +1,11 @@
 //! Subscriber preferences: one row per (subscriber, level); see `domain::preference`.
 
+use super::outbox::{record_events, Event, Receivers};
 use super::row::{insert, table, Stored, Table};
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Cost, Store};
 use crate::domain::preference::{ChannelChoices, SubscriberPreference};
-use crate::domain::{EnvironmentId, SubscriberRef, WorkflowRef};
+use crate::domain::{EnvironmentId, SubscriberRef, Timestamp, WorkflowRef};
 use crate::error::Result;
 
 table! {
@@ -82,8 +83,13 @@ impl Store {
     }
 
     /// Saves `changes` in one transaction: each row's chosen flags (`Some`) replace the stored ones, the
-    /// others keep what was stored (a first save creates the row).
-    pub async fn save_preferences(&self, changes: &[SubscriberPreference]) -> Result<()> {
+    /// others keep what was stored (a first save creates the row). `event` makes the webhook event of each
+    /// level as saved (`preference.updated`), recorded with it (`store::outbox`).
+    pub async fn save_preferences(
+        &self,
+        changes: &[SubscriberPreference],
+        event: &(dyn Fn(&SubscriberPreference) -> Event + Sync),
+    ) -> Result<()> {
         let mut statements = Vec::with_capacity(changes.len());
         for p in changes {
             let mut q = insert(p)?;
@@ -93,15 +99,29 @@ impl Store {
                     ", {flag} = coalesce(excluded.{flag}, subscriber_preferences.{flag})"
                 ));
             }
+            q.push(" returning ").push(SubscriberPreference::COLUMNS);
             statements.push(q);
         }
-        on_db!(self.w(), p => {
+        let dialect = self.dialect();
+        let envs: Vec<&str> = changes
+            .first()
+            .map(|p| p.environment_id.as_str())
+            .into_iter()
+            .collect();
+        let webhooks = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
+            let mut saved = Vec::with_capacity(statements.len());
             for q in statements {
-                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+                saved.push(
+                    bind_args!(sqlx::query_as::<_, SubscriberPreference>(&q.text), q.args)
+                        .fetch_one(&mut *tx)
+                        .await?,
+                );
             }
-            tx.commit().await
+            let webhooks = record_events!(tx, dialect, &envs, Timestamp::now(), |_: &Receivers| saved.iter().map(event).collect());
+            tx.commit().await.map(|()| webhooks)
         })?;
+        super::outbox::announce(self, webhooks);
         Ok(())
     }
 

@@ -203,19 +203,20 @@ impl Store {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
             settle_digests!(tx, dialect, rows.openings.clone(), false, now);
-            let announced = match completion.take() {
+            let (announced, webhooks) = match completion.take() {
                 Some(completion) => {
                     let items = completion.items.clone();
-                    let owned = complete_in_transaction!(tx, completion);
-                    created(&items, &owned)
+                    let (owned, webhooks) = complete_in_transaction!(tx, completion);
+                    (created(&items, &owned), webhooks)
                 }
-                None => Vec::new(),
+                None => (Vec::new(), 0),
             };
             tx.commit().await?;
-            Ok::<_, sqlx::Error>((Recorded { fresh, leased }, announced))
+            Ok::<_, sqlx::Error>((Recorded { fresh, leased }, announced, webhooks))
         })?;
-        let (recorded, announced) = recorded;
+        let (recorded, announced, webhooks) = recorded;
         self.inbox_events().publish(announced);
+        super::outbox::announce(self, webhooks);
         Ok(recorded)
     }
 }

@@ -87,7 +87,8 @@ impl Store {
             &["id", "organization_id", "environment_id", "created_at"],
             self.cipher(),
         )?;
-        q.push(" where environment_id = ")
+        // A change starts the endpoint's failure clock again (an endpoint re-enabled is not disabled at once).
+        q.push(", failing_since = null where environment_id = ")
             .bind(e.environment_id.as_str());
         q.push(" and id = ").bind(e.id.as_str());
         q.push(" and version = ").bind(expected_version);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::outbox::{record_events, Event, Receivers};
 use super::row::{insert, sql_row, table, update, Table};
 use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
@@ -122,12 +123,12 @@ pub struct WorkflowListQuery {
 
 impl Store {
     /// Inserts a new workflow; `Err(Duplicate)` when its workflowId is taken in the environment.
-    pub async fn insert_workflow(&self, w: &Workflow) -> Result<()> {
-        let q = insert(w)?;
-        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()));
+    /// `events`: what the creation emits (`workflow.created`), recorded with it (`store::outbox`).
+    pub async fn insert_workflow(&self, w: &Workflow, events: &[Event]) -> Result<()> {
+        let res = self.write_workflow(insert(w)?, events).await;
         self.workflow_cache.clear();
         match res {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(e) if is_unique_violation(&e) => Err(Error::Duplicate),
             Err(e) => Err(e.into()),
         }
@@ -234,7 +235,13 @@ impl Store {
 
     /// Writes every mutable field if the stored version is still `expected_version`; `Err(Duplicate)` when
     /// the new workflowId is taken in the environment.
-    pub async fn update_workflow(&self, w: &Workflow, expected_version: i64) -> Result<bool> {
+    /// `events`: what the change emits, recorded with it.
+    pub async fn update_workflow(
+        &self,
+        w: &Workflow,
+        expected_version: i64,
+        events: &[Event],
+    ) -> Result<bool> {
         let mut q = update(
             w,
             &["id", "organization_id", "environment_id", "created_at"],
@@ -244,7 +251,7 @@ impl Store {
         q.push(" and id = ").bind(w.id.as_str());
         q.push(" and version = ").bind(expected_version);
         q.push(" and deleted = false");
-        let res = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()));
+        let res = self.write_workflow(q, events).await;
         self.workflow_cache.clear();
         match res {
             Ok(n) => Ok(n == 1),
@@ -253,15 +260,57 @@ impl Store {
         }
     }
 
-    /// Soft delete (the trigger identifier becomes free).
-    pub async fn delete_workflow(&self, env: &EnvironmentId, id: &WorkflowRef) -> Result<bool> {
-        let n = on_db!(self.w(), p => sqlx::query(
-            "update workflows set deleted = true, version = version + 1, updated_at = $1
-             where environment_id = $2 and id = $3 and deleted = false")
-            .bind(Timestamp::now().0).bind(env.as_str()).bind(id.as_str()).execute(p).await.map(|r| r.rows_affected()));
+    /// Soft delete (the trigger identifier becomes free), recorded with what it emits (`events`).
+    pub async fn delete_workflow(
+        &self,
+        env: &EnvironmentId,
+        id: &WorkflowRef,
+        events: &[Event],
+    ) -> Result<bool> {
+        let mut q =
+            Sql::new("update workflows set deleted = true, version = version + 1, updated_at = ");
+        q.bind(Timestamp::now().0)
+            .push(" where environment_id = ")
+            .bind(env.as_str());
+        q.push(" and id = ")
+            .bind(id.as_str())
+            .push(" and deleted = false");
+        let n = self.write_workflow(q, events).await;
         self.workflow_cache.clear();
         Ok(n? == 1)
     }
+
+    /// Runs `q`, a write of one workflow, and records `events` with it if it wrote a row; answers how many it
+    /// wrote.
+    async fn write_workflow(
+        &self,
+        q: Sql,
+        events: &[Event],
+    ) -> std::result::Result<u64, sqlx::Error> {
+        let dialect = self.dialect();
+        on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            let n = bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected();
+            let webhooks = if n == 1 && !events.is_empty() {
+                record_events!(tx, dialect, &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
+            } else {
+                0
+            };
+            tx.commit().await.map(|()| (n, webhooks))
+        })
+        .map(|(n, webhooks)| {
+            super::outbox::announce(self, webhooks);
+            n
+        })
+    }
+}
+
+/// The environments of `events`, each once.
+fn envs_of(events: &[Event]) -> Vec<&str> {
+    let mut envs: Vec<&str> = events.iter().map(|e| e.environment_id.as_str()).collect();
+    envs.sort_unstable();
+    envs.dedup();
+    envs
 }
 
 impl Store {
@@ -295,7 +344,14 @@ impl Store {
     /// Applies a promotion's writes to environment `target` in one transaction. `Ok(false)` (nothing
     /// written) when a workflow changed since the plan read it: an update or delete finds another
     /// version, or a create finds its identifier taken.
-    pub async fn apply_promotion(&self, target: &EnvironmentId, writes: &[Write]) -> Result<bool> {
+    /// `events`: what the promotion emits (`workflow.published`), recorded with it.
+    pub async fn apply_promotion(
+        &self,
+        target: &EnvironmentId,
+        writes: &[Write],
+        events: &[Event],
+    ) -> Result<bool> {
+        let dialect = self.dialect();
         let mut statements = Vec::with_capacity(writes.len());
         for w in writes {
             statements.push(match w {
@@ -341,7 +397,14 @@ impl Store {
                     Err(e) => return Err(e),
                 }
             }
-            tx.commit().await.map(|()| true)
+            let webhooks = if events.is_empty() {
+                0
+            } else {
+                record_events!(tx, dialect, &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
+            };
+            tx.commit().await?;
+            super::outbox::announce(self, webhooks);
+            Ok(true)
         }.await);
         self.workflow_cache.clear();
         Ok(res?)

@@ -148,6 +148,14 @@ async fn webhook_endpoints(backend: Backend, sdk: Sdk) {
     scenario(&app, sdk, "webhook_endpoints", &env).await;
 }
 
+/// Webhook deliveries as the official verifiers receive them (issue 39): `@novu/api` changes, a local
+/// receiver checks each request with `svix` and `standardwebhooks`.
+async fn webhook_deliveries(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_APP_ID", app.application_identifier.clone())];
+    scenario(&app, sdk, "webhook_deliveries", &env).await;
+}
+
 /// The promotion scenario: the app's environment is Development; a Production environment of its
 /// organization and an environment of another organization are made here.
 async fn promotion(backend: Backend, sdk: Sdk) {
@@ -231,3 +239,5 @@ scenario_test!(notifications_v2_py, notifications_v2, Sdk::Python);
 scenario_test!(notifications_v2_ts, notifications_v2, Sdk::Node);
 scenario_test!(webhook_endpoints_py, webhook_endpoints, Sdk::Python);
 scenario_test!(webhook_endpoints_ts, webhook_endpoints, Sdk::Node);
+scenario_test!(webhook_deliveries_py, webhook_deliveries, Sdk::Python);
+scenario_test!(webhook_deliveries_ts, webhook_deliveries, Sdk::Node);

@@ -828,7 +828,11 @@ async fn step_filters_are_normalised(app: TestApp) {
     stored.steps[0].filters = vec![json!({"children": [{"field": "plan", "value": "pro"}]})];
     let expected = stored.version;
     stored.version += 1;
-    assert!(app.store.update_workflow(&stored, expected).await.unwrap());
+    assert!(app
+        .store
+        .update_workflow(&stored, expected, &[])
+        .await
+        .unwrap());
     app.subscriber("fay", json!({})).await;
     for (tx, plan) in [("t-f-pro", "pro"), ("t-f-free", "free")] {
         app.post(

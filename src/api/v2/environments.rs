@@ -351,6 +351,12 @@ pub async fn publish_environment(
             .resources
             .map(|r| r.into_iter().map(|r| r.resource_id).collect()),
     };
-    let plan = service::publish(&state.store, &tenant, input).await?;
+    let plan = service::publish(
+        &state.store,
+        &tenant,
+        input,
+        crate::api::v2::workflows::workflow_view,
+    )
+    .await?;
     Ok(Reply::ok(publish_out(plan)).into_response())
 }

@@ -273,6 +273,12 @@ impl From<Workflow> for WorkflowOut {
     }
 }
 
+/// A workflow as `GET /v2/workflows/{id}` answers it: what its webhook events carry
+/// (`service::workflows::View`).
+pub fn workflow_view(w: &Workflow) -> Value {
+    serde_json::to_value(WorkflowOut::from(w.clone())).unwrap_or_default()
+}
+
 /// Create a workflow.
 #[utoipa::path(post, path = "/v2/workflows", tag = "Workflows", request_body = WorkflowIn,
     responses((status = 201, body = WorkflowOut), (status = 409, description = "workflowId taken"), (status = 422, description = "Invalid body")))]
@@ -282,7 +288,7 @@ pub async fn create_workflow(
     AppJson(body): AppJson<WorkflowIn>,
 ) -> ApiResult<Response> {
     body.refuse_unsupported()?;
-    let w = service::create(&state.store, &tenant, body.into()).await?;
+    let w = service::create(&state.store, &tenant, body.into(), workflow_view).await?;
     Ok(Reply::created(WorkflowOut::from(w)).into_response())
 }
 
@@ -446,7 +452,7 @@ pub async fn update_workflow(
     AppJson(body): AppJson<WorkflowIn>,
 ) -> ApiResult<Response> {
     body.refuse_unsupported()?;
-    let w = service::update(&state.store, &tenant, &id, body.into()).await?;
+    let w = service::update(&state.store, &tenant, &id, body.into(), workflow_view).await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }
 
@@ -542,7 +548,14 @@ pub async fn patch_workflow(
     AppPath(id): AppPath<String>,
     AppJson(body): AppJson<WorkflowPatchIn>,
 ) -> ApiResult<Response> {
-    let w = service::patch(&state.store, &tenant, &id, body.into_patch()?).await?;
+    let w = service::patch(
+        &state.store,
+        &tenant,
+        &id,
+        body.into_patch()?,
+        workflow_view,
+    )
+    .await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }
 
@@ -554,7 +567,7 @@ pub async fn delete_workflow(
     tenant: Tenant,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Response> {
-    service::delete(&state.store, &tenant, &id).await?;
+    service::delete(&state.store, &tenant, &id, workflow_view).await?;
     Ok(no_content())
 }
 
@@ -595,8 +608,13 @@ pub async fn sync_workflow(
     AppPath(id): AppPath<String>,
     AppJson(body): AppJson<SyncIn>,
 ) -> ApiResult<Response> {
-    let w =
-        crate::service::promotion::sync(&state.store, &tenant, &id, &body.target_environment_id)
-            .await?;
+    let w = crate::service::promotion::sync(
+        &state.store,
+        &tenant,
+        &id,
+        &body.target_environment_id,
+        workflow_view,
+    )
+    .await?;
     Ok(Reply::ok(WorkflowOut::from(w)).into_response())
 }

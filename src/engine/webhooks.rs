@@ -1,0 +1,366 @@
+//! The sender of outbound webhooks (issue 39): claims the messages the outbox recorded (`store::outbox`),
+//! posts each to its endpoint signed as Standard Webhooks (both the `webhook-*` and the `svix-*` headers),
+//! and records how each attempt ended, in batches. A message is tried at once, then on Svix's schedule; only
+//! a 2xx within 15 s counts, redirects are not followed. Each endpoint has at most
+//! [`PER_ENDPOINT`] messages in flight (and its own rate limit, `throttleRate`), so a slow or dead endpoint
+//! holds only its own share: the claim skips endpoints that are full.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::webhook::{signature, WebhookEndpoint};
+use crate::domain::Timestamp;
+use crate::store::webhook_messages::{Attempt, Outgoing};
+use crate::store::Store;
+
+/// Svix's retry schedule: the waits after each failed attempt; after the last, the message has failed.
+pub const RETRY_SCHEDULE: [Duration; 7] = [
+    Duration::from_secs(5),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 60 * 60),
+    Duration::from_secs(5 * 60 * 60),
+    Duration::from_secs(10 * 60 * 60),
+    Duration::from_secs(10 * 60 * 60),
+];
+
+/// Messages in flight per process.
+const IN_FLIGHT: usize = 128;
+/// Messages in flight per endpoint.
+pub const PER_ENDPOINT: usize = 32;
+/// How long a claim holds a message: past the 15 s a receiver has, with room to record the attempt.
+const LEASE: Duration = Duration::from_secs(60);
+/// How often an idle sender looks for messages other processes recorded (its own wake it at once).
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// What an attempt keeps of the receiver's answer.
+const RESPONSE_KEPT: usize = 1024;
+/// Attempts recorded per transaction.
+const FINISH_BATCH: usize = 512;
+
+/// How a process sends webhooks.
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// `TIDINGS_ALLOW_PRIVATE_NETWORKS` (see [`crate::outbound`]).
+    pub allow_private_networks: bool,
+    /// The waits between attempts ([`RETRY_SCHEDULE`]; tests shorten it).
+    pub schedule: Vec<Duration>,
+}
+
+/// What the sender knows of each endpoint's load: messages in flight, and its rate limit's bucket.
+#[derive(Default)]
+struct Load {
+    in_flight: HashMap<String, usize>,
+    /// Tokens left and when they were counted, for endpoints with a `throttleRate`.
+    buckets: HashMap<String, (f64, Instant)>,
+}
+
+impl Load {
+    /// The endpoints the claim must skip: full, or out of tokens.
+    fn busy(&mut self) -> Vec<String> {
+        let now = Instant::now();
+        self.buckets
+            .retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
+        let mut busy: Vec<String> = self
+            .in_flight
+            .iter()
+            .filter(|(_, n)| **n >= PER_ENDPOINT)
+            .map(|(e, _)| e.clone())
+            .collect();
+        busy.extend(
+            self.buckets
+                .iter()
+                .filter(|(_, (tokens, _))| *tokens < 1.0)
+                .map(|(e, _)| e.clone()),
+        );
+        busy
+    }
+
+    /// Takes a slot (and a token) of `e` for one message; false when it has none.
+    fn take(&mut self, e: &WebhookEndpoint) -> bool {
+        if self.in_flight.get(&e.id).copied().unwrap_or(0) >= PER_ENDPOINT {
+            return false;
+        }
+        if let Some(rate) = e.throttle_rate.filter(|r| *r > 0) {
+            let now = Instant::now();
+            let (tokens, at) = self
+                .buckets
+                .entry(e.id.clone())
+                .or_insert((rate as f64, now));
+            *tokens =
+                (*tokens + now.duration_since(*at).as_secs_f64() * rate as f64).min(rate as f64);
+            *at = now;
+            if *tokens < 1.0 {
+                return false;
+            }
+            *tokens -= 1.0;
+        }
+        *self.in_flight.entry(e.id.clone()).or_default() += 1;
+        true
+    }
+
+    fn release(&mut self, endpoint: &str) {
+        if let Some(n) = self.in_flight.get_mut(endpoint) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight.remove(endpoint);
+            }
+        }
+    }
+}
+
+/// Sends webhooks until `shutdown`.
+pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: CancellationToken) {
+    let client = crate::outbound::webhook_client(options.allow_private_networks);
+    let schedule = Arc::new(options.schedule);
+    let load = Arc::new(Mutex::new(Load::default()));
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let (done, finished) = mpsc::unbounded_channel::<Attempt>();
+    let finisher = tokio::spawn(finish(store.clone(), finished));
+    while !shutdown.is_cancelled() {
+        let woken = store.webhooks_due().notified();
+        let free = slots.available_permits();
+        let claimed = if free == 0 {
+            Vec::new()
+        } else {
+            claim(&store, &load, free).await
+        };
+        if claimed.is_empty() {
+            tokio::select! {
+                _ = woken => {}
+                _ = tokio::time::sleep(IDLE_POLL) => {}
+                _ = shutdown.cancelled() => {}
+                // A slot freed: the endpoints that were full may take more.
+                _ = slots.clone().acquire_owned(), if free == 0 => {}
+            }
+            continue;
+        }
+        for (m, endpoint) in claimed {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let (client, load, done, schedule) =
+                (client.clone(), load.clone(), done.clone(), schedule.clone());
+            tokio::spawn(async move {
+                let attempt = attempt(&client, &m, &endpoint, &schedule).await;
+                load.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .release(&endpoint.id);
+                let _ = done.send(attempt);
+                drop(permit);
+            });
+        }
+    }
+    drop(done);
+    let _ = finisher.await;
+}
+
+/// Claims up to `room` messages and pairs each with its endpoint; messages beyond an endpoint's share (or
+/// whose endpoint is gone or disabled) are given back or failed.
+async fn claim(
+    store: &Store,
+    load: &Mutex<Load>,
+    room: usize,
+) -> Vec<(Outgoing, Arc<WebhookEndpoint>)> {
+    let busy = load.lock().unwrap_or_else(|p| p.into_inner()).busy();
+    let busy: Vec<&str> = busy.iter().map(String::as_str).collect();
+    let claimed = match store
+        .claim_webhook_messages(room.min(256) as i64, LEASE.as_millis() as i64, &busy)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = ?e, "claiming webhook messages failed");
+            return Vec::new();
+        }
+    };
+    if claimed.is_empty() {
+        return Vec::new();
+    }
+    let mut ids: Vec<&str> = claimed.iter().map(|m| m.endpoint_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let endpoints: HashMap<String, Arc<WebhookEndpoint>> =
+        match store.webhook_endpoints_by_id(&ids).await {
+            Ok(found) => found
+                .into_iter()
+                .map(|e| (e.id.clone(), Arc::new(e)))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = ?e, "reading webhook endpoints failed");
+                let held: Vec<&Outgoing> = claimed.iter().collect();
+                let _ = store.release_webhook_messages(&held).await;
+                return Vec::new();
+            }
+        };
+    let mut out = Vec::with_capacity(claimed.len());
+    let mut back = Vec::new();
+    let mut gone = Vec::new();
+    {
+        let mut load = load.lock().unwrap_or_else(|p| p.into_inner());
+        for m in claimed {
+            match endpoints.get(&m.endpoint_id) {
+                Some(e) if !e.disabled => {
+                    if load.take(e) {
+                        out.push((m, e.clone()));
+                    } else {
+                        back.push(m);
+                    }
+                }
+                _ => gone.push(m),
+            }
+        }
+    }
+    let back_refs: Vec<&Outgoing> = back.iter().collect();
+    if let Err(e) = store.release_webhook_messages(&back_refs).await {
+        tracing::warn!(error = ?e, "giving webhook messages back failed; they are claimed again after their lease");
+    }
+    if !gone.is_empty() {
+        // The endpoint was deleted or disabled since the message was recorded: it fails without a call.
+        let attempts: Vec<Attempt> = gone
+            .iter()
+            .map(|m| Attempt {
+                msg_id: m.id.clone(),
+                endpoint_id: m.endpoint_id.clone(),
+                environment_id: m.environment_id.clone(),
+                url: String::new(),
+                response: "endpoint disabled or deleted".into(),
+                status_code: 0,
+                duration_ms: 0,
+                success: false,
+                manual: false,
+                retry_at: None,
+                at: Timestamp::now(),
+            })
+            .collect();
+        if let Err(e) = store.finish_webhook_attempts(&attempts).await {
+            tracing::warn!(error = ?e, "failing webhook messages of disabled endpoints failed");
+        }
+    }
+    out
+}
+
+/// One attempt to post `m` to `endpoint`.
+pub async fn attempt(
+    client: &reqwest::Client,
+    m: &Outgoing,
+    endpoint: &WebhookEndpoint,
+    schedule: &[Duration],
+) -> Attempt {
+    let now = Timestamp::now();
+    let started = Instant::now();
+    let (success, abort, status_code, response) = post(client, m, endpoint, now).await;
+    let tried = m.attempts as usize;
+    let retry_at = (!success && !abort)
+        .then(|| schedule.get(tried))
+        .flatten()
+        .map(|wait| Timestamp::now().0 + wait.as_millis() as i64);
+    Attempt {
+        msg_id: m.id.clone(),
+        endpoint_id: m.endpoint_id.clone(),
+        environment_id: m.environment_id.clone(),
+        url: endpoint.url.clone(),
+        response,
+        status_code,
+        duration_ms: started.elapsed().as_millis() as i64,
+        success,
+        manual: false,
+        retry_at,
+        at: now,
+    }
+}
+
+/// Posts the message: whether it succeeded, whether the receiver asked for no retry
+/// (`webhook-delivery: abort-message`), the status code (0 without an answer) and the start of the answer.
+async fn post(
+    client: &reqwest::Client,
+    m: &Outgoing,
+    endpoint: &WebhookEndpoint,
+    now: Timestamp,
+) -> (bool, bool, i64, String) {
+    let timestamp = now.0 / 1000;
+    let signed = match signature(&endpoint.secrets, &m.id, timestamp, m.body.as_bytes(), now) {
+        Ok(s) => s,
+        Err(e) => {
+            return (
+                false,
+                true,
+                0,
+                format!("the endpoint's secret cannot sign: {e}"),
+            )
+        }
+    };
+    let timestamp = timestamp.to_string();
+    let request = client
+        .post(&endpoint.url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &m.id)
+        .header("webhook-timestamp", &timestamp)
+        .header("webhook-signature", &signed)
+        .header("svix-id", &m.id)
+        .header("svix-timestamp", &timestamp)
+        .header("svix-signature", &signed)
+        .body(m.body.clone());
+    match request.send().await {
+        Ok(mut answer) => {
+            let status = answer.status();
+            let abort = answer
+                .headers()
+                .get("webhook-delivery")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"abort-message"));
+            let mut kept = Vec::new();
+            while kept.len() < RESPONSE_KEPT {
+                match answer.chunk().await {
+                    Ok(Some(chunk)) => kept.extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+            kept.truncate(RESPONSE_KEPT);
+            let text = String::from_utf8_lossy(&kept).into_owned();
+            (status.is_success(), abort, i64::from(status.as_u16()), text)
+        }
+        Err(e) => {
+            let why = crate::outbound::refusal(&e).unwrap_or_else(|| {
+                if e.is_timeout() {
+                    "no answer within 15 s".to_owned()
+                } else {
+                    format!("{e}")
+                }
+            });
+            (false, false, 0, why)
+        }
+    }
+}
+
+/// Records attempts as they end, in batches.
+async fn finish(store: Store, mut finished: mpsc::UnboundedReceiver<Attempt>) {
+    let mut batch = Vec::with_capacity(FINISH_BATCH);
+    while finished.recv_many(&mut batch, FINISH_BATCH).await > 0 {
+        loop {
+            match store.finish_webhook_attempts(&batch).await {
+                Ok(disabled) => {
+                    for (endpoint, env) in disabled {
+                        tracing::warn!(
+                            endpoint,
+                            environment = env,
+                            "webhook endpoint disabled: it has failed for 5 days without a success"
+                        );
+                    }
+                    break;
+                }
+                Err(e) => {
+                    // Not lost: the messages stay claimed, and are sent again once their lease runs out.
+                    tracing::warn!(error = ?e, "recording webhook attempts failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    if store.ping().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        batch.clear();
+    }
+}
