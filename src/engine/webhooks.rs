@@ -32,8 +32,10 @@ pub const RETRY_SCHEDULE: [Duration; 7] = [
 const IN_FLIGHT: usize = 128;
 /// Messages in flight per endpoint.
 pub const PER_ENDPOINT: usize = 32;
-/// How long a claim holds a message: past the 15 s a receiver has, with room to record the attempt.
-const LEASE: Duration = Duration::from_secs(60);
+/// How long a claim holds a message: past the 15 s a receiver has, with room to record the attempt. A
+/// process that dies lets its messages go to another this long after their claim (they may then arrive
+/// twice, with the same id and body).
+const LEASE: Duration = Duration::from_secs(20);
 /// How often an idle sender looks for messages other processes recorded (its own wake it at once).
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// What an attempt keeps of the receiver's answer.

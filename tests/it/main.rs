@@ -52,6 +52,7 @@ mod subscribers;
 mod subscribers_bulk;
 mod topics;
 mod unsubscribe;
+mod webhook_crash;
 mod webhook_deliveries;
 mod webhooks;
 mod worker_metrics;

@@ -410,7 +410,7 @@ pub fn assert_error(body: &Value, status: u16) {
 
 /// The address of a connection of the test's own to its database (on PostgreSQL, with its schema on the
 /// search path).
-fn own_url(app: &TestApp) -> String {
+pub fn own_url(app: &TestApp) -> String {
     match (app.backend, &app.pg_schema) {
         (Backend::Postgres, Some(schema)) => {
             let sep = if app.database_url.contains('?') {
