@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::webhook::{signature, WebhookEndpoint};
@@ -56,29 +56,38 @@ pub struct WebhookOptions {
 #[derive(Default)]
 struct Load {
     in_flight: HashMap<String, usize>,
-    /// Tokens left and when they were counted, for endpoints with a `throttleRate`.
-    buckets: HashMap<String, (f64, Instant)>,
+    /// For endpoints with a `throttleRate`: their bucket.
+    buckets: HashMap<String, Bucket>,
+}
+
+/// A token bucket of `rate` tokens per second, holding at most `rate`.
+struct Bucket {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// The tokens now.
+    fn refill(&mut self, now: Instant) -> f64 {
+        self.tokens =
+            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.rate);
+        self.at = now;
+        self.tokens
+    }
 }
 
 impl Load {
     /// The endpoints the claim must skip: full, or out of tokens.
     fn busy(&mut self) -> Vec<String> {
         let now = Instant::now();
-        self.buckets
-            .retain(|_, (_, at)| now.duration_since(*at) < Duration::from_secs(60));
-        let mut busy: Vec<String> = self
-            .in_flight
-            .iter()
-            .filter(|(_, n)| **n >= PER_ENDPOINT)
-            .map(|(e, _)| e.clone())
-            .collect();
-        busy.extend(
-            self.buckets
-                .iter()
-                .filter(|(_, (tokens, _))| *tokens < 1.0)
-                .map(|(e, _)| e.clone()),
-        );
-        busy
+        // A bucket full again is forgotten (it starts full when next needed).
+        self.buckets.retain(|_, b| b.refill(now) < b.rate);
+        let full = self.in_flight.iter().filter(|(_, n)| **n >= PER_ENDPOINT);
+        let dry = self.buckets.iter().filter(|(_, b)| b.tokens < 1.0);
+        full.map(|(e, _)| e.clone())
+            .chain(dry.map(|(e, _)| e.clone()))
+            .collect()
     }
 
     /// Takes a slot (and a token) of `e` for one message; false when it has none.
@@ -88,17 +97,17 @@ impl Load {
         }
         if let Some(rate) = e.throttle_rate.filter(|r| *r > 0) {
             let now = Instant::now();
-            let (tokens, at) = self
-                .buckets
-                .entry(e.id.clone())
-                .or_insert((rate as f64, now));
-            *tokens =
-                (*tokens + now.duration_since(*at).as_secs_f64() * rate as f64).min(rate as f64);
-            *at = now;
-            if *tokens < 1.0 {
+            let rate = rate as f64;
+            let bucket = self.buckets.entry(e.id.clone()).or_insert(Bucket {
+                rate,
+                tokens: rate,
+                at: now,
+            });
+            bucket.rate = rate;
+            if bucket.refill(now) < 1.0 {
                 return false;
             }
-            *tokens -= 1.0;
+            bucket.tokens -= 1.0;
         }
         *self.in_flight.entry(e.id.clone()).or_default() += 1;
         true
@@ -120,6 +129,8 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
     let schedule = Arc::new(options.schedule);
     let load = Arc::new(Mutex::new(Load::default()));
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    // Told when a send ends: its endpoint (full until then) may take more.
+    let freed = Arc::new(Notify::new());
     let (done, finished) = mpsc::unbounded_channel::<Attempt>();
     let finisher = tokio::spawn(finish(store.clone(), finished));
     while !shutdown.is_cancelled() {
@@ -135,8 +146,8 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
                 _ = woken => {}
                 _ = tokio::time::sleep(IDLE_POLL) => {}
                 _ = shutdown.cancelled() => {}
-                // A slot freed: the endpoints that were full may take more.
-                _ = slots.clone().acquire_owned(), if free == 0 => {}
+                // A send ended: wait a moment for others, so that the next claim takes several.
+                _ = freed.notified() => tokio::time::sleep(Duration::from_millis(1)).await,
             }
             continue;
         }
@@ -144,8 +155,13 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break;
             };
-            let (client, load, done, schedule) =
-                (client.clone(), load.clone(), done.clone(), schedule.clone());
+            let (client, load, done, schedule, freed) = (
+                client.clone(),
+                load.clone(),
+                done.clone(),
+                schedule.clone(),
+                freed.clone(),
+            );
             tokio::spawn(async move {
                 let attempt = attempt(&client, &m, &endpoint, &schedule).await;
                 load.lock()
@@ -153,6 +169,7 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
                     .release(&endpoint.id);
                 let _ = done.send(attempt);
                 drop(permit);
+                freed.notify_one();
             });
         }
     }

@@ -447,3 +447,81 @@ async fn unsubscribe_link_emits(app: TestApp) {
     );
 }
 db_test!(webhook_unsubscribe_link_emits, unsubscribe_link_emits);
+
+/// An endpoint that has failed for 5 days without a success is disabled by its next failure; a change to it
+/// starts its failure clock again.
+async fn failing_for_five_days_disables(app: TestApp) {
+    let r = Receiver::start().await;
+    r.always(Reply::status(503));
+    let (id, _) = endpoint(&app, &r.url, json!({"filterTypes": ["message.sent"]})).await;
+    in_app_workflow(&app, "hello").await;
+    trigger(&app, "hello", "ada").await;
+    r.wait_for(1).await;
+    let path = format!("/api/v1/app/{}/endpoint/{id}", app.application_identifier);
+    crate::support::eventually(|| async {
+        let since = crate::support::raw_sql(&app, "select cast(failing_since as text) from webhook_endpoints where failing_since is not null").await;
+        (!since.is_empty()).then_some(())
+    })
+    .await;
+    let (_, e) = crate::inbox::call(&app, &app.key, Method::GET, &path, None).await;
+    assert_eq!(e["disabled"], false, "a first failure does not disable it");
+    let six_days_ago = tidings::domain::Timestamp::now().0 - 6 * 24 * 3600 * 1000;
+    crate::support::execute(
+        &app,
+        &format!("update webhook_endpoints set failing_since = {six_days_ago}"),
+    )
+    .await;
+    trigger(&app, "hello", "bob").await;
+    r.wait_for(2).await;
+    let e = crate::support::eventually(|| async {
+        let (_, e) = crate::inbox::call(&app, &app.key, Method::GET, &path, None).await;
+        (e["disabled"] == true).then_some(e)
+    })
+    .await;
+    assert_eq!(e["disabled"], true);
+    // Re-enabled by the caller: the clock starts again, so the next failure does not disable it at once.
+    let (status, _) = crate::inbox::call(
+        &app,
+        &app.key,
+        Method::PATCH,
+        &path,
+        Some(json!({"disabled": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(crate::support::raw_sql(
+        &app,
+        "select id from webhook_endpoints where failing_since is not null"
+    )
+    .await
+    .is_empty());
+}
+db_test!(
+    webhook_failing_for_five_days_disables,
+    failing_for_five_days_disables
+);
+
+/// `throttleRate` spreads an endpoint's messages: 2 per second.
+async fn throttle_rate_spreads_messages(app: TestApp) {
+    let r = Receiver::start().await;
+    endpoint(
+        &app,
+        &r.url,
+        json!({"filterTypes": ["message.sent"], "throttleRate": 2}),
+    )
+    .await;
+    in_app_workflow(&app, "hello").await;
+    for i in 0..6 {
+        trigger(&app, "hello", &format!("s{i}")).await;
+    }
+    let got = r.wait_for(6).await;
+    let spread = got[5].at.duration_since(got[0].at);
+    assert!(
+        spread >= Duration::from_millis(1_500),
+        "6 messages at 2/s in {spread:?}"
+    );
+}
+db_test!(
+    webhook_throttle_rate_spreads_messages,
+    throttle_rate_spreads_messages
+);
