@@ -51,14 +51,15 @@ pub struct Attempt {
 /// How long an endpoint may fail without a success before it is disabled: 5 days, as Svix.
 pub const DISABLE_AFTER_MS: i64 = 5 * 24 * 60 * 60 * 1000;
 
-/// `(id, endpoint_id) in ((…), …)`: the rows of `keys`.
+/// `(id, endpoint_id) in (select * from (values (…), …) as k)`: the rows of `keys`. A subquery, not a
+/// list of row values: SQLite scans the whole table for a list, and searches the primary key for this.
 fn push_keys<'a>(q: &mut Sql, keys: impl Iterator<Item = (&'a str, &'a str)>) {
-    q.push("(id, endpoint_id) in (");
+    q.push("(id, endpoint_id) in (select * from (values ");
     for (i, (id, endpoint)) in keys.enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
         q.bind(id).push(", ").bind(endpoint).push(")");
     }
-    q.push(")");
+    q.push(") as k)");
 }
 
 impl Store {
@@ -471,5 +472,32 @@ impl Store {
         }
         super::outbox::announce(self, 1);
         Ok((id, format!("evt_{oid}"), now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::plans::{migrated, plan};
+
+    /// Finishing, giving back and claiming a batch search the primary key, never scan the table; the claim's
+    /// inner select reads its partial index.
+    #[test]
+    fn batches_search_the_primary_key() {
+        let conn = migrated();
+        let mut q = Sql::new("update webhook_messages set status = 'success' where ");
+        push_keys(&mut q, [("msg_a", "ep_a"), ("msg_b", "ep_b")].into_iter());
+        let p = plan(&conn, &q.text);
+        assert!(
+            p.contains("sqlite_autoindex_webhook_messages_1 (id=? AND endpoint_id=?)"),
+            "{p}"
+        );
+        assert!(!p.contains("SCAN webhook_messages"), "{p}");
+        let claim = "update webhook_messages set status = 'sending' where (id, endpoint_id) in \
+                     (select id, endpoint_id from webhook_messages where status = 'pending' and next_at <= $1 \
+                     and endpoint_id not in ($2) order by next_at limit $3) returning id";
+        let p = plan(&conn, claim);
+        assert!(p.contains("INDEX webhook_messages_due (next_at<?)"), "{p}");
+        assert!(!p.contains("SCAN webhook_messages"), "{p}");
     }
 }
