@@ -536,16 +536,19 @@ impl Store {
             if let Some((env, kind)) = event.filter(|_| !rows.is_empty()) {
                 let receivers = receivers!(tx, &[env.as_str()]);
                 if receivers.want(env, kind) {
-                    let ids: Vec<&str> = rows.iter().map(|r| r.3.as_str()).collect();
-                    let mut s = Sql::new("select ");
-                    s.push(Message::COLUMNS).push(" from messages where environment_id = ").bind(env.as_str());
-                    s.push_in("id", &ids);
-                    s.push(" order by created_at, id");
-                    let changed: Vec<Message> =
-                        bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args).fetch_all(&mut *tx).await?;
-                    let changed: Vec<&Message> = changed.iter().collect();
-                    let events = message_events(&receivers, &changed, Some(kind));
-                    webhooks = insert_events!(tx, dialect, receivers, &events, Timestamp::now());
+                    // In bounded statements: a mark of a whole feed may change thousands of messages.
+                    for chunk in rows.chunks(500) {
+                        let ids: Vec<&str> = chunk.iter().map(|r| r.3.as_str()).collect();
+                        let mut s = Sql::new("select ");
+                        s.push(Message::COLUMNS).push(" from messages where environment_id = ").bind(env.as_str());
+                        s.push_in("id", &ids);
+                        s.push(" order by created_at, id");
+                        let changed: Vec<Message> =
+                            bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args).fetch_all(&mut *tx).await?;
+                        let changed: Vec<&Message> = changed.iter().collect();
+                        let events = message_events(&receivers, &changed, Some(kind));
+                        webhooks += insert_events!(tx, dialect, receivers, &events, Timestamp::now());
+                    }
                 }
             }
             tx.commit().await.map(|_| (rows, webhooks))

@@ -525,3 +525,68 @@ db_test!(
     webhook_throttle_rate_spreads_messages,
     throttle_rate_spreads_messages
 );
+
+/// Marking a whole feed read emits one `message.read` per message changed, however many (in bounded
+/// statements); messages already read emit nothing.
+async fn mark_all_emits_per_message(app: TestApp) {
+    let r = Receiver::start().await;
+    endpoint(&app, &r.url, json!({"filterTypes": ["message.read"]})).await;
+    in_app_workflow(&app, "hello").await;
+    let n = 600;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let events: Vec<Value> = chunk
+            .iter()
+            .map(|i| json!({"name": "hello", "to": "ada", "payload": {"n": i}}))
+            .collect();
+        let (status, out) = app
+            .post("/v1/events/trigger/bulk", json!({ "events": events }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    crate::support::eventually(|| async {
+        (count(
+            &app,
+            "select count(*) from messages where subscriber_id = $1",
+            "ada",
+        )
+        .await
+            == n)
+            .then_some(())
+    })
+    .await;
+    let (status, out) = app
+        .post(
+            "/v1/subscribers/ada/messages/mark-all",
+            json!({"markAs": "read"}),
+        )
+        .await;
+    assert!(status.is_success(), "{out}");
+    let got = r.wait_for(n as usize).await;
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|q| {
+            q.json()["data"]["object"]["_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n as usize);
+    app.post(
+        "/v1/subscribers/ada/messages/mark-all",
+        json!({"markAs": "read"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        r.requests().len(),
+        n as usize,
+        "nothing changed the second time"
+    );
+}
+db_test!(
+    webhook_mark_all_emits_per_message,
+    mark_all_emits_per_message
+);
