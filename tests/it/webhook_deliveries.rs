@@ -590,3 +590,94 @@ db_test!(
     webhook_mark_all_emits_per_message,
     mark_all_emits_per_message
 );
+
+/// The Inbox's own routes (a session's token) emit the events of the marks they make: read, seen (bulk),
+/// archived; a trigger to a topic (the fan-out) emits `message.sent` for each subscriber reached.
+async fn inbox_and_fan_out_paths(app: TestApp) {
+    let r = Receiver::start().await;
+    let (_, secret) = endpoint(
+        &app,
+        &r.url,
+        json!({"filterTypes": ["message.sent", "message.read", "message.seen", "message.archived"]}),
+    )
+    .await;
+    in_app_workflow(&app, "hello").await;
+    for id in ["t1", "t2", "t3"] {
+        app.subscriber(id, json!({})).await;
+    }
+    let (status, out) = app
+        .post(
+            "/v2/topics/team/subscriptions",
+            json!({"subscriptions": ["t1", "t2", "t3"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "hello", "to": [{"type": "Topic", "topicKey": "team"}], "payload": {"n": 2}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    r.wait_for(3).await;
+    let mut reached: Vec<String> = of_type(&r.requests(), "message.sent")
+        .iter()
+        .map(|e| {
+            e["data"]["object"]["subscriberId"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    reached.sort();
+    assert_eq!(reached, ["t1", "t2", "t3"]);
+
+    let sent = of_type(&r.requests(), "message.sent");
+    let t1 = sent
+        .iter()
+        .find(|e| e["data"]["object"]["subscriberId"] == "t1")
+        .unwrap()["data"]["object"]["_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token =
+        crate::inbox_sockets::session(&app.client, &app.base, &app.application_identifier, "t1")
+            .await;
+    let inbox = |method: Method, path: String, body: Option<Value>| {
+        let mut req = app
+            .client
+            .request(method, app.url(&path))
+            .header("Authorization", format!("Bearer {token}"));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        crate::support::send(req)
+    };
+    let (status, out) = inbox(
+        Method::POST,
+        "/v1/inbox/notifications/seen".into(),
+        Some(json!({"notificationIds": [t1]})),
+    )
+    .await;
+    assert!(status.is_success(), "{out}");
+    let seen = verified(&wait_for_type(&r, "message.seen").await, &secret);
+    assert_eq!(seen["data"]["object"]["_id"], t1.as_str());
+    let (status, out) = inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{t1}/read"),
+        None,
+    )
+    .await;
+    assert!(status.is_success(), "{out}");
+    verified(&wait_for_type(&r, "message.read").await, &secret);
+    let (status, out) = inbox(
+        Method::PATCH,
+        format!("/v1/inbox/notifications/{t1}/archive"),
+        None,
+    )
+    .await;
+    assert!(status.is_success(), "{out}");
+    let archived = verified(&wait_for_type(&r, "message.archived").await, &secret);
+    assert_eq!(archived["data"]["object"]["archived"], true);
+}
+db_test!(webhook_inbox_and_fan_out_paths, inbox_and_fan_out_paths);
