@@ -156,6 +156,13 @@ async fn webhook_deliveries(backend: Backend, sdk: Sdk) {
     scenario(&app, sdk, "webhook_deliveries", &env).await;
 }
 
+/// The Inbox's actions through `@novu/js` emit their webhook events (issue 39).
+async fn inbox_webhooks(backend: Backend, sdk: Sdk) {
+    let app = TestApp::spawn_with(backend, WireProfile::Novu).await;
+    let env = [("TIDINGS_APP_ID", app.application_identifier.clone())];
+    scenario(&app, sdk, "inbox_webhooks", &env).await;
+}
+
 /// The promotion scenario: the app's environment is Development; a Production environment of its
 /// organization and an environment of another organization are made here.
 async fn promotion(backend: Backend, sdk: Sdk) {
@@ -241,3 +248,4 @@ scenario_test!(webhook_endpoints_py, webhook_endpoints, Sdk::Python);
 scenario_test!(webhook_endpoints_ts, webhook_endpoints, Sdk::Node);
 scenario_test!(webhook_deliveries_py, webhook_deliveries, Sdk::Python);
 scenario_test!(webhook_deliveries_ts, webhook_deliveries, Sdk::Node);
+scenario_test!(inbox_webhooks_js, inbox_webhooks, Sdk::Node);
