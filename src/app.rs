@@ -273,6 +273,16 @@ fn spawn_maintenance(store: Store, shutdown: CancellationToken) -> tokio::task::
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = ?e, "purging idempotency records failed"),
             }
+            let before = crate::domain::Timestamp(
+                crate::domain::Timestamp::now().0 - crate::store::webhook_messages::RETENTION_MS,
+            );
+            match store.purge_webhook_history(before).await {
+                Ok(n) if n > 0 => {
+                    tracing::debug!(purged = n, "webhook messages past retention removed")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = ?e, "purging old webhook messages failed"),
+            }
             if shutdown
                 .run_until_cancelled(tokio::time::sleep(Duration::from_secs(600)))
                 .await

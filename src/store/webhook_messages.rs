@@ -475,6 +475,48 @@ impl Store {
     }
 }
 
+/// How long finished webhook messages and their attempts are kept: 90 days, as Svix keeps them.
+pub const RETENTION_MS: i64 = 90 * 24 * 60 * 60 * 1000;
+/// Rows deleted per statement of the retention sweep.
+const PURGE_BATCH: i64 = 5_000;
+
+impl Store {
+    /// Deletes the finished webhook messages and the attempts recorded before `before` (Unix ms), in bounded
+    /// statements; answers how many rows. Their ids start with the ObjectId's creation time, so the rows to
+    /// delete are a range of each primary key.
+    pub async fn purge_webhook_history(&self, before: Timestamp) -> Result<u64> {
+        let secs = u32::try_from(before.0.max(0) / 1000).unwrap_or(u32::MAX);
+        let mut total = 0;
+        for (table, prefix, key, finished) in [
+            (
+                "webhook_messages",
+                "msg_",
+                "(id, endpoint_id)",
+                " and status in ('success', 'failed')",
+            ),
+            ("webhook_attempts", "atmpt_", "id", ""),
+        ] {
+            loop {
+                let mut q = Sql::new(&format!(
+                    "delete from {table} where {key} in (select {} from {table} where id >= ",
+                    key.trim_matches(|c| c == '(' || c == ')')
+                ));
+                q.bind(prefix)
+                    .push(" and id < ")
+                    .bind(format!("{prefix}{secs:08x}"));
+                q.push(finished).push(" limit ").bind(PURGE_BATCH);
+                q.push(")");
+                let n = on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|r| r.rows_affected()))?;
+                total += n;
+                if n < PURGE_BATCH as u64 {
+                    break;
+                }
+            }
+        }
+        Ok(total)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

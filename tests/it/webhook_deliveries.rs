@@ -681,3 +681,52 @@ async fn inbox_and_fan_out_paths(app: TestApp) {
     assert_eq!(archived["data"]["object"]["archived"], true);
 }
 db_test!(webhook_inbox_and_fan_out_paths, inbox_and_fan_out_paths);
+
+/// Finished messages and attempts are kept for 90 days: the sweep deletes those recorded before its cut-off,
+/// and only those.
+async fn history_is_purged_after_retention(app: TestApp) {
+    let r = Receiver::start().await;
+    endpoint(&app, &r.url, json!({"filterTypes": ["message.sent"]})).await;
+    in_app_workflow(&app, "hello").await;
+    trigger(&app, "hello", "ada").await;
+    r.wait_for(1).await;
+    crate::support::eventually(|| async {
+        (count(
+            &app,
+            "select count(*) from webhook_attempts where $1 = $1",
+            "",
+        )
+        .await
+            == 1)
+            .then_some(())
+    })
+    .await;
+    let now = tidings::domain::Timestamp::now().0;
+    let purged = app
+        .store
+        .purge_webhook_history(tidings::domain::Timestamp(now - 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(purged, 0, "nothing is that old");
+    let purged = app
+        .store
+        .purge_webhook_history(tidings::domain::Timestamp(now + 3_600_000))
+        .await
+        .unwrap();
+    assert_eq!(purged, 2, "the message and its attempt");
+    for table in ["webhook_messages", "webhook_attempts"] {
+        assert_eq!(
+            count(
+                &app,
+                &format!("select count(*) from {table} where $1 = $1"),
+                ""
+            )
+            .await,
+            0
+        );
+    }
+}
+db_test!(
+    webhook_history_is_purged_after_retention,
+    history_is_purged_after_retention
+);
