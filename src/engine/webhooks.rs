@@ -31,7 +31,10 @@ pub const RETRY_SCHEDULE: [Duration; 7] = [
 /// Messages in flight per process.
 const IN_FLIGHT: usize = 128;
 /// Messages in flight per endpoint.
-pub const PER_ENDPOINT: usize = 32;
+pub const PER_ENDPOINT: usize = 64;
+/// Most messages one claim takes. An endpoint with less room than this is skipped by the claim, so a claim
+/// never takes more of an endpoint's messages than it may send (which it would have to give back).
+const CLAIM: usize = PER_ENDPOINT / 2;
 /// How long a claim holds a message: past the 15 s a receiver has, with room to record the attempt. A
 /// process that dies lets its messages go to another this long after their claim (they may then arrive
 /// twice, with the same id and body).
@@ -78,12 +81,15 @@ impl Bucket {
 }
 
 impl Load {
-    /// The endpoints the claim must skip: full, or out of tokens.
+    /// The endpoints the claim must skip: those with less room than a claim takes, or out of tokens.
     fn busy(&mut self) -> Vec<String> {
         let now = Instant::now();
         // A bucket full again is forgotten (it starts full when next needed).
         self.buckets.retain(|_, b| b.refill(now) < b.rate);
-        let full = self.in_flight.iter().filter(|(_, n)| **n >= PER_ENDPOINT);
+        let full = self
+            .in_flight
+            .iter()
+            .filter(|(_, n)| **n > PER_ENDPOINT - CLAIM);
         let dry = self.buckets.iter().filter(|(_, b)| b.tokens < 1.0);
         full.map(|(e, _)| e.clone())
             .chain(dry.map(|(e, _)| e.clone()))
@@ -187,7 +193,7 @@ async fn claim(
     let busy = load.lock().unwrap_or_else(|p| p.into_inner()).busy();
     let busy: Vec<&str> = busy.iter().map(String::as_str).collect();
     let claimed = match store
-        .claim_webhook_messages(room.min(256) as i64, LEASE.as_millis() as i64, &busy)
+        .claim_webhook_messages(room.min(CLAIM) as i64, LEASE.as_millis() as i64, &busy)
         .await
     {
         Ok(c) => c,
