@@ -142,14 +142,18 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
     while !shutdown.is_cancelled() {
         let woken = store.webhooks_due().notified();
         let free = slots.available_permits();
-        let claimed = if free == 0 {
-            Vec::new()
+        let (claimed, skipped) = if free == 0 {
+            (Vec::new(), false)
         } else {
             claim(&store, &load, free).await
         };
         if claimed.is_empty() {
             tokio::select! {
-                _ = woken => {}
+                // New messages: claimed at once, unless the last claim found only full endpoints' messages
+                // (it walked their backlog for nothing); then at most every 20 ms until a send ends.
+                _ = woken => if skipped {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                },
                 _ = tokio::time::sleep(IDLE_POLL) => {}
                 _ = shutdown.cancelled() => {}
                 // A send ended: wait a moment for others, so that the next claim takes several.
@@ -184,13 +188,24 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
 }
 
 /// Claims up to `room` messages and pairs each with its endpoint; messages beyond an endpoint's share (or
-/// whose endpoint is gone or disabled) are given back or failed.
+/// whose endpoint is gone or disabled) are given back or failed. Also answers whether the claim skipped
+/// some endpoint (full, or out of tokens).
 async fn claim(
     store: &Store,
     load: &Mutex<Load>,
     room: usize,
-) -> Vec<(Outgoing, Arc<WebhookEndpoint>)> {
+) -> (Vec<(Outgoing, Arc<WebhookEndpoint>)>, bool) {
     let busy = load.lock().unwrap_or_else(|p| p.into_inner()).busy();
+    let skipped = !busy.is_empty();
+    (claim_sparing(store, load, room, &busy).await, skipped)
+}
+
+async fn claim_sparing(
+    store: &Store,
+    load: &Mutex<Load>,
+    room: usize,
+    busy: &[String],
+) -> Vec<(Outgoing, Arc<WebhookEndpoint>)> {
     let busy: Vec<&str> = busy.iter().map(String::as_str).collect();
     let claimed = match store
         .claim_webhook_messages(room.min(CLAIM) as i64, LEASE.as_millis() as i64, &busy)
