@@ -1,15 +1,23 @@
--- Outbound webhooks (issue 39): the outbox. A change that emits an event writes, in its own transaction, one
--- row per endpoint that receives it: the signed body exactly as every attempt sends it, and the delivery's
--- state (pending, sending under a lease, success, failed). `id` is the message id (`msg_` + an ObjectId,
--- the `webhook-id` header), one per event and the same for each of its endpoints; the event's own id is
--- `evt_` + the same ObjectId. Attempts are kept for the Svix attempt lists.
+-- Outbound webhooks (issue 39): the outbox. A change that emits an event writes, in its own transaction, the
+-- event's signed body once (`webhook_events`, the same bytes on every attempt) and one small row per endpoint
+-- that receives it (`webhook_messages`): the delivery's state (pending, sending under a lease, success,
+-- failed), the attempts made and when the next is due — small, so that the updates of a claim or a finish
+-- rewrite few pages. `id` is the message id (`msg_` + an ObjectId, the `webhook-id` header), one per event
+-- and the same for each of its endpoints; the event's own id is `evt_` + the same ObjectId. Attempts are kept
+-- for the Svix attempt lists.
+create table webhook_events (
+    id text primary key,
+    environment_id text not null,
+    body text not null,
+    created_at integer not null
+);
+create index webhook_events_environment on webhook_events (environment_id, id);
+
 create table webhook_messages (
     id text not null,
     endpoint_id text not null,
-    organization_id text not null,
     environment_id text not null,
     event_type text not null,
-    body text not null,
     status text not null,
     attempts integer not null,
     next_at integer not null,

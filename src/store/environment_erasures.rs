@@ -52,6 +52,7 @@ const TABLES: &[(&str, &str)] = &[
     ("contexts", "environment_id = $1"),
     ("webhook_attempts", "environment_id = $1"),
     ("webhook_messages", "environment_id = $1"),
+    ("webhook_events", "environment_id = $1"),
     ("webhook_endpoints", "environment_id = $1"),
     ("idempotency_keys", "environment_id = $1"),
     ("rate_limit_buckets", "environment_id = $1"),

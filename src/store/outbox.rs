@@ -15,32 +15,56 @@ use crate::domain::job::Message;
 use crate::domain::webhook::{envelope, message_data, new_message_events};
 use crate::domain::{new_object_id, EnvironmentId, OrganizationId, Timestamp};
 
-/// The head of an insert of webhook messages (the columns each row gives, in order).
+/// The heads of the inserts of webhook events and messages (the columns each row gives, in order).
+pub(super) const INSERT_EVENTS: &str =
+    "insert into webhook_events (id, environment_id, body, created_at)";
 pub(super) const INSERT_MESSAGES: &str =
-    "insert into webhook_messages (id, endpoint_id, organization_id, \
-     environment_id, event_type, body, status, attempts, next_at, created_at, updated_at)";
+    "insert into webhook_messages (id, endpoint_id, environment_id, \
+     event_type, status, attempts, next_at, created_at, updated_at)";
 
-/// The row of an [`INSERT_MESSAGES`]: message `id` of `event` with `body` to `endpoint`, due at `now`.
-pub(super) fn message_row(
+/// The rows of [`INSERT_EVENTS`] and [`INSERT_MESSAGES`] for message `id` of `event` with `body`, to
+/// `endpoints`, due at `now`.
+pub(super) fn event_rows<'a>(
     id: &str,
-    endpoint: &str,
     event: &Event,
-    body: &str,
+    body: String,
+    endpoints: impl Iterator<Item = &'a str>,
     now: Timestamp,
-) -> Vec<Arg> {
-    vec![
+) -> (Vec<Arg>, Vec<Vec<Arg>>) {
+    let env = event.environment_id.as_str();
+    let messages = endpoints
+        .map(|endpoint| {
+            vec![
+                Arg::Text(id.to_owned()),
+                Arg::Text(endpoint.to_owned()),
+                Arg::Text(env.to_owned()),
+                Arg::Text(event.kind.to_owned()),
+                Arg::Text("pending".into()),
+                Arg::Int(0),
+                Arg::Int(now.0),
+                Arg::Int(now.0),
+                Arg::Int(now.0),
+            ]
+        })
+        .collect();
+    let event = vec![
         Arg::Text(id.to_owned()),
-        Arg::Text(endpoint.to_owned()),
-        Arg::Text(event.organization_id.as_str().to_owned()),
-        Arg::Text(event.environment_id.as_str().to_owned()),
-        Arg::Text(event.kind.to_owned()),
-        Arg::Text(body.to_owned()),
-        Arg::Text("pending".into()),
-        Arg::Int(0),
+        Arg::Text(env.to_owned()),
+        Arg::Text(body),
         Arg::Int(now.0),
-        Arg::Int(now.0),
-        Arg::Int(now.0),
-    ]
+    ];
+    (event, messages)
+}
+
+/// The inserts of event rows and message rows.
+pub(super) fn insert_event_rows(
+    dialect: Dialect,
+    events: Vec<Vec<Arg>>,
+    messages: Vec<Vec<Arg>>,
+) -> Vec<Sql> {
+    let mut out = insert_rows(dialect, INSERT_EVENTS, "", events);
+    out.extend(insert_rows(dialect, INSERT_MESSAGES, "", messages));
+    out
 }
 
 /// An event a change emits, before it is addressed to endpoints.
@@ -123,7 +147,7 @@ impl Receivers {
 
     /// The inserts of `events`' messages, one row per event and endpoint that receives it, due at once.
     pub fn deliveries(&self, dialect: Dialect, events: &[Event], now: Timestamp) -> Vec<Sql> {
-        let mut rows = Vec::new();
+        let (mut event_args, mut message_args) = (Vec::new(), Vec::new());
         for e in events {
             let mut endpoints = self.endpoints(&e.environment_id, e.kind).peekable();
             if endpoints.peek().is_none() {
@@ -135,12 +159,11 @@ impl Receivers {
                 .get(e.environment_id.as_str())
                 .map_or("", |r| r.identifier.as_str());
             let body = envelope(&oid, e.kind, &e.data, now, identifier);
-            let id = format!("msg_{oid}");
-            for endpoint in endpoints {
-                rows.push(message_row(&id, endpoint, e, &body, now));
-            }
+            let (event, messages) = event_rows(&format!("msg_{oid}"), e, body, endpoints, now);
+            event_args.push(event);
+            message_args.extend(messages);
         }
-        insert_rows(dialect, INSERT_MESSAGES, "", rows)
+        insert_event_rows(dialect, event_args, message_args)
     }
 }
 
@@ -198,7 +221,7 @@ macro_rules! receivers {
 pub(crate) use receivers;
 
 /// Writes, in the transaction `$tx`, the messages of the events `$events` to the endpoints of `$receivers`
-/// that receive them; evaluates to how many it wrote (`u64`).
+/// that receive them; evaluates to how many rows it wrote (`u64`, events and messages).
 macro_rules! insert_events {
     ($tx:expr, $dialect:expr, $receivers:expr, $events:expr, $now:expr) => {{
         let mut written: u64 = 0;

@@ -3,7 +3,7 @@
 //! per batch.
 
 use super::insert::{batched, insert_rows};
-use super::outbox::{message_row, Event, INSERT_MESSAGES};
+use super::outbox::{event_rows, insert_event_rows, Event};
 use super::page::{env_scope, Keyed, Listing, Page, PageRequest};
 use super::row::sql_row;
 use super::sql::{bind_args, Arg, Sql};
@@ -13,19 +13,38 @@ use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
 sql_row! {
-    /// A message due to one endpoint, as the sender holds it.
+    /// A message due to one endpoint, as the claim leases it.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Outgoing {
-        /// `msg_…`: the `webhook-id` header.
-        pub id: String,
-        pub endpoint_id: String,
-        pub environment_id: String,
-        pub event_type: String,
-        /// The signed body, the same on every attempt.
-        pub body: String,
-        /// Attempts made before this one.
-        pub attempts: i64,
+    struct Claimed {
+        id: String,
+        endpoint_id: String,
+        environment_id: String,
+        event_type: String,
+        attempts: i64,
     }
+}
+
+sql_row! {
+    /// An event's signed body.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct EventBody {
+        id: String,
+        body: String,
+    }
+}
+
+/// A message due to one endpoint, as the sender holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// `msg_…`: the `webhook-id` header.
+    pub id: String,
+    pub endpoint_id: String,
+    pub environment_id: String,
+    pub event_type: String,
+    /// The signed body, the same on every attempt.
+    pub body: String,
+    /// Attempts made before this one.
+    pub attempts: i64,
 }
 
 /// How an attempt ended.
@@ -129,10 +148,34 @@ impl Store {
         if self.dialect() == Dialect::Postgres {
             q.push(" for update skip locked");
         }
-        q.push(") returning id, endpoint_id, environment_id, event_type, body, attempts");
-        Ok(
-            on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Outgoing>(&q.text), q.args).fetch_all(p).await)?,
-        )
+        q.push(") returning id, endpoint_id, environment_id, event_type, attempts");
+        let claimed: Vec<Claimed> = on_db!(self.w(), p => bind_args!(sqlx::query_as::<_, Claimed>(&q.text), q.args).fetch_all(p).await)?;
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The bodies, through the reader: they were committed with their events and never change.
+        let mut ids: Vec<&str> = claimed.iter().map(|c| c.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut b = Sql::new("select id, body from webhook_events where true");
+        b.push_in("id", &ids);
+        let bodies: std::collections::HashMap<String, String> = self
+            .rows::<EventBody>(Cost::Point, b)
+            .await?
+            .into_iter()
+            .map(|e| (e.id, e.body))
+            .collect();
+        Ok(claimed
+            .into_iter()
+            .map(|c| Outgoing {
+                body: bodies.get(&c.id).cloned().unwrap_or_default(),
+                id: c.id,
+                endpoint_id: c.endpoint_id,
+                environment_id: c.environment_id,
+                event_type: c.event_type,
+                attempts: c.attempts,
+            })
+            .collect())
     }
 
     /// Gives claimed messages back, due as they were, their claim not counted.
@@ -352,7 +395,8 @@ pub enum AttemptsOf<'a> {
 
 const ATTEMPT_COLUMNS: &str = "id, msg_id, endpoint_id, url, response, response_status_code, \
      response_duration_ms, status, trigger_type, created_at";
-const MESSAGE_COLUMNS: &str = "id, endpoint_id, event_type, body, status, next_at, created_at";
+const MESSAGE_COLUMNS: &str = "id, endpoint_id, event_type, \
+     (select body from webhook_events e where e.id = webhook_messages.id) as body, status, next_at, created_at";
 
 impl Store {
     /// A page of attempts of `env`, newest first, those of `status` only if given.
@@ -466,10 +510,19 @@ impl Store {
         let oid = crate::domain::new_object_id();
         let body = crate::domain::webhook::envelope(&oid, event.kind, &event.data, now, identifier);
         let id = format!("msg_{oid}");
-        let row = message_row(&id, &e.id, event, &body, now);
-        for q in insert_rows(self.dialect(), INSERT_MESSAGES, "", vec![row]) {
-            on_db!(self.w(), p => bind_args!(sqlx::query(&q.text), q.args).execute(p).await.map(|_| ()))?;
-        }
+        let (event_row, messages) =
+            event_rows(&id, event, body, std::iter::once(e.id.as_str()), now);
+        let statements = batched(
+            self.dialect(),
+            insert_event_rows(self.dialect(), vec![event_row], messages),
+        );
+        on_db!(self.w(), p => {
+            let mut tx = p.begin().await?;
+            for q in statements {
+                bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        })?;
         super::outbox::announce(self, 1);
         Ok((id, format!("evt_{oid}"), now))
     }
@@ -495,6 +548,13 @@ impl Store {
                 " and status in ('success', 'failed')",
             ),
             ("webhook_attempts", "atmpt_", "id", ""),
+            (
+                "webhook_events",
+                "msg_",
+                "id",
+                " and not exists (select 1 from webhook_messages m where m.id = webhook_events.id \
+                 and m.status in ('pending', 'sending'))",
+            ),
         ] {
             loop {
                 let mut q = Sql::new(&format!(

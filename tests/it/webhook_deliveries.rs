@@ -713,8 +713,8 @@ async fn history_is_purged_after_retention(app: TestApp) {
         .purge_webhook_history(tidings::domain::Timestamp(now + 3_600_000))
         .await
         .unwrap();
-    assert_eq!(purged, 2, "the message and its attempt");
-    for table in ["webhook_messages", "webhook_attempts"] {
+    assert_eq!(purged, 3, "the message, its event and its attempt");
+    for table in ["webhook_messages", "webhook_attempts", "webhook_events"] {
         assert_eq!(
             count(
                 &app,
