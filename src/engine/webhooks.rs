@@ -131,7 +131,8 @@ impl Load {
 
 /// Sends webhooks until `shutdown`.
 pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: CancellationToken) {
-    let client = crate::outbound::webhook_client(options.allow_private_networks);
+    // Made with the first message: a process whose environments have no endpoint never holds one.
+    let mut client: Option<reqwest::Client> = None;
     let schedule = Arc::new(options.schedule);
     let load = Arc::new(Mutex::new(Load::default()));
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
@@ -161,6 +162,9 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
             }
             continue;
         }
+        let client = client
+            .get_or_insert_with(|| crate::outbound::webhook_client(options.allow_private_networks))
+            .clone();
         for (m, endpoint) in claimed {
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break;
