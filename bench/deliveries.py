@@ -64,32 +64,34 @@ def wait(url, target, timeout, stall):
     print(f"first={first} count={n} newest_ms={newest_ms} drained={drained}")
 
 
-def database(url, environment_id, workflow):
-    """A function running one of QUERIES and returning its rows (tuples of strings or numbers)."""
+def database(url, queries, params):
+    """A function running one of `queries` (SQL with {name} placeholders for the values of `params`) and
+    returning its rows (tuples of strings or numbers). bench/webhooks.py uses it too."""
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):].split("?", 1)[0]
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
         def run_sqlite(name):
-            sql = QUERIES[name].format(env=":env", wf=":wf")
-            return db.execute(sql, {"env": environment_id, "wf": workflow}).fetchall()
+            sql = queries[name].format(**{k: f":{k}" for k in params})
+            return db.execute(sql, params).fetchall()
 
         return run_sqlite
     if url.startswith(("postgres://", "postgresql://")):
 
         def run_postgres(name):
-            args = ["psql", url, "-X", "-q", "-A", "-t", "-F", " ", "-v", "ON_ERROR_STOP=1",
-                    "-v", f"env={environment_id}", "-v", f"wf={workflow}"]
-            sql = QUERIES[name].format(env=":'env'", wf=":'wf'")
+            args = ["psql", url, "-X", "-q", "-A", "-t", "-F", " ", "-v", "ON_ERROR_STOP=1"]
+            for k, v in params.items():
+                args += ["-v", f"{k}={v}"]
+            sql = queries[name].format(**{k: f":'{k}'" for k in params})
             out = subprocess.run(args, input=sql, capture_output=True, text=True, check=True).stdout
             return [tuple(line.split()) for line in out.splitlines() if line.strip()]
 
         return run_postgres
-    sys.exit(f"deliveries.py: unsupported database URL: {url}")
+    sys.exit(f"unsupported database URL: {url}")
 
 
 def check(url, environment_id, workflow, expected, timeout):
-    run = database(url, environment_id, workflow)
+    run = database(url, QUERIES, {"env": environment_id, "wf": workflow})
     deadline = time.monotonic() + timeout
     while True:
         statuses = {str(s): (int(n), int(newest)) for s, n, newest in run("statuses")}

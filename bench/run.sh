@@ -47,6 +47,24 @@
 #                  it checks that every recorded event reached the receiver once and is stored as an email
 #                  message with status sent (bench/deliveries.py), and fails loudly (exit status 1) if not.
 #                  No target in design.md: report only. Seeds BENCH_SUBSCRIBERS subscribers.
+#   webhooks       outbound webhooks (README "Webhooks") to a local receiver: starts a second
+#                  examples/bench_receiver.rs (its own, so that its counts never mix with the deliveries group's),
+#                  creates through the API a one-step in-app workflow and, through the Svix routes
+#                  (POST /api/v1/app/{app}/endpoint, Bearer API key), an endpoint {"url": <receiver>,
+#                  "filterTypes": ["message.sent"]}; one trigger must reach the receiver once, signed with the
+#                  endpoint's secret (checked in Python: HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}").
+#                  The endpoint is enabled only while this group runs (other groups' messages would reach it).
+#                  The load: single-event POST /v1/events/trigger (bench/wrk/trigger.lua, as the triggers group)
+#                  to random seeded subscribers over BENCH_CONNECTIONS keep-alive connections; besides req/s and
+#                  latency it measures the webhook messages per second from the start of the load until the
+#                  receiver counted the last one (after waiting for the backlog to drain), and the CPU-seconds
+#                  per 1,000 messages (the server process; on PostgreSQL also the postgres processes serving the
+#                  run's database and the shared ones: bench/sample.py --postgres) over the load and the drain. Then exactly once (bench/webhooks.py): the receiver's requests, the
+#                  distinct webhook-id values it saw, the environment's message.sent webhook messages with
+#                  status success and the workflow's notifications (sanity trigger, warm-up and measured run)
+#                  must all be equal, else it fails loudly (exit status 1). Targets (issue 39): SQLite >= 10,000
+#                  messages/s and <= 0.2 CPU-s per 1,000; PostgreSQL >= 4,000/s and <= 0.5 CPU-s per 1,000.
+#                  Seeds BENCH_SUBSCRIBERS subscribers.
 #   topics         one trigger of the in-app workflow (as the triggers group's) to a topic of BENCH_TOPIC_SIZE
 #                  seeded subscribers (the hidden `tidings seed-topic`): recipients per second from the trigger
 #                  until the last in-app message was stored, the server's RSS while it fans out (bench/sample.py),
@@ -76,15 +94,16 @@
 #   BENCH_INBOX_MESSAGES in-app messages of the inbox group's subscriber (default 1000)
 #   BENCH_TRIGGER_BULK  events per bulk trigger request       (default 100, the API's maximum; 0 = no bulk row,
 #                       and single triggers for the deliveries group; bulk rows use one connection per wrk
-#                       thread: each request already carries many events)
-#   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored, or a delivery backlog to reach the
-#                       receiver                              (default 300)
+#                       thread: each request already carries many events; the webhooks group always sends
+#                       single triggers)
+#   BENCH_DRAIN_TIMEOUT seconds to wait for a trigger backlog to be stored, or a delivery or webhook backlog to
+#                       reach its receiver                    (default 300)
 #   BENCH_BULK_TOTAL    subscribers the bulk_subscribers group imports          (default 100000)
 #   BENCH_BULK_CONNECTIONS  its connections                                      (default 4)
 #   BENCH_DURATION      seconds per measured workload         (default 15)
 #   BENCH_WARMUP        seconds of warm-up per workload       (default 3)
 #   BENCH_THREADS       wrk threads                           (default 2)
-#   BENCH_CONNECTIONS   wrk connections                       (default 32)
+#   BENCH_CONNECTIONS   wrk connections                       (default 32; the webhooks group's triggers too)
 #   BENCH_TIMEOUT       wrk request timeout, seconds          (default 30; slower answers count as errors)
 #   BENCH_DATABASE_URL  use this database instead of a temporary SQLite file, e.g. postgres://…
 #                       (it should be an empty, dedicated database: the run adds an environment to it)
@@ -93,6 +112,8 @@
 #   BENCH_QUIET_WAIT    before each workload, wait up to this many seconds for the machine to be quiet
 #                       (>= 90 % idle over 3 s); 0 = don't wait                      (default 60)
 #   BENCH_KEEP_TMP      1 = keep the temp folder (database, server and receiver logs) for inspection afterwards
+#   BENCH_RUST_LOG      the server's RUST_LOG (default warn); for profiling, e.g. warn,sqlx::query=debug logs every
+#                       statement with its execution time in server.log (and slows the server down)
 #
 # Progress goes to stderr; the results table goes to stdout.
 
@@ -117,10 +138,11 @@ CONNECTIONS="${BENCH_CONNECTIONS:-32}"
 TIMEOUT="${BENCH_TIMEOUT:-30}"
 DATABASE_URL_OVERRIDE="${BENCH_DATABASE_URL:-}"
 KEEP_TMP="${BENCH_KEEP_TMP:-0}"
+SERVER_LOG_FILTER="${BENCH_RUST_LOG:-warn}"
 PREWARM="${BENCH_PREWARM:-1}"
 QUIET_WAIT="${BENCH_QUIET_WAIT:-60}"
 PREFIX="bench"             # subscriberId = bench<N>, email = user<N>@bench.example.com
-WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries topics bulk_subscribers inbox"   # BENCH_ONLY picks among these
+WORKLOAD_GROUPS="subscribers endpoints notifications triggers preview deliveries webhooks topics bulk_subscribers inbox"   # BENCH_ONLY picks among these
 ENDPOINT_OWNERS=100000     # endpoint n belongs to subscriberId bench<n % ENDPOINT_OWNERS> …
 ENDPOINT_CONTEXTS=10000    # … and to the context tenant:t<n % ENDPOINT_CONTEXTS>
 NOTIFICATION_SUBSCRIBERS=100000
@@ -132,6 +154,8 @@ PREVIEW_WORKFLOW="bench-order" # the preview group's workflow and its email step
 PREVIEW_STEP="confirmation"
 DELIVERY_WORKFLOW="bench-mail" # the deliveries group's one-step email workflow (triggers to TRIGGER_SUBSCRIBERS)
 DELIVERY_FROM="bench@example.com"
+WEBHOOK_WORKFLOW="bench-hook" # the webhooks group's one-step in-app workflow (triggers to TRIGGER_SUBSCRIBERS)
+WEBHOOK_EVENT="message.sent"  # the one event type its endpoint receives (filterTypes)
 DRAIN_STALL=15             # seconds without a new stored message before a drain counts as stuck
 TOPIC_KEY="bench-topic"    # the topics group's topic (subscribers bench1…bench<TOPIC_SIZE>)
 INBOX_WORKFLOW="bench-inbox" # the inbox group's one-step in-app workflow (its messages go to bench1)
@@ -147,6 +171,10 @@ TARGET_TRIGGER_EPS_SQLITE=5000     # events/s from trigger to stored in-app mess
 TARGET_TRIGGER_EPS_POSTGRES=3000
 TARGET_FANOUT_RPS_SQLITE=20000     # recipients/s from one trigger to a topic until the last in-app message is stored
 TARGET_FANOUT_RPS_POSTGRES=8000
+TARGET_WEBHOOK_MPS_SQLITE=10000    # webhook messages/s from trigger to the receiver, sustained (issue 39) …
+TARGET_WEBHOOK_MPS_POSTGRES=4000
+TARGET_WEBHOOK_CPU_SQLITE=0.2      # … costing at most this many CPU-seconds per 1,000 messages (server, + postgres)
+TARGET_WEBHOOK_CPU_POSTGRES=0.5
 TARGET_BULK_SQLITE=20000           # subscribers/s through POST /v1/subscribers/bulk, batches of 500
 TARGET_BULK_POSTGRES=10000
 BULK_TOTAL="${BENCH_BULK_TOTAL:-100000}"
@@ -167,6 +195,7 @@ WORK_DIR=""
 SERVER_PID=""
 CLIENT_PID=""
 RECEIVER_PID=""            # the deliveries group's webhook receiver
+HOOK_RECEIVER_PID=""       # the webhooks group's receiver (another instance of the same program)
 
 # ---------------------------------------------------------------------------------------------------------
 # Helpers
@@ -247,6 +276,29 @@ except OSError as e:
 PY
 }
 
+# svix_request METHOD URL API_KEY [JSON]: a request to the Svix-compatible routes (/api/v1/app/…), which take
+# the API key as `Authorization: Bearer`; prints the answer's body; fails unless the answer is 2xx.
+svix_request() {
+    python3 - "$@" <<'PY'
+import sys, urllib.request, urllib.error
+method, url, key = sys.argv[1:4]
+body = sys.argv[4].encode() if len(sys.argv) > 4 else None
+req = urllib.request.Request(url, data=body, method=method)
+req.add_header("Authorization", "Bearer " + key)
+if body is not None:
+    req.add_header("Content-Type", "application/json")
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        sys.stdout.write(r.read().decode())
+except urllib.error.HTTPError as e:
+    sys.stderr.write(f"{method} {url}: HTTP {e.code}: {e.read().decode()[:300]}\n")
+    sys.exit(1)
+except OSError as e:
+    sys.stderr.write(f"{method} {url}: {e}\n")
+    sys.exit(1)
+PY
+}
+
 # json_get FIELD: reads one JSON object on stdin and prints FIELD.
 json_get() {
     python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
@@ -267,6 +319,7 @@ kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 # ge A B / lt A B: float comparisons for the PASS/FAIL column.
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 verdict() { if "$@"; then echo PASS; else echo FAIL; fi; }
 
 # idle_pct SECONDS: share of the machine left idle over the next SECONDS (from /proc/stat).
@@ -313,11 +366,14 @@ cleanup() {
         kill -KILL "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
     fi
-    if [[ -n "$RECEIVER_PID" ]] && kill -0 "$RECEIVER_PID" 2>/dev/null; then
-        log "stopping the bench receiver (pid $RECEIVER_PID)"
-        kill -TERM "$RECEIVER_PID" 2>/dev/null || true
-        wait "$RECEIVER_PID" 2>/dev/null || true
-    fi
+    local pid
+    for pid in "$RECEIVER_PID" "$HOOK_RECEIVER_PID"; do
+        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            log "stopping a bench receiver (pid $pid)"
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     if [[ -n "$WORK_DIR" && -d "$WORK_DIR" ]]; then
         if [[ "$KEEP_TMP" == 1 ]]; then
             log "kept $WORK_DIR (database, server and receiver logs)"
@@ -359,7 +415,12 @@ db_sqlite_prewarm() {
     done
 }
 
-db_postgres_setup() { DB_URL="$DATABASE_URL_OVERRIDE"; }
+PG_DATABASE=""             # the database's name, as its backends' process titles show it (bench/sample.py)
+db_postgres_setup() {
+    DB_URL="$DATABASE_URL_OVERRIDE"
+    PG_DATABASE="${DB_URL##*/}"
+    PG_DATABASE="${PG_DATABASE%%\?*}"
+}
 
 db_postgres_size() { echo "n/a"; }
 
@@ -385,9 +446,13 @@ declare -A LABEL=() SCRIPT=() ARGS=() RESULT=() SAMPLE=()
 declare -A EVENTS=() BASELINE=() LOAD_START=() LOAD_END=() DRAIN=() DRAIN_SAMPLE=()
 declare -A CONNS=()         # wrk connections of a workload, when not BENCH_CONNECTIONS
 # Where a trigger workload's events are counted: "messages" (stored messages, the default) or "receiver" (the
-# deliveries group: requests counted by the bench receiver). Receiver workloads also keep the receiver's share
-# of the machine during the load and the drain, and the outcome of the final check (bench/deliveries.py).
-declare -A SINK=() RECEIVER_CPU=() RECEIVER_DRAIN_CPU=() CHECK=()
+# deliveries and webhooks groups: requests counted by a bench receiver, whose URL and pid are SINK_URL and
+# SINK_PID). Receiver workloads also keep the receiver's share of the machine during the load and the drain,
+# and the outcome of the final check (bench/deliveries.py, bench/webhooks.py).
+declare -A SINK=() SINK_URL=() SINK_PID=() RECEIVER_CPU=() RECEIVER_DRAIN_CPU=() CHECK=()
+# Workloads whose CPU figures include the database's own processes (the webhooks group on PostgreSQL:
+# bench/sample.py --postgres).
+declare -A DB_CPU=()
 
 add_workload() {
     local name="$1"
@@ -428,7 +493,8 @@ run_wrk() {
         -s "$script" "$BASE_URL" -- "${args[@]}" >"$out" 2>&1 &
     CLIENT_PID=$!
     if [[ -n "$samples" ]]; then
-        python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$samples"
+        # shellcheck disable=SC2046 # sample_args prints whole words
+        python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" $(sample_args "$name") >"$samples"
     fi
     local status=0
     wait "$CLIENT_PID" || status=$?
@@ -465,14 +531,21 @@ settle_messages() {
     kv_field "$(cat "$2")" count
 }
 
-# The deliveries group counts its events at the bench receiver (bench/deliveries.py; same output line).
+# receiver_count URL: the requests a bench receiver counted (bench/deliveries.py; the deliveries and webhooks
+# groups count their events there).
 receiver_count() {
-    python3 "$BENCH_DIR/deliveries.py" count "$RECEIVER_URL" || die "could not read the receiver's count"
+    python3 "$BENCH_DIR/deliveries.py" count "$1" || die "could not read the receiver's count"
 }
 
 # event_count NAME: the events of a trigger workload counted so far where they end up.
 event_count() {
-    if [[ "${SINK[$1]:-}" == receiver ]]; then receiver_count; else message_count; fi
+    if [[ "${SINK[$1]:-}" == receiver ]]; then receiver_count "${SINK_URL[$1]}"; else message_count; fi
+}
+
+# sample_args NAME: the options bench/sample.py takes for a workload (--postgres DATABASE: count the CPU of
+# the postgres processes serving the run's database, and of the shared ones).
+sample_args() {
+    if [[ -n "${DB_CPU[$1]:-}" ]]; then echo "--postgres $PG_DATABASE"; fi
 }
 
 # event_poller NAME TARGET TIMEOUT: sets POLLER to the command that waits (as wait_for_messages) until
@@ -480,7 +553,7 @@ event_count() {
 declare -a POLLER=()
 event_poller() {
     if [[ "${SINK[$1]:-}" == receiver ]]; then
-        POLLER=(python3 "$BENCH_DIR/deliveries.py" wait "$RECEIVER_URL" "$2" "$3" "$DRAIN_STALL")
+        POLLER=(python3 "$BENCH_DIR/deliveries.py" wait "${SINK_URL[$1]}" "$2" "$3" "$DRAIN_STALL")
     else
         POLLER=(python3 "$BENCH_DIR/messages.py" "$DB_URL" "$ENV_ID" "$2" "$3" "$DRAIN_STALL")
     fi
@@ -493,12 +566,12 @@ settle_events() {
     kv_field "$(cat "$3")" count
 }
 
-# receiver_ticks: CPU ticks used so far by the bench receiver and by the whole machine (as bench/sample.py
+# receiver_ticks PID: CPU ticks used so far by a bench receiver and by the whole machine (as bench/sample.py
 # counts them: user, nice, system, idle, iowait, irq, softirq, steal). The receiver is neither the server nor
 # the load generator; without this its work would count as other processes disturbing the run.
 receiver_ticks() {
     local proc
-    proc="$(sed 's/.*) //' "/proc/$RECEIVER_PID/stat" 2>/dev/null)" || proc=""
+    proc="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null)" || proc=""
     awk -v p="$proc" 'NR == 1 {
         split(p, f, " "); t = 0
         for (i = 2; i <= 9; i++) t += $i
@@ -506,33 +579,36 @@ receiver_ticks() {
     }' /proc/stat
 }
 
-# receiver_share TICKS_BEFORE: the receiver's share of the machine (%) since receiver_ticks printed TICKS_BEFORE.
+# receiver_share PID TICKS_BEFORE: the receiver's share of the machine (%) since receiver_ticks printed
+# TICKS_BEFORE.
 receiver_share() {
-    awk -v a="$1" -v b="$(receiver_ticks)" 'BEGIN {
+    awk -v a="$2" -v b="$(receiver_ticks "$1")" 'BEGIN {
         split(a, x, " "); split(b, y, " ")
         printf "%.0f", (y[2] > x[2] ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0)
     }'
 }
 
 # measure_drain NAME: after a trigger workload's load stopped, waits (as wait_for_messages) until its events
-# are stored (or, for the deliveries group, counted by the receiver) while bench/sample.py watches the server
-# (the poller takes the load generator's place), and keeps the figures.
+# are stored (or, for the deliveries and webhooks groups, counted by the receiver) while bench/sample.py
+# watches the server (the poller takes the load generator's place), and keeps the figures.
 measure_drain() {
     local name="$1" target out="$WORK_DIR/$1.drain" status=0 ticks="" where=stored
     target=$((BASELINE[$name] + $(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")))
     if [[ "${SINK[$name]:-}" == receiver ]]; then
         where="counted by the receiver"
-        ticks="$(receiver_ticks)"
+        ticks="$(receiver_ticks "${SINK_PID[$name]}")"
     fi
     log "$name: waiting for $((target - BASELINE[$name])) accepted events to be $where"
     event_poller "$name" "$target" "$DRAIN_TIMEOUT"
     "${POLLER[@]}" >"$out" &
     CLIENT_PID=$!
-    python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" >"$WORK_DIR/$name.drain.samples"
+    # shellcheck disable=SC2046 # sample_args prints whole words
+    python3 "$BENCH_DIR/sample.py" "$SERVER_PID" "$CLIENT_PID" $(sample_args "$name") \
+        >"$WORK_DIR/$name.drain.samples"
     wait "$CLIENT_PID" || status=$?
     CLIENT_PID=""
     if ((status != 0)) || [[ ! -s "$out" ]]; then die "could not count the events of $name"; fi
-    if [[ -n "$ticks" ]]; then RECEIVER_DRAIN_CPU[$name]="$(receiver_share "$ticks")"; fi
+    if [[ -n "$ticks" ]]; then RECEIVER_DRAIN_CPU[$name]="$(receiver_share "${SINK_PID[$name]}" "$ticks")"; fi
     DRAIN[$name]="$(cat "$out")"
     DRAIN_SAMPLE[$name]="$(cat "$WORK_DIR/$name.drain.samples")"
     if [[ "$(drain_field "$name" drained)" != 1 ]]; then
@@ -548,7 +624,7 @@ measure_drain() {
 # ("ok=1 events=… received=… sent=… other=…") and says loudly what is wrong.
 check_deliveries() {
     local name="$1" line received accepted ok=1
-    received="$(receiver_count)"
+    received="$(receiver_count "$RECEIVER_URL")"
     line="$(python3 "$BENCH_DIR/deliveries.py" check "$DB_URL" "$ENV_ID" "$DELIVERY_WORKFLOW" "$received" \
         "$DRAIN_STALL")" || die "could not read the email messages of $name"
     accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
@@ -564,6 +640,45 @@ check_deliveries() {
             "run, fewer than the $accepted accepted events"
     fi
     CHECK[$name]="ok=$ok received=$received $line"
+}
+
+# set_hook_endpoint enabled|disabled: enables or disables the webhooks group's endpoint (PATCH through the Svix
+# route). While it is enabled, every message.sent of the environment reaches the group's receiver.
+set_hook_endpoint() {
+    local disabled=true
+    [[ "$1" == enabled ]] && disabled=false
+    svix_request PATCH "$HOOK_ENDPOINTS_URL/$HOOK_ENDPOINT" "$API_KEY" "{\"disabled\":$disabled}" >/dev/null \
+        || die "could not set the webhook endpoint $1"
+}
+
+# check_webhooks NAME: after the webhooks workload drained, checks exactly once: the notifications of the
+# workflow (sanity trigger, warm-up and measured load, including requests cut off when wrk stopped), the
+# requests the receiver counted, the distinct webhook-id values among them and the environment's message.sent
+# webhook messages with status success must all be equal, with no such message in another status (pending,
+# sending, failed), and the receiver must have counted at least the accepted events. Keeps the outcome in
+# CHECK[NAME] ("ok=1 received=… distinct=… events=… success=… other=…") and says loudly what is wrong.
+check_webhooks() {
+    local name="$1" line received distinct accepted ok=1
+    received="$(receiver_count "$HOOK_RECEIVER_URL")"
+    distinct="$(python3 "$BENCH_DIR/webhooks.py" distinct "$HOOK_RECEIVER_URL")" \
+        || die "could not read the receiver's distinct webhook-id count"
+    line="$(python3 "$BENCH_DIR/webhooks.py" check "$DB_URL" "$ENV_ID" "$WEBHOOK_WORKFLOW" "$WEBHOOK_EVENT" \
+        "$received" "$DRAIN_STALL")" || die "could not read the webhook messages of $name"
+    accepted="$(accepted_events "$WORK_DIR/$name.txt" "${EVENTS[$name]}")"
+    if (($(kv_field "$line" events) != received || distinct != received || $(kv_field "$line" success) != received)) \
+        || [[ "$(kv_field "$line" other)" != none ]]; then
+        ok=0
+        log "ERROR: $name: the server recorded $(kv_field "$line" events) notifications of $WEBHOOK_WORKFLOW, the" \
+            "receiver counted $received requests with $distinct distinct webhook-id values, the database holds" \
+            "$(kv_field "$line" success) $WEBHOOK_EVENT webhook messages with status success (others:" \
+            "$(kv_field "$line" other)); they should all be equal, with no others"
+    fi
+    if ((received - BASELINE[$name] < accepted)); then
+        ok=0
+        log "ERROR: $name: the receiver counted $((received - BASELINE[$name])) requests during the measured" \
+            "run, fewer than the $accepted accepted events"
+    fi
+    CHECK[$name]="ok=$ok received=$received distinct=$distinct $line"
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -740,9 +855,10 @@ TOPIC_SIZE="$(min "$TOPIC_SIZE" "$SUBSCRIBERS")"
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
 command -v cargo >/dev/null 2>&1 || die "cargo (the Rust toolchain) is required"
 select_backend
-if { selected triggers || selected deliveries || selected topics || selected inbox; } && [[ "$DB_KIND" == postgres ]]; then
+if { selected triggers || selected deliveries || selected webhooks || selected topics || selected inbox; } \
+    && [[ "$DB_KIND" == postgres ]]; then
     command -v psql >/dev/null 2>&1 || die "psql is required to count stored messages on PostgreSQL" \
-        "(BENCH_ONLY without triggers and deliveries avoids it)"
+        "(BENCH_ONLY without triggers, deliveries, webhooks, topics and inbox avoids it)"
 fi
 ensure_wrk
 
@@ -755,7 +871,7 @@ fi
 log "building the release binary"
 (cd "$REPO_ROOT" && cargo build --release) >&2
 [[ -x "$BIN" ]] || die "$BIN was not built"
-if selected deliveries; then
+if selected deliveries || selected webhooks; then
     log "building the bench receiver (examples/bench_receiver.rs)"
     (cd "$REPO_ROOT" && cargo build --release --example bench_receiver) >&2
     [[ -x "$RECEIVER_BIN" ]] || die "$RECEIVER_BIN was not built"
@@ -770,7 +886,7 @@ trap 'exit 143' TERM
 # Required with PostgreSQL; with SQLite it only avoids writing secret.key. An existing value is kept.
 : "${TIDINGS_ENCRYPTION_KEY:=$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')}"
 export TIDINGS_ENCRYPTION_KEY
-export DATABASE_URL="$DB_URL" RUST_LOG=warn
+export DATABASE_URL="$DB_URL" RUST_LOG="$SERVER_LOG_FILTER"
 unset TIDINGS_API_KEY TIDINGS_LISTEN
 
 log "database: $DB_KIND; applying migrations"
@@ -799,7 +915,8 @@ seed() {
 }
 
 # Triggers go to existing subscribers, so that they measure the trigger path rather than subscriber creation.
-if selected subscribers || selected triggers || selected deliveries || selected topics || selected inbox; then
+if selected subscribers || selected triggers || selected deliveries || selected webhooks || selected topics \
+    || selected inbox; then
     seed subscribers "$SUBSCRIBERS" seed-subscribers
 fi
 if selected topics; then
@@ -824,8 +941,28 @@ log "starting tidings serve on $BASE_URL"
 export TIDINGS_RATE_LIMIT_EVENTS=10000000 TIDINGS_RATE_LIMIT_CONFIGURATION=10000000 \
     TIDINGS_RATE_LIMIT_GLOBAL=10000000 TIDINGS_RATE_LIMIT_INBOX=10000000 \
     TIDINGS_RATE_LIMIT_INBOX_PER_ADDRESS=10000000 TIDINGS_RATE_LIMIT_INBOX_PER_SUBSCRIBER=10000000
-# The deliveries group's receiver listens on loopback, which workers refuse to call by default.
+# The deliveries and webhooks groups' receivers listen on loopback, which workers and the webhook sender refuse
+# to call by default.
 export TIDINGS_ALLOW_PRIVATE_NETWORKS=true
+# start_receiver PID_VAR URL_VAR LOG: starts a bench receiver (examples/bench_receiver.rs) on a free port, its
+# output in WORK_DIR/LOG; sets the variables named PID_VAR (for the cleanup trap, at once) and URL_VAR, and
+# waits until it answers with a zero count.
+start_receiver() {
+    local port url
+    port="$(free_port)"
+    url="http://127.0.0.1:$port"
+    log "starting a bench receiver on $url"
+    "$RECEIVER_BIN" "127.0.0.1:$port" >"$WORK_DIR/$3" 2>&1 &
+    printf -v "$1" '%s' "$!"
+    printf -v "$2" '%s' "$url"
+    for _ in $(seq 1 50); do
+        kill -0 "${!1}" 2>/dev/null || { cat "$WORK_DIR/$3" >&2; die "the receiver exited"; }
+        http_get "$url/count" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    [[ "$(http_get "$url/count")" == 0 ]] || die "the bench receiver did not come up with a zero count"
+}
+
 # start_server: starts `tidings serve` on PORT (its log appended to server.log) and waits until it answers.
 start_server() {
     "$BIN" serve --listen "127.0.0.1:$PORT" --database-url "$DB_URL" >>"$WORK_DIR/server.log" 2>&1 &
@@ -843,6 +980,13 @@ start_server
 sleep 2
 RSS_IDLE_KB="$(rss_kb VmRSS)"
 log "idle RSS: $(kb_to_mb "$RSS_IDLE_KB") MB"
+
+# app_identifier: the environment's public identifier (the Inbox's applicationIdentifier, the Svix app id).
+app_identifier() {
+    http_get "$BASE_URL/v1/environments/me" "$API_KEY" | python3 -c 'import json, sys
+body = json.load(sys.stdin)
+print(body.get("data", body)["identifier"])'
+}
 
 # Sanity: the workloads must measure real answers, not 401/404s or empty pages.
 if selected subscribers; then
@@ -901,9 +1045,7 @@ print(json.dumps({"events": [{"name": w, "to": to, "payload": {"n": i}} for i in
     done
     stored="$(settle_messages $((base + INBOX_MESSAGES)) "$WORK_DIR/inbox.drain")"
     ((stored >= base + INBOX_MESSAGES)) || die "the inbox group stored $((stored - base)) messages, expected $INBOX_MESSAGES"
-    app_id="$(http_get "$BASE_URL/v1/environments/me" "$API_KEY" | python3 -c 'import json, sys
-body = json.load(sys.stdin)
-print(body.get("data", body)["identifier"])')"
+    app_id="$(app_identifier)" || die "could not read the environment's applicationIdentifier"
     INBOX_TOKEN="$(python3 - "$BASE_URL" "$app_id" "${PREFIX}1" <<'PY'
 import json, sys, urllib.request
 url, app, subscriber = sys.argv[1:4]
@@ -954,17 +1096,7 @@ fi
 if selected deliveries; then
     # The receiver, the integration posting to it and the email workflow, then one event followed all the way
     # to the receiver and to its stored message.
-    RECEIVER_PORT="$(free_port)"
-    RECEIVER_URL="http://127.0.0.1:$RECEIVER_PORT"
-    log "starting the bench receiver on $RECEIVER_URL"
-    "$RECEIVER_BIN" "127.0.0.1:$RECEIVER_PORT" >"$WORK_DIR/receiver.log" 2>&1 &
-    RECEIVER_PID=$!
-    for _ in $(seq 1 50); do
-        kill -0 "$RECEIVER_PID" 2>/dev/null || { cat "$WORK_DIR/receiver.log" >&2; die "the receiver exited"; }
-        http_get "$RECEIVER_URL/count" >/dev/null 2>&1 && break
-        sleep 0.2
-    done
-    [[ "$(http_get "$RECEIVER_URL/count")" == 0 ]] || die "the bench receiver did not come up with a zero count"
+    start_receiver RECEIVER_PID RECEIVER_URL receiver.log
     http_post "$BASE_URL/v1/integrations" "$API_KEY" "$(delivery_integration_json)" \
         >"$WORK_DIR/integration.json" || die "could not create the email-webhook integration"
     python3 -c 'import json, sys
@@ -997,6 +1129,48 @@ content = m.get("content", "")
 if wrong or "Hi First1," not in content or "12.50 EUR" not in content or "{{" in content:
     sys.exit(f"the delivered email message: {wrong or json.dumps(m)[:800]}")' || die "the email was not rendered as expected"
     log "deliveries: one email trigger reached the receiver and is stored as sent"
+fi
+
+if selected webhooks; then
+    # Its own receiver, the in-app workflow and the endpoint (message.sent only), then one event followed all
+    # the way to the receiver: received once, signed with the endpoint's secret, recorded as a success. The
+    # endpoint is then disabled until the group's workload (set_hook_endpoint), so that the other groups'
+    # messages never reach it.
+    start_receiver HOOK_RECEIVER_PID HOOK_RECEIVER_URL hook-receiver.log
+    http_post "$BASE_URL/v2/workflows" "$API_KEY" "{\"name\":\"Bench hook\",\"workflowId\":\"$WEBHOOK_WORKFLOW\",
+        \"steps\":[{\"name\":\"Inbox\",\"type\":\"in_app\",\"controlValues\":{\"body\":\"Hello {{ payload.n }}\"}}]}" \
+        >/dev/null || die "could not create the $WEBHOOK_WORKFLOW workflow"
+    HOOK_APP="$(app_identifier)" || die "could not read the environment's applicationIdentifier"
+    HOOK_ENDPOINTS_URL="$BASE_URL/api/v1/app/$HOOK_APP/endpoint"
+    svix_request POST "$HOOK_ENDPOINTS_URL" "$API_KEY" "{\"url\":\"$HOOK_RECEIVER_URL/hooks\",
+        \"filterTypes\":[\"$WEBHOOK_EVENT\"],\"description\":\"bench/run.sh webhooks group\"}" \
+        >"$WORK_DIR/endpoint.json" || die "could not create the webhook endpoint"
+    python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))
+if not (e.get("id", "").startswith("ep_") and e.get("eventTypes") == [sys.argv[2]] and not e.get("disabled")):
+    sys.exit(f"unexpected endpoint: {json.dumps(e)[:500]}")' "$WORK_DIR/endpoint.json" "$WEBHOOK_EVENT" \
+        || die "the endpoint was not created as asked"
+    HOOK_ENDPOINT="$(json_get id <"$WORK_DIR/endpoint.json")"
+    HOOK_SECRET="$(svix_request GET "$HOOK_ENDPOINTS_URL/$HOOK_ENDPOINT/secret" "$API_KEY" | json_get key)" \
+        || die "could not read the endpoint's secret"
+    http_post "$BASE_URL/v1/events/trigger" "$API_KEY" \
+        "{\"name\":\"$WEBHOOK_WORKFLOW\",\"to\":\"${PREFIX}1\",\"payload\":{\"n\":1}}" >/dev/null \
+        || die "the $WEBHOOK_WORKFLOW trigger was refused"
+    python3 "$BENCH_DIR/deliveries.py" wait "$HOOK_RECEIVER_URL" 1 30 "$DRAIN_STALL" >"$WORK_DIR/sanity.webhooks" \
+        || die "could not read the receiver's count"
+    received="$(kv_field "$(cat "$WORK_DIR/sanity.webhooks")" count)"
+    distinct="$(python3 "$BENCH_DIR/webhooks.py" distinct "$HOOK_RECEIVER_URL")" || die "could not read /distinct"
+    if ((received != 1 || distinct != 1)); then
+        tail -n 20 "$WORK_DIR/server.log" >&2
+        die "one trigger reached the webhook receiver $received times ($distinct distinct webhook-id), expected 1"
+    fi
+    python3 "$BENCH_DIR/webhooks.py" verify "$HOOK_RECEIVER_URL" "$HOOK_SECRET" "$WEBHOOK_EVENT" "${PREFIX}1" \
+        "$HOOK_APP" >/dev/null || die "the webhook request is not the signed $WEBHOOK_EVENT event expected"
+    line="$(python3 "$BENCH_DIR/webhooks.py" check "$DB_URL" "$ENV_ID" "$WEBHOOK_WORKFLOW" "$WEBHOOK_EVENT" 1 30)" \
+        || die "could not read the webhook messages"
+    [[ "$line" == "events=1 success=1 other=none" ]] || die "after one $WEBHOOK_WORKFLOW trigger: $line"
+    set_hook_endpoint disabled
+    log "webhooks: one trigger reached the receiver once, signed, and is recorded as a success"
 fi
 
 # The ceiling is measured at the start and again after each read group: from one run to the next on this
@@ -1061,12 +1235,24 @@ if selected deliveries; then
         EVENTS[deliveries]=1
     fi
     SINK[deliveries]=receiver
+    SINK_URL[deliveries]="$RECEIVER_URL"
+    SINK_PID[deliveries]="$RECEIVER_PID"
+fi
+if selected webhooks; then
+    add_workload webhooks "POST /v1/events/trigger → $WEBHOOK_EVENT webhook" trigger.lua \
+        "$API_KEY $WEBHOOK_WORKFLOW $TRIGGER_SUBSCRIBERS $PREFIX 1"
+    EVENTS[webhooks]=1
+    SINK[webhooks]=receiver
+    SINK_URL[webhooks]="$HOOK_RECEIVER_URL"
+    SINK_PID[webhooks]="$HOOK_RECEIVER_PID"
+    if [[ "$DB_KIND" == postgres ]]; then DB_CPU[webhooks]=1; fi
 fi
 
 RAW="$WORK_DIR/raw.txt"
 : >"$RAW"
 ticks=""                   # the receiver's CPU ticks when a deliveries load started
 for name in "${WORKLOADS[@]}"; do
+    if [[ "$name" == webhooks ]]; then set_hook_endpoint enabled; fi
     wait_until_quiet
     if [[ "$PREWARM" == 1 ]]; then
         "db_${DB_KIND}_prewarm"
@@ -1087,20 +1273,26 @@ for name in "${WORKLOADS[@]}"; do
         fi
     fi
     log "$name: measuring ${DURATION}s (-t$THREADS -c${CONNS[$name]:-$CONNECTIONS})"
-    if [[ "${SINK[$name]:-}" == receiver ]]; then ticks="$(receiver_ticks)"; fi
+    if [[ "${SINK[$name]:-}" == receiver ]]; then ticks="$(receiver_ticks "${SINK_PID[$name]}")"; fi
     LOAD_START[$name]="$(now_ms)"
     run_wrk "$name" "$DURATION" "$WORK_DIR/$name.txt" "$WORK_DIR/$name.samples"
     LOAD_END[$name]="$(now_ms)"
-    if [[ "${SINK[$name]:-}" == receiver ]]; then RECEIVER_CPU[$name]="$(receiver_share "$ticks")"; fi
+    if [[ "${SINK[$name]:-}" == receiver ]]; then
+        RECEIVER_CPU[$name]="$(receiver_share "${SINK_PID[$name]}" "$ticks")"
+    fi
     RESULT[$name]="$(sed -n 's/^BENCH_RESULT //p' "$WORK_DIR/$name.txt")"
     [[ -n "${RESULT[$name]}" ]] || { cat "$WORK_DIR/$name.txt" >&2; die "no result line from wrk for $name"; }
     SAMPLE[$name]="$(cat "$WORK_DIR/$name.samples")"
     if [[ -n "${EVENTS[$name]:-}" ]]; then
         measure_drain "$name"
     fi
-    if [[ "${SINK[$name]:-}" == receiver ]]; then
-        check_deliveries "$name"
-    fi
+    case "$name" in
+        deliveries) check_deliveries "$name" ;;
+        webhooks)
+            check_webhooks "$name"
+            set_hook_endpoint disabled   # the later groups' messages (topics) must not reach it
+            ;;
+    esac
     {
         printf '### %s\n\n```\n' "${LABEL[$name]}"
         cat "$WORK_DIR/$name.txt"
@@ -1112,6 +1304,7 @@ for name in "${WORKLOADS[@]}"; do
         if [[ -n "${CHECK[$name]:-}" ]]; then
             printf 'check: %s receiver_cpu_pct=%s receiver_drain_cpu_pct=%s\n' "${CHECK[$name]}" \
                 "${RECEIVER_CPU[$name]}" "${RECEIVER_DRAIN_CPU[$name]}"
+            printf 'samples: load: %s; drain: %s\n' "${SAMPLE[$name]}" "${DRAIN_SAMPLE[$name]}"
         fi
         printf '```\n\n'
     } >>"$RAW"
@@ -1337,6 +1530,61 @@ delivery_row() {
         "$drain_cpu" "report only (no target)" "$result"
 }
 
+# One row of the webhooks table, as delivery_row: the API side, then the receiver's side (messages it counted
+# during the measured run, backlog, drain, end-to-end messages/s), and the cost: CPU-seconds per 1,000
+# messages = the server's CPU time (on PostgreSQL plus that of the postgres processes serving the run's
+# database and the shared ones) over the load and the drain ÷ messages counted × 1,000. Two targets, each
+# with its verdict: the end-to-end rate and the CPU cost. A drain that did not finish or a failed
+# check_webhooks fails both.
+HOOK_FAILED=0
+webhook_row() {
+    local name="$1" rps accepted eps p50 p99 errors count backlog drain_s e2e recv drain_recv
+    local other drain_other cpu drain_cpu server db drain_db cpu_s per_k target_mps target_cpu result
+    load_and_drain "$name"
+    recv="${RECEIVER_CPU[$name]:-0}"
+    drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
+    other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
+    drain_other="$(max 0 $(($(drain_sample_field "$name" other_cpu_pct) - drain_recv)))"
+    ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+    server="$(sample_field "$name" server_cpu_pct)"
+    db=""
+    drain_db=""
+    if [[ -n "${DB_CPU[$name]:-}" ]]; then
+        db=" + $(sample_field "$name" db_cpu_pct)"
+        drain_db=" + $(drain_sample_field "$name" db_cpu_pct)"
+    fi
+    cpu="$server$db / $(sample_field "$name" client_cpu_pct) / $recv / $other %"
+    drain_cpu="$(drain_sample_field "$name" server_cpu_pct)$drain_db / $(drain_sample_field "$name" client_cpu_pct)"
+    drain_cpu="$drain_cpu / $drain_recv / $drain_other %"
+    cpu_s="$(awk -v a="$(sample_field "$name" server_cpu_s)" -v b="$(drain_sample_field "$name" server_cpu_s)" \
+        -v c="$(sample_field "$name" db_cpu_s)" -v d="$(drain_sample_field "$name" db_cpu_s)" \
+        'BEGIN { printf "%.2f", a + b + c + d }')"
+    per_k="$(awk -v s="$cpu_s" -v n="$count" 'BEGIN { printf "%.3f", (n > 0 ? 1000 * s / n : 0) }')"
+    target_mps="$TARGET_WEBHOOK_MPS_SQLITE"
+    target_cpu="$TARGET_WEBHOOK_CPU_SQLITE"
+    if [[ "$DB_KIND" == postgres ]]; then
+        target_mps="$TARGET_WEBHOOK_MPS_POSTGRES"
+        target_cpu="$TARGET_WEBHOOK_CPU_POSTGRES"
+    fi
+    if ((errors > 0)); then
+        result="FAIL (errors)"
+        VALID=0
+    elif ((accepted == 0)); then
+        result="FAIL (no answer within ${DURATION}s)"
+    elif [[ "$(drain_field "$name" drained)" != 1 ]]; then
+        result="FAIL (not all delivered)"
+        HOOK_FAILED=1
+    elif [[ "$(kv_field "${CHECK[$name]:-}" ok)" != 1 ]]; then
+        result="FAIL (not exactly once)"
+        HOOK_FAILED=1
+    else
+        result="rate $(verdict ge "$e2e" "$target_mps"), CPU $(verdict le "$per_k" "$target_cpu")"
+    fi
+    printf '| %s | %s | %s | %s ms | %s ms | %s | %s | %s | %s s | %s | %s (%s CPU-s) | %s | %s | %s | **%s** |\n' \
+        "${LABEL[$name]}" "$rps" "$eps" "$p50" "$p99" "$errors" "$count" "$backlog" "$drain_s" "$e2e" "$per_k" \
+        "$cpu_s" "$cpu" "$drain_cpu" "≥ $target_mps messages/s, ≤ $target_cpu CPU-s per 1,000" "$result"
+}
+
 COMMIT="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
     COMMIT="$COMMIT (with uncommitted changes)"
@@ -1344,6 +1592,10 @@ fi
 CPU="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 idle_mb="$(kb_to_mb "$RSS_IDLE_KB")"
 hwm_mb="$(kb_to_mb "$RSS_HWM_KB")"
+
+read -r -a ceiling_values <<<"$CEILING_VALUES"
+CEILING_LIST="$(printf '%s, ' "${ceiling_values[@]}")"
+CEILING_LIST="${CEILING_LIST%, }"   # "a, b, c"
 
 REPORT="$WORK_DIR/report.md"
 {
@@ -1365,7 +1617,7 @@ REPORT="$WORK_DIR/report.md"
         echo "- no pre-warming of the OS page cache (BENCH_PREWARM=0)"
     fi
     echo "- load: $(wrk --version 2>&1 | head -n 1 | cut -d ' ' -f 1-2), -t$THREADS -c$CONNECTIONS, ${WARMUP}s warm-up + ${DURATION}s per workload, same machine"
-    echo "- ceiling: $CEILING_RPS req/s, the median of ${#CEILING_RUNS[@]} health-check run(s) (at the start and after each read group: $(echo $CEILING_VALUES | sed 's/ /, /g') req/s); every share is of this median"
+    echo "- ceiling: $CEILING_RPS req/s, the median of ${#CEILING_RUNS[@]} health-check run(s) (at the start and after each read group: $CEILING_LIST req/s); every share is of this median"
     echo
     echo "| workload | req/s | p50 | p99 | of ceiling | errors | peak RSS | CPU server / wrk / other | target | result |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
@@ -1418,6 +1670,19 @@ REPORT="$WORK_DIR/report.md"
         echo "Deliveries: each event of a one-step email workflow is rendered and POSTed by the \`email-webhook\` provider to examples/bench_receiver.rs on this machine (200 {\"id\": n} at once). *Messages delivered* = requests the receiver counted during the measured run (it may exceed the accepted events by the requests wrk cut off when it stopped); *end to end* = messages delivered ÷ time from the start of the load until the receiver counted the last one (polled every 0.05 s). Checked afterwards: $(kv_field "${CHECK[deliveries]:-}" events) events recorded for the workflow (sanity trigger, warm-up and measured run), $(kv_field "${CHECK[deliveries]:-}" received) requests counted by the receiver, $(kv_field "${CHECK[deliveries]:-}" sent) email messages stored with status sent (other email messages: $(kv_field "${CHECK[deliveries]:-}" other))."
         echo
     fi
+    if selected webhooks; then
+        db_label=""
+        [[ "$DB_KIND" == postgres ]] && db_label=" + postgres"
+        echo "| $WEBHOOK_EVENT webhook to a local receiver | req/s | events/s accepted | p50 | p99 | errors | messages delivered | backlog at load end | drain | end to end, messages/s | CPU-s per 1,000 messages (total) | CPU server$db_label / wrk / receiver / other | CPU draining: server$db_label / poller / receiver / other | target | result |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        webhook_row webhooks
+        echo
+        hook_check="${CHECK[webhooks]:-}"
+        echo "Webhooks: each single-event trigger of the one-step in-app workflow \`$WEBHOOK_WORKFLOW\` emits one \`$WEBHOOK_EVENT\` event, recorded in the job's own transaction as one webhook message for the environment's one endpoint (\`filterTypes: [\"$WEBHOOK_EVENT\"]\`), then signed and POSTed by the server's webhook sender to examples/bench_receiver.rs on this machine (200 at once). *Messages delivered* = requests the receiver counted during the measured run (it may exceed the accepted events by the requests wrk cut off when it stopped); *end to end* = messages delivered ÷ time from the start of the load until the receiver counted the last one (polled every 0.05 s); *CPU-s per 1,000 messages* = the server's CPU time$([[ "$DB_KIND" == postgres ]] && echo " plus that of the postgres processes (the run database's backends and the shared background processes)") over the load and the drain ÷ messages delivered × 1,000."
+        echo
+        echo "Exactly once: $(kv_field "$hook_check" events) notifications of $WEBHOOK_WORKFLOW (sanity trigger, warm-up and measured run), $(kv_field "$hook_check" received) requests counted by the receiver, $(kv_field "$hook_check" distinct) distinct webhook-id values among them, $(kv_field "$hook_check" success) $WEBHOOK_EVENT webhook messages with status success (in another status: $(kv_field "$hook_check" other)): **$([[ "$(kv_field "$hook_check" ok)" == 1 ]] && echo PASS || echo FAIL)**. The sanity trigger's request was checked against the endpoint's secret (HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\")."
+        echo
+    fi
     if selected topics; then
         stored=$(($(kv_field "$FANOUT" count) - $(kv_field "$FANOUT" base)))
         elapsed_ms=$(($(kv_field "$FANOUT" newest_ms) - $(kv_field "$FANOUT" start_ms)))
@@ -1449,7 +1714,7 @@ REPORT="$WORK_DIR/report.md"
     echo "| peak under load (VmHWM) | $hwm_mb MB | < $TARGET_RSS_LOAD_MB MB | **$(verdict lt "$hwm_mb" "$TARGET_RSS_LOAD_MB")** |"
     echo "| idle, 3 s after load | $(kb_to_mb "$RSS_AFTER_KB") MB | — | — |"
     echo
-    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers and deliveries, while the backlog drained)."
+    echo "CPU: shares of the whole machine ($(nproc) cores = 100 %) during each measured run (and, for triggers, deliveries and webhooks, while the backlog drained)."
     if ((VALID == 0)); then
         echo
         echo "**Some requests failed (non-2xx or socket errors): see the raw wrk output below.**"
@@ -1465,6 +1730,10 @@ REPORT="$WORK_DIR/report.md"
     if ((MISMATCH == 1)); then
         echo
         echo "**Deliveries do not add up: the events recorded for $DELIVERY_WORKFLOW, the requests the receiver counted and the email messages stored as sent differ, or the receiver counted fewer than the accepted events ($(kv_field "${CHECK[deliveries]:-}" events) / $(kv_field "${CHECK[deliveries]:-}" received) / $(kv_field "${CHECK[deliveries]:-}" sent), other: $(kv_field "${CHECK[deliveries]:-}" other)): see the server log (BENCH_KEEP_TMP=1).**"
+    fi
+    if ((HOOK_FAILED == 1)); then
+        echo
+        echo "**Webhooks: not every accepted event reached the receiver exactly once and is recorded as a success, within BENCH_DRAIN_TIMEOUT ($DRAIN_TIMEOUT s) or before delivering stalled for $DRAIN_STALL s (check: ${CHECK[webhooks]:-none}): see the server log (BENCH_KEEP_TMP=1).**"
     fi
     if ((DISTURBED == 1)); then
         echo
@@ -1484,6 +1753,9 @@ cat "$REPORT"
 log "written to ${RESULTS_DIR#"$REPO_ROOT"/}/latest.md"
 if ((UNDELIVERED == 1 || MISMATCH == 1)); then
     die "deliveries: not every accepted event was delivered once and stored as sent (see above)"
+fi
+if ((HOOK_FAILED == 1)); then
+    die "webhooks: not every accepted event reached the receiver exactly once as a successful webhook message (see above)"
 fi
 if selected topics && ! { exactly_once "$(echo "$FANOUT" | grep -o 'notifications=.*')" \
     && exactly_once "${KILL#*after the restart: }"; }; then
