@@ -24,6 +24,7 @@ const server = http.createServer((req, res) => {
   let body = "";
   req.on("data", (c) => (body += c));
   req.on("end", () => {
+    if (req.url === "/retry") return res.writeHead(503).end("later");
     if (req.url === "/fail") {
       failed.push({ headers: req.headers, body });
       if (failing) return res.writeHead(500, { "webhook-delivery": "abort-message" }).end("down");
@@ -186,6 +187,22 @@ async function main() {
     const rawDest = await rawSvix(`/api/v1/app/${APP}/msg/${example.id}/endpoint`);
     rawDest.data.forEach((d, i) => strict(d, MESSAGE_ENDPOINT_OUT, `destination ${i}`));
     eq(dest.data.map((d) => [d.id, d.status]), [[bad.id, 0]], "destinations");
+  });
+
+  await group("a message waiting for its retry: pending, with its next attempt", async () => {
+    const later = await svix.endpoint.create(APP, { url: receiverUrl.replace("/hooks", "/retry"), eventTypes: ["message.read"] });
+    const example = await svix.endpoint.sendExample(APP, later.id, { eventType: "message.read" });
+    const pending = await until("the example pending after a 503", async () =>
+      (await svix.messageAttempt.listAttemptedMessages(APP, later.id)).data.find((m) => m.id === example.id && m.status === 1));
+    check(pending.nextAttempt instanceof Date && pending.nextAttempt.getTime() > Date.now(), `nextAttempt ${pending.nextAttempt}`);
+    const raw = await rawSvix(`/api/v1/app/${APP}/endpoint/${later.id}/msg`);
+    raw.data.forEach((m, i) => strict(m, ENDPOINT_MESSAGE_OUT, `pending message ${i}`));
+    const dest = await rawSvix(`/api/v1/app/${APP}/msg/${example.id}/endpoint`);
+    dest.data.forEach((d, i) => strict(d, MESSAGE_ENDPOINT_OUT, `pending destination ${i}`));
+    eq(dest.data.map((d) => [d.status, d.statusText]), [[1, "pending"]], "pending at its endpoint");
+    const attempts = await svix.messageAttempt.listByMsg(APP, example.id);
+    eq(attempts.data.map((a) => [a.status, a.responseStatusCode, a.response]), [[2, 503, "later"]], "the failed attempt");
+    await svix.endpoint.delete(APP, later.id);
   });
 
   await group("each event once", async () => {

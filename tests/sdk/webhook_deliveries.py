@@ -42,6 +42,11 @@ class Receiver(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers["content-length"])).decode()
         entry = {"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+        if self.path == "/retry":
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"later")
+            return
         if self.path == "/fail":
             FAILED.append(entry)
             if STATE["failing"]:
@@ -151,6 +156,18 @@ def main():
     by_msg = until("both attempts", lambda: (lambda d: len(d) == 2 and d)(
         svix.message_attempt.list_by_msg(APP, example.id).data))
     eq([(a.status.value, a.response_status_code) for a in by_msg], [(0, 200), (2, 500)], "attempts of the example")
+
+    # A message waiting for its retry: pending, with its next attempt, parsed strictly.
+    later = svix.endpoint.create(APP, EndpointIn(url=f"{base}/retry", event_types=["message.read"]))
+    waiting = svix.endpoint.send_example(APP, later.id, EventExampleIn(event_type="message.read"))
+    pending = until("pending after a 503", lambda: [m for m in svix.message_attempt.list_attempted_messages(
+        APP, later.id).data if m.id == waiting.id and m.status.value == 1])
+    check(pending[0].next_attempt is not None, "a next attempt")
+    for m in raw(f"/api/v1/app/{APP}/endpoint/{later.id}/msg")["data"]:
+        strict(EndpointMessageOut, m, "pending message")
+    for d in raw(f"/api/v1/app/{APP}/msg/{waiting.id}/endpoint")["data"]:
+        strict(MessageEndpointOut, d, "pending destination")
+    svix.endpoint.delete(APP, later.id)
     server.shutdown()
 
 
