@@ -16,9 +16,9 @@ use super::wire::IsoTime;
 use super::AppState;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::domain::{Tenant, Timestamp};
-use crate::error::Validation;
+use crate::error::{Error, Validation};
 use crate::service::webhook_messages as service;
-use crate::store::page::Page;
+use crate::store::page::{Page, PageRequest};
 use crate::store::webhook_messages::{AttemptRow, MessageRow};
 
 /// Svix's message status: 0 success, 1 pending, 2 failed, 3 sending; and its text.
@@ -31,15 +31,19 @@ fn status_of(stored: &str) -> (i64, &'static str) {
     }
 }
 
-/// The stored status a `status` filter (Svix's number) selects; 422 for another value.
-fn status_filter(q: &QueryMap, v: &mut Validation) -> Option<&'static str> {
-    q.int(v, "status", 0, 4).map(|n| match n {
+/// The stored status a list's `status` filter (Svix's number) selects, and the page it asks for; 422 for
+/// another value.
+fn status_and_page(q: &QueryMap) -> Result<(Option<&'static str>, PageRequest), Error> {
+    let mut v = Validation::new();
+    let status = q.int(&mut v, "status", 0, 4).map(|n| match n {
         0 => "success",
         1 => "pending",
         3 => "sending",
         4 => "canceled",
         _ => "failed",
-    })
+    });
+    v.finish()?;
+    Ok((status, page_of(q)?))
 }
 
 /// An attempt (`MessageAttemptOut`).
@@ -250,12 +254,9 @@ pub async fn attempts_of_endpoint(
     Svix(q): Svix<QueryMap>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
-    let mut v = Validation::new();
-    let status = status_filter(&q, &mut v);
-    v.finish()?;
+    let (status, page) = status_and_page(&q)?;
     let page =
-        service::attempts_of_endpoint(&state.store, &tenant, &endpoint, status, &page_of(&q)?)
-            .await?;
+        service::attempts_of_endpoint(&state.store, &tenant, &endpoint, status, &page).await?;
     reply(StatusCode::OK, &SvixPage::of(page, MessageAttemptOut::from))
 }
 
@@ -274,9 +275,7 @@ pub async fn attempts_of_message(
     Svix(q): Svix<QueryMap>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
-    let mut v = Validation::new();
-    let status = status_filter(&q, &mut v);
-    v.finish()?;
+    let (status, page) = status_and_page(&q)?;
     let endpoint = q.string("endpoint_id");
     let page = service::attempts_of_message(
         &state.store,
@@ -284,7 +283,7 @@ pub async fn attempts_of_message(
         &msg,
         endpoint.as_deref(),
         status,
-        &page_of(&q)?,
+        &page,
     )
     .await?;
     reply(StatusCode::OK, &SvixPage::of(page, MessageAttemptOut::from))
@@ -305,13 +304,12 @@ pub async fn messages_of_endpoint(
     Svix(q): Svix<QueryMap>,
 ) -> SvixResult {
     check_app(&state, &tenant, &app_id).await?;
+    let (status, page) = status_and_page(&q)?;
     let mut v = Validation::new();
-    let status = status_filter(&q, &mut v);
     let with_content = q.bool(&mut v, "with_content").unwrap_or(true);
     v.finish()?;
     let page =
-        service::messages_of_endpoint(&state.store, &tenant, &endpoint, status, &page_of(&q)?)
-            .await?;
+        service::messages_of_endpoint(&state.store, &tenant, &endpoint, status, &page).await?;
     reply(
         StatusCode::OK,
         &SvixPage::of(page, |m| message_out(m, with_content)),

@@ -333,12 +333,13 @@ pub fn preference_data(
     serde_json::json!({ "object": object, "subscriberId": subscriber_id })
 }
 
-/// The `data` of an example event of type `kind` (`send-example`): made-up values in the shape real events
-/// have; `None` for a type Tidings does not send.
-pub fn example_data(kind: &str) -> Option<Value> {
+/// An example event of type `kind` (`send-example`): the type as Tidings names it and made-up `data` in the
+/// shape real events have; `None` for a type Tidings does not send.
+pub fn example_data(kind: &str) -> Option<(&'static str, Value)> {
+    let kind = *EVENT_TYPES.iter().find(|t| **t == kind)?;
     let at = "2026-01-01T00:00:00.000Z";
     let data = match object_of(kind) {
-        "message" if EVENT_TYPES.contains(&kind) => serde_json::json!({"object": {
+        "message" => serde_json::json!({"object": {
             "_id": "000000000000000000000001", "_templateId": "000000000000000000000002",
             "_environmentId": "000000000000000000000003", "_organizationId": "000000000000000000000004",
             "_notificationId": "000000000000000000000005", "_jobId": "000000000000000000000006",
@@ -346,17 +347,17 @@ pub fn example_data(kind: &str) -> Option<Value> {
             "workflowId": "example-workflow", "transactionId": "example-transaction", "channel": "in_app",
             "seen": false, "read": false, "archived": false, "status": "sent", "providerId": "svc",
             "contextKeys": [], "createdAt": at, "updatedAt": at}}),
-        "workflow" if EVENT_TYPES.contains(&kind) => serde_json::json!({"object": {
+        "workflow" => serde_json::json!({"object": {
             "_id": "000000000000000000000002", "workflowId": "example-workflow", "slug": "example-workflow",
             "name": "Example workflow", "tags": [], "active": true, "status": "ACTIVE", "critical": false,
             "severity": "none", "steps": [], "createdAt": at, "updatedAt": at}}),
-        "preference" if EVENT_TYPES.contains(&kind) => serde_json::json!({
+        "preference" => serde_json::json!({
             "object": {"level": "global", "enabled": true,
                 "channels": {"in_app": true, "email": false, "sms": true, "chat": true, "push": true}},
             "subscriberId": "example-subscriber"}),
         _ => return None,
     };
-    Some(data)
+    Some((kind, data))
 }
 
 /// A new secret: `whsec_` + base64 of 24 random bytes.

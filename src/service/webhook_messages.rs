@@ -101,7 +101,7 @@ pub async fn send_example(
     key: &str,
     kind: &str,
 ) -> Result<(String, String, serde_json::Value, Timestamp)> {
-    let Some(data) = example_data(kind) else {
+    let Some((kind, data)) = example_data(kind) else {
         let mut v = Validation::new();
         v.add("eventType", format!("unknown event type '{kind}'"), kind);
         return Err(Error::Validation(v));
@@ -111,11 +111,6 @@ pub async fn send_example(
         .environment_of(&tenant.organization_id, &tenant.environment_id)
         .await?
         .map(|row| row.identifier)
-        .unwrap_or_default();
-    let kind = crate::domain::webhook::EVENT_TYPES
-        .iter()
-        .find(|t| **t == kind)
-        .copied()
         .unwrap_or_default();
     let event = Event {
         environment_id: tenant.environment_id.clone(),

@@ -92,47 +92,33 @@ impl Store {
     ) -> Result<Vec<Outgoing>> {
         let now = Timestamp::now().0;
         let mut out = self
-            .claim_webhooks_where(
-                "status = 'sending' and locked_until < ",
-                now,
-                limit,
-                lease_ms,
-                busy,
-            )
+            .claim_webhooks_where(("sending", "locked_until < "), now, limit, lease_ms, busy)
             .await?;
         let left = limit - out.len() as i64;
         if left > 0 {
             out.extend(
-                self.claim_webhooks_where(
-                    "status = 'pending' and next_at <= ",
-                    now,
-                    left,
-                    lease_ms,
-                    busy,
-                )
-                .await?,
+                self.claim_webhooks_where(("pending", "next_at <= "), now, left, lease_ms, busy)
+                    .await?,
             );
         }
         Ok(out)
     }
 
+    /// Claims the messages in `status` whose `column` compares (`<`, `<=`) with now, in that column's order.
     async fn claim_webhooks_where(
         &self,
-        condition: &str,
+        (status, due): (&str, &str),
         now: i64,
         limit: i64,
         lease_ms: i64,
         busy: &[&str],
     ) -> Result<Vec<Outgoing>> {
-        let order = if condition.contains("sending") {
-            "locked_until"
-        } else {
-            "next_at"
-        };
+        let order = due.split_whitespace().next().unwrap_or("next_at");
+        let condition = format!("status = '{status}' and {due}");
         let mut q = Sql::new("update webhook_messages set status = 'sending', locked_until = ");
         q.bind(now + lease_ms).push(", updated_at = ").bind(now);
         q.push(" where (id, endpoint_id) in (select id, endpoint_id from webhook_messages where ")
-            .push(condition)
+            .push(&condition)
             .bind(now);
         if !busy.is_empty() {
             q.push(" and endpoint_id not in (");
