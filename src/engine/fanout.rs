@@ -27,11 +27,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::steps::{Prefetched, Runner};
-use super::{first_rows, prefetch, BatchReads, TriggerWriter, Wakeup};
+use super::steps::Runner;
+use super::{first_rows, run_due_in_app, TriggerWriter, Wakeup};
 use crate::domain::fanout::{Fanout, Position};
-use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
-use crate::domain::workflow::StepType;
+use crate::domain::job::{ExecutionDetail, Job, Notification};
 use crate::domain::Timestamp;
 use crate::metrics::FinishedJob;
 use crate::store::fanouts::Advance;
@@ -198,47 +197,10 @@ async fn prepare(
         );
         rows.push(first_rows(n, &fanout.template, now));
     }
-    let (at, running): (Vec<usize>, Vec<Job>) = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, jobs, _))| {
-            let job = jobs.first()?;
-            let due = job.status == JobStatus::Queued && job.run_at <= now;
-            (due && job.step.step_type == StepType::InApp).then(|| {
-                let mut job = job.clone();
-                job.status = JobStatus::Running;
-                job.attempts += 1;
-                (i, job)
-            })
-        })
-        .unzip();
-    let mut ran = Vec::with_capacity(running.len());
-    let mut finished = Vec::with_capacity(running.len());
-    if !running.is_empty() {
-        let read = prefetch(&store, &running).await;
-        for (i, mut job) in at.into_iter().zip(running) {
-            let (subscriber, preferences) = BatchReads::for_job(read.as_ref(), &job);
-            let prefetched = Prefetched {
-                notification: Some(&rows[i].0),
-                subscriber: subscriber.as_ref().map(|s| s.as_deref()),
-                preferences: preferences.as_deref(),
-            };
-            // `None`: it could not run now (an error reading what it needs); it is queued as usual.
-            if let Some(outcome) = runner.run(&job, &worker, prefetched).await {
-                finished.push(FinishedJob::of(&job, &outcome));
-                if outcome.retry.is_none() {
-                    // Stored as it ended: its completion needs no status update (see `Completion::held`).
-                    job.status = outcome.status;
-                    if let Some(p) = &outcome.provider_id {
-                        job.provider_id.clone_from(p);
-                    }
-                    job.updated_at = Timestamp::now();
-                }
-                rows[i].1[0] = job;
-                ran.push((i, outcome));
-            }
-        }
-    }
+    let (ran, finished) = run_due_in_app(&store, &runner, &worker, &mut [&mut rows])
+        .await
+        .pop()
+        .unwrap_or_default();
     Ok(Prepared {
         rows,
         ran,
@@ -267,6 +229,7 @@ fn record(
         transaction_id: fanout.transaction_id.clone(),
         batch: batch.rows,
         fanout: None,
+        ran_by: Some(worker.to_owned()),
         advance: Some(Advance {
             fanout_id: fanout.id.clone(),
             worker: worker.to_owned(),

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 
 use super::leases::Held;
+use super::steps::Runner;
 use crate::store::triggers::Lease;
 
 /// A job a trigger recorded already leased to this process's workers, with its notification.
@@ -14,15 +15,32 @@ pub use crate::store::triggers::HandedJob;
 
 /// Where the trigger writer hands the due first jobs of new notifications: this process's workers, as
 /// `worker`, for `lease_ms` (see [`Handoff::hand_jobs_to`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Slot {
     worker: String,
     lease_ms: i64,
     jobs: mpsc::Sender<HandedJob>,
     held: Held,
+    /// The workers' runner: with it, the trigger writer runs the in-app first steps due at once itself
+    /// ([`super::run_due_in_app`]) and records them completed with their triggers.
+    pub(crate) runner: Option<Arc<Runner>>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("worker", &self.worker)
+            .field("lease_ms", &self.lease_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Slot {
+    /// The worker jobs are handed to.
+    pub(crate) fn worker(&self) -> &str {
+        &self.worker
+    }
+
     /// The lease of a group of triggers: the due first jobs go to this slot's workers when the channel has
     /// room for all of them (the permits hold that room until the jobs are sent, after the commit).
     pub(crate) fn lease<'s>(
@@ -62,17 +80,18 @@ impl Handoff {
         lease_ms: i64,
         capacity: usize,
     ) -> mpsc::Receiver<HandedJob> {
-        self.hand_held_jobs_to(worker, lease_ms, capacity, Held::default())
+        self.hand_held_jobs_to(worker, lease_ms, capacity, Held::default(), None)
     }
 
     /// As [`Handoff::hand_jobs_to`], and the handed jobs join `held`, the jobs whose leases the workers'
-    /// renewer extends.
+    /// renewer extends; with `runner`, the trigger writer runs the due in-app first steps with it.
     pub(crate) fn hand_held_jobs_to(
         &self,
         worker: &str,
         lease_ms: i64,
         capacity: usize,
         held: Held,
+        runner: Option<Arc<Runner>>,
     ) -> mpsc::Receiver<HandedJob> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Slot {
@@ -80,6 +99,7 @@ impl Handoff {
             lease_ms,
             jobs: tx,
             held,
+            runner,
         });
         rx
     }

@@ -28,12 +28,14 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::job::{Job, Notification};
+use crate::domain::job::{ExecutionDetail, Job, JobStatus, Notification};
 use crate::domain::preference::SubscriberPreference;
 use crate::domain::subscriber::Subscriber;
+use crate::domain::workflow::StepType;
 use crate::domain::{
     new_object_id, EnvironmentId, JobId, NotificationId, SubscriberRef, Timestamp, WorkflowRef,
 };
+use crate::metrics::FinishedJob;
 use crate::store::jobs::{Claimed, JobOutcome};
 use crate::store::Store;
 
@@ -131,6 +133,7 @@ pub fn spawn_workers(
             lease.as_millis() as i64,
             2 * batch as usize,
             held.clone(),
+            Some(runner.clone()),
         )));
         let mut loops = tokio::task::JoinSet::new();
         for _ in 0..LOOPS_PER_PROCESS {
@@ -598,4 +601,73 @@ pub(crate) async fn prefetch(store: &Store, jobs: &[Job]) -> Option<BatchReads> 
         }));
     }
     Some(read)
+}
+
+/// A new notification's rows as a trigger records them ([`first_rows`]).
+pub(crate) type FirstRows = (Notification, Vec<Job>, Vec<ExecutionDetail>);
+
+/// What [`run_due_in_app`] ran of one batch of rows: `(i, outcome)` for the first job of its `i`-th
+/// notification, in the order of `i`, and what the metrics count of each once it is recorded.
+pub(crate) type Ran = (Vec<(usize, JobOutcome)>, Vec<FinishedJob>);
+
+/// Runs the first steps of `batches` that are in-app messages due now, as a claim would hand them to
+/// `worker` (their subscribers and preferences read once for all of them), and stores each job as it ended
+/// (or running, when it is retried) in its row: the transaction that records the rows completes them (see
+/// `TriggerRecord::ran`). Storing an in-app message needs nothing but the database, so running it before the
+/// rows are written costs no claim and no completion of its own, and a transaction that fails or finds its
+/// trigger recorded before leaves nothing behind. A job that could not run now (an error reading what it
+/// needs) is left queued. Per batch: what ran.
+pub(crate) async fn run_due_in_app(
+    store: &Store,
+    runner: &steps::Runner,
+    worker: &str,
+    batches: &mut [&mut Vec<FirstRows>],
+) -> Vec<Ran> {
+    let mut out: Vec<Ran> = batches.iter().map(|_| Ran::default()).collect();
+    let now = Timestamp::now();
+    let (at, jobs): (Vec<(usize, usize)>, Vec<Job>) = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(b, rows)| rows.iter().enumerate().map(move |(i, r)| (b, i, &r.1)))
+        .filter_map(|(b, i, jobs)| {
+            let job = jobs.first()?;
+            let due = job.status == JobStatus::Queued && job.run_at <= now;
+            (due && job.step.step_type == StepType::InApp).then(|| {
+                let mut job = job.clone();
+                job.status = JobStatus::Running;
+                job.attempts += 1;
+                ((b, i), job)
+            })
+        })
+        .unzip();
+    if jobs.is_empty() {
+        return out;
+    }
+    let read = prefetch(store, &jobs).await;
+    for ((b, i), mut job) in at.into_iter().zip(jobs) {
+        let (subscriber, preferences) = BatchReads::for_job(read.as_ref(), &job);
+        let prefetched = steps::Prefetched {
+            notification: Some(&batches[b][i].0),
+            subscriber: subscriber.as_ref().map(|s| s.as_deref()),
+            preferences: preferences.as_deref(),
+        };
+        let Some(mut outcome) = runner.run(&job, worker, prefetched).await else {
+            continue;
+        };
+        if let Some(recorded) = batches[b][i].1.get(1) {
+            steps::adopt_recorded_next(&mut outcome, recorded);
+        }
+        out[b].1.push(FinishedJob::of(&job, &outcome));
+        if outcome.retry.is_none() {
+            // Stored as it ended: its completion needs no status update (see `Completion::held`).
+            job.status = outcome.status;
+            if let Some(p) = &outcome.provider_id {
+                job.provider_id.clone_from(p);
+            }
+            job.updated_at = Timestamp::now();
+        }
+        batches[b][i].1[0] = job;
+        out[b].0.push((i, outcome));
+    }
+    out
 }

@@ -713,6 +713,28 @@ pub fn request_body(method: &str, body: Option<&Value>) -> Value {
     }
 }
 
+/// For a job run before its notification's rows were written ([`super::run_due_in_app`]): [`Runner::next_job`]
+/// found no pending job of the next step and made one from the workflow, but the trigger records it, as
+/// `recorded`, in the transaction that completes this one. The next job takes the recorded one's identity,
+/// as `next_job` does with a pending job it reads, and so do its details.
+pub(super) fn adopt_recorded_next(outcome: &mut JobOutcome, recorded: &Job) {
+    let Some(next) = outcome.next.as_mut() else {
+        return;
+    };
+    if next.step_index != recorded.step_index || next.id == recorded.id {
+        return;
+    }
+    let made = std::mem::replace(&mut next.id, recorded.id.clone());
+    let made_provider = std::mem::replace(&mut next.provider_id, recorded.provider_id.clone());
+    next.created_at = recorded.created_at;
+    for d in outcome.details.iter_mut().filter(|d| d.job_id == made) {
+        d.job_id = recorded.id.clone();
+        if d.provider_id.as_deref() == Some(made_provider.as_str()) {
+            d.provider_id = Some(recorded.provider_id.clone());
+        }
+    }
+}
+
 /// Links the next job into the outcome with its first execution detail (`Queued`). A digest's detail is
 /// written when the completion settles it: whether it opened its window or joined the open one.
 fn attach_queued(outcome: &mut JobOutcome) {

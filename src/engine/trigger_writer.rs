@@ -23,8 +23,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::handoff::Handoff;
+use super::{run_due_in_app, FirstRows};
 use crate::domain::EnvironmentId;
 use crate::error::{Error, Result};
+use crate::metrics::FinishedJob;
 use crate::store::triggers::{Recorded, TriggerRecord};
 use crate::store::Store;
 
@@ -169,8 +171,15 @@ async fn group_commit(
         let task = crate::background::spawn({
             let (store, handoff) = (store.clone(), handoff.clone());
             async move {
+                let mut records = records;
+                let ran = run_first_steps(&store, &handoff, &mut records).await;
                 let outcomes = record_isolating(&store, &handoff, &records, after).await;
                 drop(end);
+                for (finished, outcome) in ran.into_iter().zip(&outcomes) {
+                    if outcome == &Ok(true) {
+                        finished.into_iter().for_each(FinishedJob::count);
+                    }
+                }
                 outcomes
             }
         });
@@ -318,6 +327,45 @@ fn rows_of(record: &TriggerRecord) -> usize {
             .sum::<usize>()
 }
 
+/// Runs the in-app first steps due at once of the triggers in `records` with this process's workers' runner,
+/// if it has workers ([`run_due_in_app`]): they are completed in the transaction that records them, and
+/// the workers neither claim nor complete them. A fan-out's batches come with theirs. Per record: what the
+/// metrics count once it is recorded.
+async fn run_first_steps(
+    store: &Store,
+    handoff: &Handoff,
+    records: &mut [TriggerRecord],
+) -> Vec<Vec<FinishedJob>> {
+    let Some((runner, slot)) = handoff
+        .current()
+        .and_then(|slot| Some((slot.runner.clone()?, slot)))
+    else {
+        return Vec::new();
+    };
+    let mut batches: Vec<&mut Vec<FirstRows>> = records
+        .iter_mut()
+        .filter(|r| r.ran_by.is_none())
+        .map(|r| &mut r.batch)
+        .collect();
+    let mut ran = run_due_in_app(store, &runner, slot.worker(), &mut batches)
+        .await
+        .into_iter();
+    let mut finished = Vec::with_capacity(records.len());
+    for r in records.iter_mut() {
+        if r.ran_by.is_some() {
+            finished.push(Vec::new());
+            continue;
+        }
+        let (done, counted) = ran.next().unwrap_or_default();
+        if !done.is_empty() {
+            r.ran = done;
+            r.ran_by = Some(slot.worker().to_owned());
+        }
+        finished.push(counted);
+    }
+    finished
+}
+
 /// Records `records` in one transaction, once `after` (the group before) ended; when the database refuses
 /// it, each half on its own, down to the records that fail alone.
 async fn record_isolating(
@@ -436,6 +484,7 @@ mod tests {
             fanout: None,
             advance: None,
             ran: Vec::new(),
+            ran_by: None,
         }
     }
 

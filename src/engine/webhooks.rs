@@ -1,9 +1,15 @@
-//! The sender of outbound webhooks (issue 39): claims the messages the outbox recorded (`store::outbox`),
+//! The sender of outbound webhooks (issue 39): takes the messages the outbox recorded (`store::outbox`),
 //! posts each to its endpoint signed as Standard Webhooks (both the `webhook-*` and the `svix-*` headers),
 //! and records how each attempt ended, in batches. A message is tried at once, then on Svix's schedule; only
 //! a 2xx within 15 s counts, redirects are not followed. Each endpoint has at most
 //! [`PER_ENDPOINT`] messages in flight (and its own rate limit, `throttleRate`), so a slow or dead endpoint
 //! holds only its own share: the claim skips endpoints that are full.
+//!
+//! Messages reach the sender two ways. The outbox of this process records those the sender has room for
+//! (a free slot of the process and of the endpoint, a token) already leased to it, and hands them over once
+//! committed, with their bodies: no claim and no read. The others — recorded while the endpoint was full,
+//! due again after a failure, recorded by another process, or left by a process that died — are recorded
+//! pending and claimed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::webhook::{signature, WebhookEndpoint};
 use crate::domain::Timestamp;
+use crate::store::outbox;
 use crate::store::webhook_messages::{Attempt, Outgoing};
 use crate::store::Store;
 
@@ -96,15 +103,15 @@ impl Load {
             .collect()
     }
 
-    /// Takes a slot (and a token) of `e` for one message; false when it has none.
-    fn take(&mut self, e: &WebhookEndpoint) -> bool {
-        if self.in_flight.get(&e.id).copied().unwrap_or(0) >= PER_ENDPOINT {
+    /// Takes a slot (and a token) of `endpoint` for one message; false when it has none.
+    fn take(&mut self, endpoint: &str, throttle_rate: Option<i64>) -> bool {
+        if self.in_flight.get(endpoint).copied().unwrap_or(0) >= PER_ENDPOINT {
             return false;
         }
-        if let Some(rate) = e.throttle_rate.filter(|r| *r > 0) {
+        if let Some(rate) = throttle_rate.filter(|r| *r > 0) {
             let now = Instant::now();
             let rate = rate as f64;
-            let bucket = self.buckets.entry(e.id.clone()).or_insert(Bucket {
+            let bucket = self.buckets.entry(endpoint.to_owned()).or_insert(Bucket {
                 rate,
                 tokens: rate,
                 at: now,
@@ -115,7 +122,7 @@ impl Load {
             }
             bucket.tokens -= 1.0;
         }
-        *self.in_flight.entry(e.id.clone()).or_default() += 1;
+        *self.in_flight.entry(endpoint.to_owned()).or_default() += 1;
         true
     }
 
@@ -129,102 +136,187 @@ impl Load {
     }
 }
 
+/// What the send loop, the sends and the outbox share: the endpoints' load and the process's slots. A
+/// message holds a slot of the process and one of its endpoint from the moment it is claimed — or recorded
+/// leased to this sender by the outbox ([`outbox::Sender`]) — until its attempt ended.
+struct Shared {
+    load: Mutex<Load>,
+    /// The process's free slots ([`IN_FLIGHT`]); a taken slot's permit is forgotten until its release.
+    slots: Semaphore,
+    /// Told when a send ends: its endpoint (full until then) may take more.
+    freed: Notify,
+    /// The messages the outbox recorded leased to this sender, once committed.
+    handed: mpsc::UnboundedSender<Outgoing>,
+}
+
+impl Shared {
+    fn load(&self) -> std::sync::MutexGuard<'_, Load> {
+        self.load.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn release(&self, endpoint: &str) {
+        self.load().release(endpoint);
+        self.slots.add_permits(1);
+        self.freed.notify_one();
+    }
+}
+
+impl outbox::Sender for Shared {
+    fn take(&self, endpoint: &str, throttle_rate: Option<i64>) -> bool {
+        let Ok(slot) = self.slots.try_acquire() else {
+            return false;
+        };
+        if !self.load().take(endpoint, throttle_rate) {
+            return false;
+        }
+        slot.forget();
+        true
+    }
+
+    fn give_back(&self, endpoint: &str) {
+        self.release(endpoint);
+    }
+
+    fn hand(&self, messages: Vec<Outgoing>) {
+        for m in messages {
+            // The loop holds the receiver while it is the store's sender; after that, the message's lease
+            // runs out and it is claimed again.
+            let _ = self.handed.send(m);
+        }
+    }
+
+    fn lease_ms(&self) -> i64 {
+        LEASE.as_millis() as i64
+    }
+}
+
 /// Sends webhooks until `shutdown`.
 pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: CancellationToken) {
     // Made with the first message: a process whose environments have no endpoint never holds one.
     let mut client: Option<reqwest::Client> = None;
     let schedule = Arc::new(options.schedule);
-    let load = Arc::new(Mutex::new(Load::default()));
-    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-    // Told when a send ends: its endpoint (full until then) may take more.
-    let freed = Arc::new(Notify::new());
+    let (handed_tx, mut handed_rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        load: Mutex::new(Load::default()),
+        slots: Semaphore::new(IN_FLIGHT),
+        freed: Notify::new(),
+        handed: handed_tx,
+    });
+    let link: Arc<dyn outbox::Sender> = shared.clone();
+    store.set_webhook_sender(&link, true);
     let (done, finished) = mpsc::unbounded_channel::<Attempt>();
     let finisher = tokio::spawn(finish(store.clone(), finished));
+    let mut handed: Vec<Outgoing> = Vec::new();
+    // Claims are for messages recorded pending (announced), due again, or recorded by other processes:
+    // made when woken, on the idle poll, and while pending messages wait for room.
+    let (mut claim_now, mut behind) = (true, true);
     while !shutdown.is_cancelled() {
         let woken = store.webhooks_due().notified();
-        let free = slots.available_permits();
-        let (claimed, skipped) = if free == 0 {
-            (Vec::new(), false)
-        } else {
-            claim(&store, &load, free).await
-        };
-        if claimed.is_empty() {
-            tokio::select! {
-                // New messages: claimed at once, unless the last claim found only full endpoints' messages
-                // (it walked their backlog for nothing); then at most every 20 ms until a send ends.
-                _ = woken => if skipped {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                },
-                _ = tokio::time::sleep(IDLE_POLL) => {}
-                _ = shutdown.cancelled() => {}
-                // A send ended: wait a moment for others, so that the next claim takes several.
-                _ = freed.notified() => tokio::time::sleep(Duration::from_millis(1)).await,
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let mut ready = pair(&store, &shared, std::mem::take(&mut handed), true).await;
+        let mut skipped = false;
+        if claim_now && shared.slots.available_permits() > 0 {
+            let claimed;
+            (claimed, skipped) = claim(&store, &shared).await;
+            behind = skipped || !claimed.is_empty();
+            claim_now = !claimed.is_empty();
+            ready.extend(claimed);
+        } else if claim_now {
+            // No free slot: claimed once a send ends.
+            (claim_now, behind) = (false, true);
+        }
+        if !ready.is_empty() {
+            let client = client
+                .get_or_insert_with(|| {
+                    crate::outbound::webhook_client(options.allow_private_networks)
+                })
+                .clone();
+            for (m, endpoint) in ready {
+                let (client, shared, done, schedule) = (
+                    client.clone(),
+                    shared.clone(),
+                    done.clone(),
+                    schedule.clone(),
+                );
+                tokio::spawn(async move {
+                    let attempt = attempt(&client, &m, &endpoint, &schedule).await;
+                    let _ = done.send(attempt);
+                    shared.release(&endpoint.id);
+                });
             }
+        }
+        if claim_now {
             continue;
         }
-        let client = client
-            .get_or_insert_with(|| crate::outbound::webhook_client(options.allow_private_networks))
-            .clone();
-        for (m, endpoint) in claimed {
-            let Ok(permit) = slots.clone().acquire_owned().await else {
-                break;
-            };
-            let (client, load, done, schedule, freed) = (
-                client.clone(),
-                load.clone(),
-                done.clone(),
-                schedule.clone(),
-                freed.clone(),
-            );
-            tokio::spawn(async move {
-                let attempt = attempt(&client, &m, &endpoint, &schedule).await;
-                load.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .release(&endpoint.id);
-                let _ = done.send(attempt);
-                drop(permit);
-                freed.notify_one();
-            });
+        tokio::select! {
+            _ = handed_rx.recv_many(&mut handed, FINISH_BATCH) => {}
+            // New messages recorded pending: claimed at once, unless the last claim found only full
+            // endpoints' messages (it walked their backlog for nothing); then at most every 20 ms until a
+            // send ends.
+            _ = &mut woken => {
+                if skipped {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                (claim_now, behind) = (true, true);
+            }
+            _ = tokio::time::sleep(IDLE_POLL) => claim_now = true,
+            _ = shutdown.cancelled() => {}
+            // A send ended: wait a moment for others, so that the next claim takes several.
+            _ = shared.freed.notified(), if behind => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                claim_now = true;
+            }
         }
+    }
+    store.set_webhook_sender(&link, false);
+    // Handed over but not sent: given back at once rather than after their lease.
+    handed_rx.close();
+    while let Ok(m) = handed_rx.try_recv() {
+        handed.push(m);
+    }
+    let held: Vec<&Outgoing> = handed.iter().collect();
+    if let Err(e) = store.release_webhook_messages(&held).await {
+        tracing::warn!(error = ?e, "giving webhook messages back failed; they are claimed again after their lease");
     }
     drop(done);
     let _ = finisher.await;
 }
 
-/// Claims up to `room` messages and pairs each with its endpoint; messages beyond an endpoint's share (or
-/// whose endpoint is gone or disabled) are given back or failed. Also answers whether the claim skipped
-/// some endpoint (full, or out of tokens).
-async fn claim(
-    store: &Store,
-    load: &Mutex<Load>,
-    room: usize,
-) -> (Vec<(Outgoing, Arc<WebhookEndpoint>)>, bool) {
-    let busy = load.lock().unwrap_or_else(|p| p.into_inner()).busy();
+/// Claims as many messages as the process has free slots for (at most [`CLAIM`]), pairs each with its
+/// endpoint and takes its slots ([`pair`]); also answers whether the claim skipped some endpoint (full, or
+/// out of tokens).
+async fn claim(store: &Store, shared: &Shared) -> (Vec<(Outgoing, Arc<WebhookEndpoint>)>, bool) {
+    let busy = shared.load().busy();
     let skipped = !busy.is_empty();
-    (claim_sparing(store, load, room, &busy).await, skipped)
-}
-
-async fn claim_sparing(
-    store: &Store,
-    load: &Mutex<Load>,
-    room: usize,
-    busy: &[String],
-) -> Vec<(Outgoing, Arc<WebhookEndpoint>)> {
     let busy: Vec<&str> = busy.iter().map(String::as_str).collect();
+    let room = shared.slots.available_permits().min(CLAIM);
     let claimed = match store
-        .claim_webhook_messages(room.min(CLAIM) as i64, LEASE.as_millis() as i64, &busy)
+        .claim_webhook_messages(room as i64, LEASE.as_millis() as i64, &busy)
         .await
     {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = ?e, "claiming webhook messages failed");
-            return Vec::new();
+            return (Vec::new(), skipped);
         }
     };
-    if claimed.is_empty() {
+    (pair(store, shared, claimed, false).await, skipped)
+}
+
+/// Pairs messages with their endpoints. Messages whose slots are not `taken` yet (claimed) take them now;
+/// those beyond an endpoint's share are given back. Messages whose endpoint is gone or disabled fail
+/// without a call.
+async fn pair(
+    store: &Store,
+    shared: &Shared,
+    messages: Vec<Outgoing>,
+    taken: bool,
+) -> Vec<(Outgoing, Arc<WebhookEndpoint>)> {
+    if messages.is_empty() {
         return Vec::new();
     }
-    let mut ids: Vec<&str> = claimed.iter().map(|m| m.endpoint_id.as_str()).collect();
+    let mut ids: Vec<&str> = messages.iter().map(|m| m.endpoint_id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
     let endpoints: HashMap<String, Arc<WebhookEndpoint>> =
@@ -235,26 +327,31 @@ async fn claim_sparing(
                 .collect(),
             Err(e) => {
                 tracing::warn!(error = ?e, "reading webhook endpoints failed");
-                let held: Vec<&Outgoing> = claimed.iter().collect();
+                let held: Vec<&Outgoing> = messages.iter().collect();
                 let _ = store.release_webhook_messages(&held).await;
+                if taken {
+                    messages.iter().for_each(|m| shared.release(&m.endpoint_id));
+                }
                 return Vec::new();
             }
         };
-    let mut out = Vec::with_capacity(claimed.len());
+    let mut out = Vec::with_capacity(messages.len());
     let mut back = Vec::new();
     let mut gone = Vec::new();
-    {
-        let mut load = load.lock().unwrap_or_else(|p| p.into_inner());
-        for m in claimed {
-            match endpoints.get(&m.endpoint_id) {
-                Some(e) if !e.disabled => {
-                    if load.take(e) {
-                        out.push((m, e.clone()));
-                    } else {
-                        back.push(m);
-                    }
+    for m in messages {
+        match endpoints.get(&m.endpoint_id) {
+            Some(e) if !e.disabled => {
+                if taken || outbox::Sender::take(shared, &e.id, e.throttle_rate) {
+                    out.push((m, e.clone()));
+                } else {
+                    back.push(m);
                 }
-                _ => gone.push(m),
+            }
+            _ => {
+                if taken {
+                    shared.release(&m.endpoint_id);
+                }
+                gone.push(m);
             }
         }
     }

@@ -473,6 +473,7 @@ async fn prepare(store: &Store, tenant: &Tenant, input: TriggerInput) -> Result<
         fanout,
         advance: None,
         ran: Vec::new(),
+        ran_by: None,
     }))
 }
 

@@ -229,13 +229,13 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let completion = Completion::plan(self.dialect(), &self.cipher, worker, items.to_vec())?;
+        let completion = Completion::plan(self, worker, items.to_vec())?;
         let (owned, recorded) = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let done = complete_in_transaction!(tx, completion);
             tx.commit().await.map(|_| done)
         })?;
-        super::outbox::announce(self, recorded);
+        recorded.announce(self);
         self.inbox_events().publish(created(items, &owned));
         Ok(items
             .iter()
@@ -379,6 +379,8 @@ pub(super) struct Completion<'a> {
     pub(super) dialect: Dialect,
     /// Seals what the messages record of their destinations (see `messages::sealed_message`).
     pub(super) cipher: std::sync::Arc<crate::crypto::Cipher>,
+    /// This process's webhook sender: the new messages' events go to it leased when it has room.
+    pub(super) sender: Option<std::sync::Arc<dyn super::outbox::Sender>>,
     pub(super) now: i64,
     pub(super) items: Vec<(&'a Job, &'a JobOutcome)>,
     /// The jobs stored with their final status by the transaction itself (a fan-out's in-app first steps,
@@ -397,11 +399,11 @@ pub(super) struct Completion<'a> {
 
 impl<'a> Completion<'a> {
     pub(super) fn plan(
-        dialect: Dialect,
-        cipher: &std::sync::Arc<crate::crypto::Cipher>,
+        store: &Store,
         worker: &str,
         items: Vec<(&'a Job, &'a JobOutcome)>,
     ) -> serde_json::Result<Self> {
+        let (dialect, cipher) = (store.dialect(), &store.cipher);
         let now = Timestamp::now().0;
         let updates = finish_statements(worker, &items, now)
             .into_iter()
@@ -419,6 +421,7 @@ impl<'a> Completion<'a> {
             activations: activations(dialect, &items)?,
             writes: completion_writes(dialect, cipher, &items, None, now)?,
             cipher: cipher.clone(),
+            sender: store.webhook_sender(),
             items,
             updates,
         })
@@ -426,8 +429,8 @@ impl<'a> Completion<'a> {
 }
 
 /// Runs a [`Completion`] in the transaction `$tx` and evaluates to the ids of the jobs the worker still held
-/// (`HashSet<String>`: nothing is written for the others) and how many webhook messages the new messages'
-/// events wrote (`store::outbox`). A macro, as the transaction's type differs by
+/// (`HashSet<String>`: nothing is written for the others) and the webhook messages of the new messages'
+/// events (`store::outbox::Handover`, to announce once committed). A macro, as the transaction's type differs by
 /// database.
 macro_rules! complete_in_transaction {
     ($tx:expr, $completion:expr) => {{
@@ -472,13 +475,13 @@ macro_rules! complete_in_transaction {
         // The new messages' events (`message.sent`, …), in the outbox.
         let messages: Vec<&$crate::domain::job::Message> =
             done.iter().filter_map(|(_, o)| o.message.as_ref()).collect();
-        let recorded: u64 = if messages.is_empty() {
-            0
+        let recorded = if messages.is_empty() {
+            $crate::store::outbox::Handover::new(None)
         } else {
             let mut envs: Vec<&str> = messages.iter().map(|m| m.environment_id.as_str()).collect();
             envs.sort_unstable();
             envs.dedup();
-            $crate::store::outbox::record_events!($tx, c.dialect, &envs, $crate::domain::Timestamp(c.now),
+            $crate::store::outbox::record_events!($tx, c.dialect, c.sender.as_ref(), &envs, $crate::domain::Timestamp(c.now),
                 |r: &$crate::store::outbox::Receivers| $crate::store::outbox::message_events(r, &messages, None))
         };
         (owned, recorded)

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::inbox_events::InboxEvent;
-use super::outbox::{insert_events, message_events, receivers};
+use super::outbox::{insert_events, message_events, receivers, Handover};
 use super::page::PortableRow;
 use super::row::{table, Table};
 use super::sql::{bind_args, Sql};
@@ -527,9 +527,10 @@ impl Store {
     ) -> Result<u64> {
         q.push(" returning environment_id, subscriber_ref, channel, id");
         let dialect = self.dialect();
+        let sender = self.webhook_sender();
         let (rows, webhooks) = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
-            let mut webhooks = 0;
+            let mut webhooks = Handover::new(None);
             let rows: Vec<(EnvironmentId, String, String, String)> =
                 bind_args!(sqlx::query_as(&q.text), q.args.clone()).fetch_all(&mut *tx).await?;
             // The event of the change (`message.read`, …), in the outbox, with the messages as they are now.
@@ -547,13 +548,13 @@ impl Store {
                             bind_args!(sqlx::query_as::<_, Message>(&s.text), s.args).fetch_all(&mut *tx).await?;
                         let changed: Vec<&Message> = changed.iter().collect();
                         let events = message_events(&receivers, &changed, Some(kind));
-                        webhooks += insert_events!(tx, dialect, receivers, &events, Timestamp::now());
+                        webhooks.join(insert_events!(tx, dialect, sender.as_ref(), receivers, &events, Timestamp::now()));
                     }
                 }
             }
             tx.commit().await.map(|_| (rows, webhooks))
         })?;
-        super::outbox::announce(self, webhooks);
+        webhooks.announce(self);
         let n = rows.len() as u64;
         let mut changed: Vec<(EnvironmentId, String)> = rows
             .into_iter()

@@ -189,8 +189,8 @@ pub struct Store {
     search_stats: std::sync::Arc<search::TrigramStats>,
     /// Changes of in-app messages, heard by every process (see `inbox_events`).
     inbox_events: inbox_events::InboxEvents,
-    /// Woken when this process recorded webhook messages (`outbox`), so that its sender claims them at once.
-    webhooks_due: std::sync::Arc<tokio::sync::Notify>,
+    /// This process's webhook sender, as the outbox reaches it (`outbox::SenderLink`).
+    webhook_sender: std::sync::Arc<outbox::SenderLink>,
     /// SQLite only: the thread that checkpoints the write-ahead log, stopped with the last clone.
     _checkpointer: Option<std::sync::Arc<sqlite::checkpoint::Checkpointer>>,
 }
@@ -235,7 +235,7 @@ impl Store {
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
                     inbox_events: inbox_events::InboxEvents::local(),
-                    webhooks_due: Default::default(),
+                    webhook_sender: Default::default(),
                 })
             }
             Dialect::Postgres => {
@@ -272,7 +272,7 @@ impl Store {
                     cipher: std::sync::Arc::new(cipher),
                     search_stats: Default::default(),
                     workflow_cache: Default::default(),
-                    webhooks_due: Default::default(),
+                    webhook_sender: Default::default(),
                     _checkpointer: None,
                 })
             }
@@ -304,9 +304,21 @@ impl Store {
         &self.inbox_events
     }
 
-    /// Notified when this process recorded webhook messages; other processes' are found by polling.
+    /// Notified when this process recorded webhook messages pending; other processes' are found by
+    /// polling.
     pub fn webhooks_due(&self) -> &tokio::sync::Notify {
-        &self.webhooks_due
+        &self.webhook_sender.due
+    }
+
+    /// This process's webhook sender, if one runs: the outbox records the messages it has room for
+    /// already leased to it (`outbox::Sender`).
+    pub fn webhook_sender(&self) -> Option<std::sync::Arc<dyn outbox::Sender>> {
+        self.webhook_sender.current()
+    }
+
+    /// Makes `sender` this process's webhook sender (`None`: no sender any more, if `sender` was it).
+    pub fn set_webhook_sender(&self, sender: &std::sync::Arc<dyn outbox::Sender>, on: bool) {
+        self.webhook_sender.set(sender, on);
     }
 
     pub fn cipher(&self) -> &Cipher {

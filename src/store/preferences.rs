@@ -108,6 +108,7 @@ impl Store {
             .map(|p| p.environment_id.as_str())
             .into_iter()
             .collect();
+        let sender = self.webhook_sender();
         let webhooks = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let mut saved = Vec::with_capacity(statements.len());
@@ -118,10 +119,10 @@ impl Store {
                         .await?,
                 );
             }
-            let webhooks = record_events!(tx, dialect, &envs, Timestamp::now(), |_: &Receivers| saved.iter().map(event).collect());
+            let webhooks = record_events!(tx, dialect, sender.as_ref(), &envs, Timestamp::now(), |_: &Receivers| saved.iter().map(event).collect());
             tx.commit().await.map(|()| webhooks)
         })?;
-        super::outbox::announce(self, webhooks);
+        webhooks.announce(self);
         Ok(())
     }
 

@@ -29,10 +29,12 @@ pub struct TriggerRecord {
     /// A batch of a fan-out (not a trigger of its own: its transaction id was recorded by the trigger): it
     /// is recorded only when this advance of the fan-out's cursor is still possible.
     pub advance: Option<Advance>,
-    /// With `advance`: the first jobs its worker already ran, as `(i, outcome)` for `batch[i]`'s first job
-    /// (marked running), in the order of `i`. They are recorded leased to that worker and completed with
-    /// their outcomes in the same transaction, instead of being queued for a claim.
+    /// The first jobs a worker already ran (in-app steps due at once: `engine::run_due_in_app`), as
+    /// `(i, outcome)` for `batch[i]`'s first job (marked running), in the order of `i`. They are recorded
+    /// leased to that worker, `ran_by`, and completed with their outcomes in the same transaction, instead of
+    /// being queued for a claim.
     pub ran: Vec<(usize, JobOutcome)>,
+    pub ran_by: Option<String>,
 }
 
 /// Where the first jobs of new notifications that are due at once may go already leased (as a claim would
@@ -124,7 +126,7 @@ impl Store {
         let all: Vec<&TriggerRecord> = records.iter().collect();
         let (rows, leased) = TriggerRows::plan(&all, now, reserve);
         let inserts = rows.statements(dialect, worker, &leased, now)?;
-        let completion = rows.completion(dialect, &self.cipher)?;
+        let completion = rows.completion(self)?;
         let mut keys_to_lock: Vec<&str> = digest_keys(rows.openings.iter().copied()).collect();
         if let Some(c) = &completion {
             keys_to_lock.extend(digest_keys(
@@ -196,7 +198,7 @@ impl Store {
                 let kept: Vec<&TriggerRecord> = records.iter().zip(&fresh).filter(|(_, f)| **f).map(|(r, _)| r).collect();
                 let leased = rows.keep(&kept, leased);
                 inserts = rows.statements(dialect, worker, &leased, now)?;
-                completion = rows.completion(dialect, &self.cipher)?;
+                completion = rows.completion(self)?;
                 leased
             };
             for q in std::mem::take(&mut inserts) {
@@ -209,14 +211,14 @@ impl Store {
                     let (owned, webhooks) = complete_in_transaction!(tx, completion);
                     (created(&items, &owned), webhooks)
                 }
-                None => (Vec::new(), 0),
+                None => (Vec::new(), super::outbox::Handover::new(None)),
             };
             tx.commit().await?;
             Ok::<_, sqlx::Error>((Recorded { fresh, leased }, announced, webhooks))
         })?;
         let (recorded, announced, webhooks) = recorded;
         self.inbox_events().publish(announced);
-        super::outbox::announce(self, webhooks);
+        webhooks.announce(self);
         Ok(recorded)
     }
 }
@@ -247,7 +249,7 @@ impl<'r> TriggerRows<'r> {
         let mut waiting = Vec::new();
         let mut openings = Vec::new();
         for r in records {
-            let worker = r.advance.as_ref().map(|a| a.worker.as_str());
+            let worker = r.ran_by.as_deref();
             let mut outcomes = r.ran.iter().filter(|_| worker.is_some()).peekable();
             for (i, (n, jobs, _)) in r.batch.iter().enumerate() {
                 let Some(job) = jobs.first() else { continue };
@@ -338,14 +340,10 @@ impl<'r> TriggerRows<'r> {
     }
 
     /// The completion of the jobs that ran.
-    fn completion(
-        &self,
-        dialect: Dialect,
-        cipher: &std::sync::Arc<crate::crypto::Cipher>,
-    ) -> serde_json::Result<Option<Completion<'r>>> {
+    fn completion(&self, store: &Store) -> serde_json::Result<Option<Completion<'r>>> {
         match self.ran_by {
             Some(by) if !self.ran.is_empty() => {
-                Completion::plan(dialect, cipher, by, self.ran.clone()).map(Some)
+                Completion::plan(store, by, self.ran.clone()).map(Some)
             }
             _ => Ok(None),
         }

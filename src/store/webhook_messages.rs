@@ -496,8 +496,13 @@ impl Store {
         let oid = crate::domain::new_object_id();
         let body = crate::domain::webhook::envelope(&oid, event.kind, &event.data, now, identifier);
         let id = format!("msg_{oid}");
-        let (event_row, messages) =
-            event_rows(&id, event, body, std::iter::once(e.id.as_str()), now);
+        let (event_row, messages) = event_rows(
+            &id,
+            event,
+            body,
+            std::iter::once((e.id.as_str(), None)),
+            now,
+        );
         let statements = batched(
             self.dialect(),
             insert_event_rows(self.dialect(), vec![event_row], messages),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::outbox::{record_events, Event, Receivers};
+use super::outbox::{record_events, Event, Handover, Receivers};
 use super::row::{insert, sql_row, table, update, Table};
 use super::sql::{bind_args, like_escape, Sql};
 use super::{is_unique_violation, on_db, Cost, Dialect, Store};
@@ -288,18 +288,19 @@ impl Store {
         events: &[Event],
     ) -> std::result::Result<u64, sqlx::Error> {
         let dialect = self.dialect();
+        let sender = self.webhook_sender();
         on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             let n = bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?.rows_affected();
             let webhooks = if n == 1 && !events.is_empty() {
-                record_events!(tx, dialect, &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
+                record_events!(tx, dialect, sender.as_ref(), &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
             } else {
-                0
+                Handover::new(None)
             };
             tx.commit().await.map(|()| (n, webhooks))
         })
         .map(|(n, webhooks)| {
-            super::outbox::announce(self, webhooks);
+            webhooks.announce(self);
             n
         })
     }
@@ -387,6 +388,7 @@ impl Store {
                 }
             });
         }
+        let sender = self.webhook_sender();
         let res = on_db!(self.w(), p => async {
             let mut tx = p.begin().await?;
             for q in statements {
@@ -398,12 +400,12 @@ impl Store {
                 }
             }
             let webhooks = if events.is_empty() {
-                0
+                Handover::new(None)
             } else {
-                record_events!(tx, dialect, &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
+                record_events!(tx, dialect, sender.as_ref(), &envs_of(events), Timestamp::now(), |_: &Receivers| events.to_vec())
             };
             tx.commit().await?;
-            super::outbox::announce(self, webhooks);
+            webhooks.announce(self);
             Ok(true)
         }.await);
         self.workflow_cache.clear();

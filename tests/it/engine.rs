@@ -13,18 +13,27 @@ use crate::support::{eventually, settled, Backend, TestApp};
 /// Waits until the subscriber has at least one message; returns them, newest first.
 async fn messages_of(app: &TestApp, subscriber_id: &str) -> Vec<tidings::domain::job::Message> {
     eventually(|| async {
-        let filter = MessageFilter {
-            subscriber_ref: Some(app.subscriber_ref(subscriber_id).await?),
-            ..Default::default()
-        };
-        let (messages, _) = app
-            .store
-            .list_messages(&app.tenant.environment_id, &filter, 0, 10)
-            .await
-            .ok()?;
+        let messages = messages_now(app, subscriber_id).await?;
         (!messages.is_empty()).then_some(messages)
     })
     .await
+}
+
+/// The subscriber's messages now (up to 10, newest first); `None` when there is no such subscriber.
+async fn messages_now(
+    app: &TestApp,
+    subscriber_id: &str,
+) -> Option<Vec<tidings::domain::job::Message>> {
+    let filter = MessageFilter {
+        subscriber_ref: Some(app.subscriber_ref(subscriber_id).await?),
+        ..Default::default()
+    };
+    let (messages, _) = app
+        .store
+        .list_messages(&app.tenant.environment_id, &filter, 0, 10)
+        .await
+        .ok()?;
+    Some(messages)
 }
 
 async fn trigger_creates_in_app_message(app: TestApp) {
@@ -1601,6 +1610,76 @@ async fn every_step_shows_from_the_trigger(app: TestApp) {
     assert_eq!(last[0]["status"], "Warning");
 }
 db_test!(pending_steps, every_step_shows_from_the_trigger);
+
+/// A trigger's in-app first step that is due at once runs before the trigger is recorded and is stored
+/// completed in the trigger's transaction (`engine::run_due_in_app`): when the trigger answers, its message
+/// is there and its next step queued for the workers; a bulk trigger's are too; a repeated transactionId
+/// stores nothing.
+async fn in_app_first_steps_are_stored_with_their_trigger(app: TestApp) {
+    workflow(
+        &app,
+        json!({"name": "Now", "workflowId": "now-then", "steps": [
+            {"name": "Inbox", "type": "in_app", "controlValues": {"body": "hello {{ payload.who }}"}},
+            {"name": "Wait", "type": "delay", "controlValues": {"amount": 1, "unit": "hours"}}
+        ]}),
+    )
+    .await;
+    // Once the workers run (a first trigger's message shows it), they run the in-app first steps.
+    app.post(
+        "/v1/events/trigger",
+        json!({"name": "now-then", "to": "warm", "transactionId": "t-warm"}),
+    )
+    .await;
+    messages_of(&app, "warm").await;
+
+    let (_, out) = app
+        .post(
+            "/v1/events/trigger",
+            json!({"name": "now-then", "to": "ida", "payload": {"who": "Ida"}, "transactionId": "t-now"}),
+        )
+        .await;
+    assert_eq!(out["status"], "processed");
+    let n = notification_now(&app, "t-now").await;
+    assert_eq!(job_statuses(&n), ["completed", "queued"], "{n}");
+    let details: Vec<&str> = n["jobs"][0]["executionDetails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(details.first(), Some(&"Pending"), "{n}");
+    assert_eq!(details.last(), Some(&"Success"), "{n}");
+    let listed = |subscriber: &'static str| {
+        let app = &app;
+        async move { messages_now(app, subscriber).await.unwrap() }
+    };
+    let messages = listed("ida").await;
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].content, "hello Ida");
+
+    let (status, out) = app
+        .post(
+            "/v1/events/trigger/bulk",
+            json!({"events": [
+                {"name": "now-then", "to": ["ben", "cy"], "transactionId": "t-now-bulk"},
+                {"name": "now-then", "to": "ida", "transactionId": "t-now"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out[1]["status"], "error", "{out}");
+    let (_, page) = app.get("/v1/notifications?transactionId=t-now-bulk").await;
+    for n in page["data"].as_array().unwrap() {
+        assert_eq!(job_statuses(n), ["completed", "queued"], "{n}");
+    }
+    assert_eq!(listed("ben").await.len(), 1);
+    assert_eq!(listed("cy").await.len(), 1);
+    assert_eq!(listed("ida").await.len(), 1, "the repeated transactionId");
+}
+db_test!(
+    in_app_first,
+    in_app_first_steps_are_stored_with_their_trigger
+);
 
 /// A bulk trigger records every step's job of each of its events and recipients in its one transaction.
 async fn bulk_triggers_record_every_step(app: TestApp) {

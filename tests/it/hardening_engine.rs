@@ -77,6 +77,7 @@ pub(crate) fn record(
         fanout: None,
         advance: None,
         ran: Vec::new(),
+        ran_by: None,
     }
 }
 

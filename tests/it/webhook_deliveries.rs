@@ -735,3 +735,97 @@ db_test!(
     webhook_history_is_purged_after_retention,
     history_is_purged_after_retention
 );
+
+/// A stand-in for this process's sender, with room for `room` messages: counts what it takes and gets back,
+/// keeps what it is handed.
+struct Sender {
+    room: std::sync::atomic::AtomicUsize,
+    given_back: std::sync::atomic::AtomicUsize,
+    handed: std::sync::Mutex<Vec<tidings::store::webhook_messages::Outgoing>>,
+}
+
+impl tidings::store::outbox::Sender for Sender {
+    fn take(&self, _endpoint: &str, _throttle_rate: Option<i64>) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.room
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+    fn give_back(&self, _endpoint: &str) {
+        self.given_back
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn hand(&self, messages: Vec<tidings::store::webhook_messages::Outgoing>) {
+        self.handed.lock().unwrap().extend(messages);
+    }
+    fn lease_ms(&self) -> i64 {
+        // So short that the real sender, once started, takes the message over as a dead sender's.
+        1
+    }
+}
+
+/// The outbox records the messages this process's sender has room for already leased to it and hands them
+/// over once committed, body and all; the others wait, pending, for a claim. A message handed to a sender
+/// that stops is claimed again once its lease ran out: every endpoint gets its message once.
+async fn the_outbox_hands_what_its_sender_has_room_for(backend: crate::support::Backend) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut app = TestApp::spawn_without_workers(backend).await;
+    let receiver = Receiver::start().await;
+    let url = format!("{}/hook", receiver.url);
+    let filter = json!({"filterTypes": ["workflow.created"]});
+    let (first, _) = endpoint(&app, &url, filter.clone()).await;
+    let (second, _) = endpoint(&app, &url, filter).await;
+    let sender = std::sync::Arc::new(Sender {
+        room: 1.into(),
+        given_back: 0.into(),
+        handed: Default::default(),
+    });
+    let link: std::sync::Arc<dyn tidings::store::outbox::Sender> = sender.clone();
+    app.store.set_webhook_sender(&link, true);
+    in_app_workflow(&app, "handed").await;
+    app.store.set_webhook_sender(&link, false);
+
+    let handed = sender.handed.lock().unwrap().clone();
+    assert_eq!(handed.len(), 1, "room for one");
+    assert_eq!(sender.given_back.load(SeqCst), 0);
+    let m = &handed[0];
+    assert!([&first, &second].contains(&&m.endpoint_id));
+    assert_eq!((m.event_type.as_str(), m.attempts), ("workflow.created", 0));
+    let body = crate::support::raw_sql(
+        &app,
+        &format!("select body from webhook_events where id = '{}'", m.id),
+    )
+    .await;
+    assert_eq!(body, std::slice::from_ref(&m.body), "the body as stored");
+    let rows = |status: &'static str, leased: &'static str| {
+        let app = &app;
+        async move {
+            count(
+                app,
+                &format!("select count(*) from webhook_messages where status = $1 and locked_until is {leased}"),
+                status,
+            )
+            .await
+        }
+    };
+    assert_eq!(rows("sending", "not null").await, 1, "leased to the sender");
+    assert_eq!(rows("pending", "null").await, 1, "left for a claim");
+
+    app.start_workers();
+    let got = receiver.wait_for(2).await;
+    let ids: std::collections::HashSet<&str> = got
+        .iter()
+        .map(|r| r.header("webhook-id").unwrap())
+        .collect();
+    assert_eq!(
+        (got.len(), ids.len()),
+        (2, 1),
+        "one event, once to each endpoint"
+    );
+    app.stop_workers().await;
+}
+db_test!(
+    webhook_outbox_hands_to_its_sender,
+    the_outbox_hands_what_its_sender_has_room_for,
+    backend
+);
