@@ -241,7 +241,8 @@ impl Store {
             Dialect::Postgres => {
                 let mut connect = PgConnectOptions::from_str(&opts.url)
                     .map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?
-                    .application_name("tidings");
+                    .application_name("tidings")
+                    .statement_cache_capacity(PG_STATEMENT_CACHE);
                 if let Some(schema) = &opts.pg_schema {
                     let admin = PgPoolOptions::new()
                         .max_connections(1)
@@ -436,6 +437,12 @@ impl Store {
 /// under a page number past the end of the file, and every commit after that scans the whole cache's hash
 /// table to drop it — at 64 MB that scan was 15 % of the writer's time under a trigger load.
 const WRITER_CACHE_KIB: &str = "-8192";
+
+/// Prepared statements each PostgreSQL connection keeps (sqlx's default is 100). The engine's multi-row
+/// inserts change their text with the number of rows (a group of 1 to ~40 triggers, a batch of attempts),
+/// so a transaction's dozen statement shapes come in a few hundred texts; with 100 kept, most were parsed
+/// and planned again on every use.
+const PG_STATEMENT_CACHE: usize = 1024;
 
 /// Pages the write-ahead log grows to before the writer itself checkpoints (SQLite's default is 1,000).
 /// The checkpoint thread (see `checkpoint`) copies the log every 100 ms, so the writer's checkpoint only
