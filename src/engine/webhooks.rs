@@ -214,6 +214,10 @@ pub(super) async fn send(store: Store, options: WebhookOptions, shutdown: Cancel
         let woken = store.webhooks_due().notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
+        // Handed messages first, whatever else the loop is doing: their leases run from their commit.
+        while let Ok(m) = handed_rx.try_recv() {
+            handed.push(m);
+        }
         let mut ready = pair(&store, &shared, std::mem::take(&mut handed), true).await;
         let mut skipped = false;
         if claim_now && shared.slots.available_permits() > 0 {
