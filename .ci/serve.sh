@@ -18,19 +18,30 @@ cleanup() {
 trap cleanup EXIT
 
 # serve DATABASE_URL [VARIABLE=VALUE ...]: serves DATABASE_URL with the variables given from a fresh folder
-# ($workdir, holding serve.out and serve.err) on a random port ($port), and waits until it answers.
+# ($workdir, holding serve.out and serve.err) on a random port ($port) below the kernel's ephemeral range,
+# and waits until it answers. A server that exits before it answers (its port taken meanwhile) is started
+# again on another port, up to three times; what it printed is shown.
 serve() {
-    local database_url="$1"
+    local database_url="$1" try
     shift
     workdir="$(mktemp -d)"
-    port=$((20000 + RANDOM % 20000))
-    (cd "$workdir" && exec env DATABASE_URL="$database_url" TIDINGS_LISTEN="127.0.0.1:${port}" "$@" \
-        "$BIN" serve >serve.out 2>serve.err) &
-    server=$!
-    for _ in $(seq 1 100); do
-        curl -fsS "http://127.0.0.1:${port}/v1/health-check" >/dev/null 2>&1 && break
-        sleep 0.1
+    for try in 1 2 3; do
+        port=$((20000 + RANDOM % 12000))
+        (cd "$workdir" && exec env DATABASE_URL="$database_url" TIDINGS_LISTEN="127.0.0.1:${port}" "$@" \
+            "$BIN" serve >serve.out 2>serve.err) &
+        server=$!
+        for _ in $(seq 1 300); do
+            curl -fsS "http://127.0.0.1:${port}/v1/health-check" >/dev/null 2>&1 && return 0
+            kill -0 "$server" 2>/dev/null || break
+            sleep 0.1
+        done
+        echo "the server on port ${port} did not answer (try ${try}); it printed:"
+        tail -n 20 "$workdir/serve.err" || true
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
     done
+    server=""
+    return 1
 }
 
 # stop NAME STATUS: stops the server and removes its folder; answers STATUS, or 1 when the server panicked.
