@@ -1491,6 +1491,18 @@ trigger_row() {
         "$drain_cpu" "$TARGET_TRIGGER_EPS" "$result"
 }
 
+# The CPU shares delivery_row and webhook_row show beside the server's, set in the caller's locals (bash
+# scoping): the bench receiver's during the load and the drain (recv, drain_recv) and the other processes'
+# without it (other, drain_other); a run where the others took too much is marked DISTURBED.
+receiver_shares() {
+    local name="$1"
+    recv="${RECEIVER_CPU[$name]:-0}"
+    drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
+    other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
+    drain_other="$(max 0 $(($(drain_sample_field "$name" other_cpu_pct) - drain_recv)))"
+    ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+}
+
 # One row of the deliveries table, as trigger_row: the API side (req/s, events/s accepted, p50, p99, errors),
 # then the receiver's side: messages it counted during the measured run (requests cut off when wrk stopped
 # may add up to one request's events per connection), the backlog when the load stopped, how long delivering
@@ -1503,11 +1515,7 @@ delivery_row() {
     local name="$1" rps accepted eps p50 p99 errors count backlog drain_s e2e recv drain_recv
     local other drain_other cpu drain_cpu result
     load_and_drain "$name"
-    recv="${RECEIVER_CPU[$name]:-0}"
-    drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
-    other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
-    drain_other="$(max 0 $(($(drain_sample_field "$name" other_cpu_pct) - drain_recv)))"
-    ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+    receiver_shares "$name"
     cpu="$(sample_field "$name" server_cpu_pct) / $(sample_field "$name" client_cpu_pct) / $recv / $other %"
     drain_cpu="$(drain_sample_field "$name" server_cpu_pct) / $(drain_sample_field "$name" client_cpu_pct)"
     drain_cpu="$drain_cpu / $drain_recv / $drain_other %"
@@ -1541,11 +1549,7 @@ webhook_row() {
     local name="$1" rps accepted eps p50 p99 errors count backlog drain_s e2e recv drain_recv
     local other drain_other cpu drain_cpu server db drain_db cpu_s per_k target_mps target_cpu result
     load_and_drain "$name"
-    recv="${RECEIVER_CPU[$name]:-0}"
-    drain_recv="${RECEIVER_DRAIN_CPU[$name]:-0}"
-    other="$(max 0 $(($(sample_field "$name" other_cpu_pct) - recv)))"
-    drain_other="$(max 0 $(($(drain_sample_field "$name" other_cpu_pct) - drain_recv)))"
-    ((other <= MAX_OTHER_CPU_PCT && drain_other <= MAX_OTHER_CPU_PCT)) || DISTURBED=1
+    receiver_shares "$name"
     server="$(sample_field "$name" server_cpu_pct)"
     db=""
     drain_db=""
