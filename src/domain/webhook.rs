@@ -38,6 +38,24 @@ pub const EVENT_TYPES: [&str; 16] = [
     "preference.updated",
 ];
 
+/// Tidings' operational events, Svix's names: about the endpoints themselves rather than the notifications.
+/// An endpoint receives them only when its `eventTypes` names them (one without a filter takes
+/// [`EVENT_TYPES`]).
+pub const OPERATIONAL_TYPES: [&str; 1] = ["endpoint.disabled"];
+
+/// Whether an endpoint filtering on `types` (`None`: no filter) receives events of type `kind`.
+pub fn types_receive(types: Option<&[String]>, kind: &str) -> bool {
+    match types {
+        None => !OPERATIONAL_TYPES.contains(&kind),
+        Some(types) => types.iter().any(|t| t == kind),
+    }
+}
+
+/// The types an endpoint may filter on: Novu's events, then the operational ones.
+pub fn known_types() -> impl Iterator<Item = &'static str> {
+    EVENT_TYPES.into_iter().chain(OPERATIONAL_TYPES)
+}
+
 /// What every endpoint secret starts with (Standard Webhooks).
 pub const SECRET_PREFIX: &str = "whsec_";
 /// Random bytes of a secret Tidings makes (Svix's size).
@@ -102,11 +120,7 @@ impl WebhookEndpoint {
 
     /// Whether an event of type `kind` goes to this endpoint.
     pub fn receives(&self, kind: &str) -> bool {
-        !self.disabled
-            && self
-                .event_types
-                .as_ref()
-                .is_none_or(|types| types.iter().any(|t| t == kind))
+        !self.disabled && types_receive(self.event_types.as_deref(), kind)
     }
 }
 
@@ -205,8 +219,8 @@ pub fn signature(
     Ok(signatures.join(" "))
 }
 
-/// The object an event is about (the envelope's `object`), from its type's prefix: `message`, `workflow` or
-/// `preference`.
+/// The object an event is about (the envelope's `object`), from its type's prefix: `message`, `workflow`,
+/// `preference` or `endpoint`.
 pub fn object_of(kind: &str) -> &str {
     kind.split_once('.').map_or(kind, |(object, _)| object)
 }
@@ -336,7 +350,7 @@ pub fn preference_data(
 /// An example event of type `kind` (`send-example`): the type as Tidings names it and made-up `data` in the
 /// shape real events have; `None` for a type Tidings does not send.
 pub fn example_data(kind: &str) -> Option<(&'static str, Value)> {
-    let kind = *EVENT_TYPES.iter().find(|t| **t == kind)?;
+    let kind = known_types().find(|t| *t == kind)?;
     let at = "2026-01-01T00:00:00.000Z";
     let data = match object_of(kind) {
         "message" => serde_json::json!({"object": {
@@ -355,9 +369,35 @@ pub fn example_data(kind: &str) -> Option<(&'static str, Value)> {
             "object": {"level": "global", "enabled": true,
                 "channels": {"in_app": true, "email": false, "sms": true, "chat": true, "push": true}},
             "subscriberId": "example-subscriber"}),
+        "endpoint" => endpoint_disabled_data(
+            "example-app",
+            "ep_000000000000000000000001",
+            Some("example-endpoint"),
+            Timestamp(1_767_225_600_000),
+        ),
         _ => return None,
     };
     Some((kind, data))
+}
+
+/// The `data` of `endpoint.disabled`, as Svix sends it: the application (the environment's public
+/// identifier), the endpoint, and when its failures began; `trigger` is `automatic` (5 days of failures).
+pub fn endpoint_disabled_data(
+    app_id: &str,
+    endpoint_id: &str,
+    endpoint_uid: Option<&str>,
+    failing_since: Timestamp,
+) -> Value {
+    let mut data = serde_json::json!({
+        "appId": app_id,
+        "endpointId": endpoint_id,
+        "failSince": failing_since.to_iso(),
+        "trigger": "automatic",
+    });
+    if let Some(uid) = endpoint_uid {
+        data["endpointUid"] = Value::String(uid.to_owned());
+    }
+    data
 }
 
 /// A new secret: `whsec_` + base64 of 24 random bytes.
@@ -465,7 +505,14 @@ mod tests {
         e.event_types = Some(vec!["message.read".into()]);
         assert!(!e.receives("message.sent"));
         assert!(e.receives("message.read"));
+        e.event_types = None;
+        assert!(
+            !e.receives("endpoint.disabled"),
+            "operational events only by name"
+        );
+        e.event_types = Some(vec!["endpoint.disabled".into()]);
+        assert!(e.receives("endpoint.disabled"));
         e.disabled = true;
-        assert!(!e.receives("message.read"));
+        assert!(!e.receives("endpoint.disabled"));
     }
 }

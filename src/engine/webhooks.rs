@@ -487,10 +487,10 @@ async fn finish(store: Store, mut finished: mpsc::UnboundedReceiver<Attempt>) {
         loop {
             match store.finish_webhook_attempts(&batch).await {
                 Ok(disabled) => {
-                    for (endpoint, env) in disabled {
+                    for d in disabled {
                         tracing::warn!(
-                            endpoint,
-                            environment = env,
+                            endpoint = d.id,
+                            environment = d.environment_id,
                             "webhook endpoint disabled: it has failed for 5 days without a success"
                         );
                     }

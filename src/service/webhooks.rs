@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::webhook::{
-    new_secret, parse_secret, EndpointInput, WebhookEndpoint, EVENT_TYPES, ROTATION_GRACE_MS,
+    known_types, new_secret, parse_secret, EndpointInput, WebhookEndpoint, ROTATION_GRACE_MS,
 };
 use crate::domain::{Tenant, Timestamp};
 use crate::error::{Error, Result, Validation};
@@ -126,12 +126,12 @@ fn validate_filters(input: &EndpointInput, v: &mut Validation) {
             );
         }
         for t in types {
-            if !EVENT_TYPES.contains(&t.as_str()) {
+            if !known_types().any(|k| k == t) {
                 v.add(
                     "eventTypes",
                     format!(
                         "unknown event type '{t}'; known: {}",
-                        EVENT_TYPES.join(", ")
+                        known_types().collect::<Vec<_>>().join(", ")
                     ),
                     t.as_str(),
                 );

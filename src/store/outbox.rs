@@ -16,7 +16,7 @@ use super::sql::{Arg, Sql};
 use super::webhook_messages::Outgoing;
 use super::Dialect;
 use crate::domain::job::Message;
-use crate::domain::webhook::{envelope, message_data, new_message_events};
+use crate::domain::webhook::{envelope, message_data, new_message_events, types_receive};
 use crate::domain::{new_object_id, EnvironmentId, OrganizationId, Timestamp};
 
 /// The heads of the inserts of webhook events and messages (the columns each row gives, in order).
@@ -166,7 +166,12 @@ impl Receivers {
             .get(env.as_str())
             .into_iter()
             .flat_map(|r| r.endpoints.iter())
-            .filter(move |r| r.types.as_ref().is_none_or(|t| t.iter().any(|t| t == kind)))
+            .filter(move |r| types_receive(r.types.as_deref(), kind))
+    }
+
+    /// The public identifier (`applicationIdentifier`) of `env`, when it has an enabled endpoint.
+    pub fn identifier(&self, env: &str) -> Option<&str> {
+        self.by_env.get(env).map(|r| r.identifier.as_str())
     }
 
     /// The inserts of `events`' messages, one row per event and endpoint that receives it, due at once;
@@ -189,10 +194,7 @@ impl Receivers {
             }
             let oid = new_object_id();
             let id = format!("msg_{oid}");
-            let identifier = self
-                .by_env
-                .get(e.environment_id.as_str())
-                .map_or("", |r| r.identifier.as_str());
+            let identifier = self.identifier(e.environment_id.as_str()).unwrap_or("");
             let body = envelope(&oid, e.kind, &e.data, now, identifier);
             let mut rows = Vec::new();
             for r in endpoints {

@@ -3,12 +3,12 @@
 //! per batch.
 
 use super::insert::{batched, insert_rows};
-use super::outbox::{event_rows, insert_event_rows, Event};
+use super::outbox::{event_rows, insert_event_rows, record_events, Event, Handover, Receivers};
 use super::page::{env_scope, Keyed, Listing, Page, PageRequest};
 use super::row::sql_row;
 use super::sql::{bind_args, Arg, Sql};
 use super::{on_db, Cost, Dialect, Store};
-use crate::domain::webhook::WebhookEndpoint;
+use crate::domain::webhook::{endpoint_disabled_data, WebhookEndpoint};
 use crate::domain::{EnvironmentId, Timestamp};
 use crate::error::Result;
 
@@ -192,16 +192,15 @@ impl Store {
 
     /// Records how `attempts` ended, in one transaction: each message succeeds, is due again, or fails for
     /// good; the attempts are kept; an endpoint's failure clock starts at its first failure after a success,
-    /// stops at a success, and an endpoint failing for [`DISABLE_AFTER_MS`] is disabled. Answers the
-    /// endpoints disabled.
-    pub async fn finish_webhook_attempts(
-        &self,
-        attempts: &[Attempt],
-    ) -> Result<Vec<(String, String)>> {
+    /// stops at a success, and an endpoint failing for [`DISABLE_AFTER_MS`] is disabled, with an
+    /// `endpoint.disabled` event for the environment's endpoints that take it. Answers the endpoints
+    /// disabled.
+    pub async fn finish_webhook_attempts(&self, attempts: &[Attempt]) -> Result<Vec<Disabled>> {
         if attempts.is_empty() {
             return Ok(Vec::new());
         }
         let dialect = self.dialect();
+        let sender = self.webhook_sender();
         let now = Timestamp::now().0;
         let writes = batched(dialect, finish_statements(dialect, attempts, now));
         let failing: Vec<&str> = attempts
@@ -215,20 +214,57 @@ impl Store {
             .push(" where disabled = false and failing_since < ")
             .bind(now - DISABLE_AFTER_MS);
         disable.push_in("id", &failing);
-        disable.push(" returning id, environment_id");
-        let disabled = on_db!(self.w(), p => {
+        disable.push(" returning ").push(Disabled::COLUMNS);
+        let (disabled, webhooks) = on_db!(self.w(), p => {
             let mut tx = p.begin().await?;
             for q in writes {
                 bind_args!(sqlx::query(&q.text), q.args).execute(&mut *tx).await?;
             }
-            let disabled: Vec<(String, String)> = if failing.is_empty() {
+            let disabled: Vec<Disabled> = if failing.is_empty() {
                 Vec::new()
             } else {
                 bind_args!(sqlx::query_as(&disable.text), disable.args).fetch_all(&mut *tx).await?
             };
-            tx.commit().await.map(|()| disabled)
+            let webhooks = if disabled.is_empty() {
+                Handover::new(None)
+            } else {
+                let mut envs: Vec<&str> = disabled.iter().map(|d| d.environment_id.as_str()).collect();
+                envs.sort_unstable();
+                envs.dedup();
+                record_events!(tx, dialect, sender.as_ref(), &envs, Timestamp(now), |r: &Receivers| {
+                    disabled.iter().map(|d| d.event(r)).collect()
+                })
+            };
+            tx.commit().await.map(|()| (disabled, webhooks))
         })?;
+        webhooks.announce(self);
         Ok(disabled)
+    }
+}
+
+sql_row! {
+    /// An endpoint the sender disabled (5 days of failures).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Disabled {
+        pub id: String,
+        pub uid: Option<String>,
+        pub environment_id: String,
+        pub organization_id: String,
+        pub failing_since: Option<i64>,
+    }
+}
+
+impl Disabled {
+    /// Its `endpoint.disabled` event, addressed with the environment's identifier from `receivers`.
+    fn event(&self, receivers: &Receivers) -> Event {
+        let app_id = receivers.identifier(&self.environment_id).unwrap_or("");
+        let since = Timestamp(self.failing_since.unwrap_or_default());
+        Event {
+            environment_id: self.environment_id.as_str().into(),
+            organization_id: self.organization_id.as_str().into(),
+            kind: "endpoint.disabled",
+            data: endpoint_disabled_data(app_id, &self.id, self.uid.as_deref(), since),
+        }
     }
 }
 

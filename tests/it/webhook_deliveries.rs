@@ -453,12 +453,27 @@ async fn unsubscribe_link_emits(app: TestApp) {
 }
 db_test!(webhook_unsubscribe_link_emits, unsubscribe_link_emits);
 
-/// An endpoint that has failed for 5 days without a success is disabled by its next failure; a change to it
-/// starts its failure clock again.
+/// An endpoint that has failed for 5 days without a success is disabled by its next failure, which the
+/// endpoints that asked for `endpoint.disabled` are told (an endpoint without a filter is not); a change to
+/// it starts its failure clock again.
 async fn failing_for_five_days_disables(app: TestApp) {
     let r = Receiver::start().await;
     r.always(Reply::status(503));
-    let (id, _) = endpoint(&app, &r.url, json!({"filterTypes": ["message.sent"]})).await;
+    let (id, _) = endpoint(
+        &app,
+        &r.url,
+        json!({"filterTypes": ["message.sent"], "uid": "crm"}),
+    )
+    .await;
+    let watcher = Receiver::start().await;
+    let (_, watcher_secret) = endpoint(
+        &app,
+        &watcher.url,
+        json!({"filterTypes": ["endpoint.disabled"]}),
+    )
+    .await;
+    let all = Receiver::start().await;
+    endpoint(&app, &all.url, json!({})).await;
     in_app_workflow(&app, "hello").await;
     trigger(&app, "hello", "ada").await;
     r.wait_for(1).await;
@@ -484,6 +499,40 @@ async fn failing_for_five_days_disables(app: TestApp) {
     })
     .await;
     assert_eq!(e["disabled"], true);
+    let told = verified(&watcher.wait_for(1).await[0], &watcher_secret);
+    assert_eq!(
+        (&told["type"], &told["object"], &told["environmentId"]),
+        (
+            &json!("endpoint.disabled"),
+            &json!("endpoint"),
+            &json!(app.application_identifier)
+        ),
+        "{told}"
+    );
+    let data = &told["data"];
+    assert_eq!(
+        (
+            &data["appId"],
+            &data["endpointId"],
+            &data["endpointUid"],
+            &data["trigger"]
+        ),
+        (
+            &json!(app.application_identifier),
+            &json!(id),
+            &json!("crm"),
+            &json!("automatic")
+        ),
+        "{told}"
+    );
+    let since = tidings::domain::Timestamp(six_days_ago).to_iso();
+    assert_eq!(data["failSince"], json!(since), "{told}");
+    all.wait_for(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        of_type(&all.requests(), "endpoint.disabled").is_empty(),
+        "an endpoint without a filter takes Novu's events only"
+    );
     // Re-enabled by the caller: the clock starts again, so the next failure does not disable it at once.
     let (status, _) = crate::inbox::call(
         &app,
