@@ -4,7 +4,9 @@ use tidings::config::{Cli, Command, Config, EnvironmentsCommand, LogFormat};
 use tidings::{app, service};
 
 /// Every request allocates many small, short-lived values (rows, strings, JSON); mimalloc's per-thread
-/// free lists serve them without glibc's arena locking and consolidation (docs/decisions.md).
+/// free lists serve them without glibc's arena locking and consolidation. Built without transparent huge
+/// pages (`no_thp`): with them, every 2 MB of its arena that a thread touched counted whole in the RSS
+/// (65 against 42 MB idle, 171 against 111 MB at peak; docs/decisions.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
