@@ -250,7 +250,8 @@ sql_row! {
         pub uid: Option<String>,
         pub environment_id: String,
         pub organization_id: String,
-        pub failing_since: Option<i64>,
+        /// When its failures began (set on every endpoint the disabling picks).
+        pub failing_since: i64,
     }
 }
 
@@ -258,12 +259,16 @@ impl Disabled {
     /// Its `endpoint.disabled` event, addressed with the environment's identifier from `receivers`.
     fn event(&self, receivers: &Receivers) -> Event {
         let app_id = receivers.identifier(&self.environment_id).unwrap_or("");
-        let since = Timestamp(self.failing_since.unwrap_or_default());
         Event {
             environment_id: self.environment_id.as_str().into(),
             organization_id: self.organization_id.as_str().into(),
             kind: "endpoint.disabled",
-            data: endpoint_disabled_data(app_id, &self.id, self.uid.as_deref(), since),
+            data: endpoint_disabled_data(
+                app_id,
+                &self.id,
+                self.uid.as_deref(),
+                Timestamp(self.failing_since),
+            ),
         }
     }
 }
